@@ -1,0 +1,71 @@
+// tensorseal/checkpoint.h — reading any supported file into the value tree.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tensorseal/limits.h"
+#include "tensorseal/storage.h"
+#include "tensorseal/value.h"
+
+namespace tensorseal {
+
+enum class Format : std::uint8_t {
+  kUnknown, kTorchZip, kTorchLegacy, kPickle, kSafetensors, kNpy, kNpz,
+};
+// "torch-zip", "torch-legacy", "pickle", "safetensors", "npy", "npz", "unknown".
+std::string_view format_name(Format f) noexcept;
+std::optional<Format> format_from_name(std::string_view name) noexcept;
+
+// A container-level fact a reader noticed: something that shapes the file's bytes
+// without being content (zip prefix, storage key, pickle protocol, header padding...).
+// `explain` compares facts of two files by topic; tools never look at format bytes.
+struct Fact {
+  std::string topic;  // stable id, e.g. "zip.prefix", "pickle.protocol", "storage.key"
+  std::string where;  // location inside the file, e.g. "data.pkl @ 0x1f" or a tensor path
+  std::string value;  // rendered value
+};
+
+// A global name the file's pickles reference (for `scan`).
+struct GlobalRef {
+  std::string module, name;
+  std::string where;  // "data.pkl @ 123", "<outer> @ 16 / _load_from_bytes#1 @ 40", ...
+};
+
+struct Checkpoint {
+  Format format = Format::kUnknown;
+  std::string file;  // as given, for messages
+  Value root;        // the content
+  // User metadata a container carries besides content (safetensors __metadata__).
+  std::vector<std::pair<std::string, std::string>> metadata;
+  std::vector<Fact> facts;
+  std::vector<GlobalRef> globals;
+  std::shared_ptr<const MappedFile> mapping;  // null when read from memory
+};
+
+struct ReadOptions {
+  Limits limits;
+  // Verify every checksum the container carries (zip CRC32) while reading.
+  bool verify_checksums = true;
+};
+
+// Detects the format from the first bytes (never from the file name).
+Format detect_format(std::span<const std::byte> head) noexcept;
+
+// Reads a file: memory-maps it, detects its format and parses it. Tensors are
+// zero-copy views of the mapping where the layout allows. Throws tensorseal::Error.
+[[nodiscard]] Checkpoint read_file(const std::filesystem::path& path, const ReadOptions& options = {});
+// Same for bytes in memory. `name` is used in messages. The bytes are copied once
+// into an owned buffer that the returned tensors view.
+[[nodiscard]] Checkpoint read_bytes(std::span<const std::byte> bytes, std::string name,
+                                    const ReadOptions& options = {});
+// Parses a mapped file that is already open.
+[[nodiscard]] Checkpoint read_mapped(std::shared_ptr<const MappedFile> file, const ReadOptions& options = {});
+
+}  // namespace tensorseal

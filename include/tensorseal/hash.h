@@ -1,0 +1,38 @@
+// tensorseal/hash.h — the content hash (definition: docs/content-hash.md).
+//
+// A digest of what a checkpoint means, independent of container, layout, storage
+// sharing, dict order and file name. Stable forever: golden vectors pin it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensorseal/value.h"
+
+namespace tensorseal {
+
+enum class HashAlgo : std::uint8_t { kSha256, kXxh3 };
+
+struct HashOptions {
+  HashAlgo algo = HashAlgo::kSha256;
+  unsigned threads = 0;  // 0: all cores. The result never depends on this.
+};
+
+// "sha256:<64 hex>" or "xxh3:<32 hex>".
+[[nodiscard]] std::string content_hash(const Value& root, const HashOptions& options = {});
+
+// Plain SHA-256 of a tensor's elements in row-major little-endian order, as hex
+// (equal to hashlib.sha256(t.contiguous().numpy().tobytes()).hexdigest()).
+[[nodiscard]] std::string tensor_sha256(const Tensor& t);
+
+// Per-tensor plain SHA-256 for many tensors, in parallel; same order as input.
+[[nodiscard]] std::vector<std::string> tensor_sha256_all(const std::vector<TensorRef>& tensors,
+                                                         unsigned threads = 0);
+
+// SHA-256 of bytes as lowercase hex.
+[[nodiscard]] std::string sha256_hex(std::span<const std::byte> bytes);
+
+}  // namespace tensorseal

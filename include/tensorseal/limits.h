@@ -1,0 +1,27 @@
+// tensorseal/limits.h — resource limits applied to every file read.
+//
+// Every size that comes from a file is checked against these before anything is
+// allocated or looped over. Defaults suit real checkpoints; docs/limits.md explains
+// each and how to raise it (ReadOptions in C++, keyword arguments in Python, flags
+// in the CLI).
+#pragma once
+
+#include <cstdint>
+
+namespace tensorseal {
+
+struct Limits {
+  std::uint64_t max_safetensors_header = 100'000'000;  // same cap as safetensors
+  std::uint64_t max_pickle_bytes = 1ull << 32;          // one pickle stream
+  std::uint64_t max_pickle_ops = 100'000'000;           // opcodes executed per stream
+  std::uint32_t max_depth = 1000;                       // container nesting
+  std::uint64_t max_stack = 1'000'000;                  // pickle stack + metastack entries
+  std::uint64_t max_memo = 1'000'000;                   // pickle memo entries
+  std::uint64_t max_string = 1ull << 31;                // one str/bytes value
+  std::uint64_t max_alloc = 1ull << 33;                 // bytes allocated while parsing
+  std::uint32_t max_nested_files = 8;                   // _load_from_bytes nesting
+  std::uint64_t max_entries = 1'000'000;                // zip entries / tensors
+  std::uint32_t max_ndim = 64;                          // tensor dimensions
+};
+
+}  // namespace tensorseal

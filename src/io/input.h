@@ -1,0 +1,36 @@
+// What a format reader parses: the whole file as one storage (a mapping or an owned
+// buffer) so that tensors can be zero-copy slices of it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tensorseal/checkpoint.h"
+#include "tensorseal/storage.h"
+
+namespace tensorseal::detail {
+
+struct Input {
+  std::shared_ptr<const Storage> whole;  // every byte of the file
+  std::string name;                      // for messages
+  const ReadOptions* options = nullptr;
+  std::uint32_t nesting = 0;             // depth of nested files (_load_from_bytes)
+
+  std::span<const std::byte> bytes() const { return whole->bytes(); }
+  std::uint64_t size() const { return whole->size(); }
+  // A zero-copy window of the file; throws kTruncated when outside.
+  std::shared_ptr<Storage> window(std::uint64_t offset, std::uint64_t size) const {
+    return Storage::slice(whole, offset, size);
+  }
+};
+
+// Per-format readers (src/<format>/). Each fills a Checkpoint or throws Error with
+// the file name and byte offset set.
+Checkpoint read_safetensors(const Input& in);
+Checkpoint read_torch_zip(const Input& in);
+Checkpoint read_torch_legacy(const Input& in);
+Checkpoint read_pickle_file(const Input& in);
+Checkpoint read_npy(const Input& in);
+Checkpoint read_npz(const Input& in);
+
+}  // namespace tensorseal::detail

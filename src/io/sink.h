@@ -1,0 +1,60 @@
+// Byte sinks that writers stream into: memory or an atomic file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace tensorseal::detail {
+
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  virtual void write(std::span<const std::byte> data) = 0;
+  void write(std::string_view s) { write({reinterpret_cast<const std::byte*>(s.data()), s.size()}); }
+  std::uint64_t position() const noexcept { return position_; }
+
+ protected:
+  std::uint64_t position_ = 0;
+};
+
+class StringSink final : public Sink {
+ public:
+  void write(std::span<const std::byte> data) override {
+    out.append(reinterpret_cast<const char*>(data.data()), data.size());
+    position_ += data.size();
+  }
+  std::string out;
+};
+
+// Writes to a temp file beside `target`; commit() makes it appear at `target`
+// atomically (fsync, rename, fsync of the directory). Destroyed uncommitted, it
+// removes the temp file, so failures leave the target untouched.
+class AtomicFileSink final : public Sink {
+ public:
+  explicit AtomicFileSink(std::filesystem::path target, bool fsync = true);
+  ~AtomicFileSink() override;
+  AtomicFileSink(const AtomicFileSink&) = delete;
+  AtomicFileSink& operator=(const AtomicFileSink&) = delete;
+
+  void write(std::span<const std::byte> data) override;
+  void commit();
+  const std::filesystem::path& temp_path() const noexcept { return temp_; }
+
+  // Prefix of temp file names; a temp file left by a killed writer can be recognised
+  // (and is removed by the next write to the same target whose writer is gone).
+  static constexpr std::string_view kTempMarker = ".tseal-tmp.";
+
+ private:
+  void flush_buffer();
+  std::filesystem::path target_, temp_;
+  int fd_ = -1;
+  bool fsync_ = true;
+  bool committed_ = false;
+  std::string buffer_;
+};
+
+}  // namespace tensorseal::detail

@@ -1,0 +1,194 @@
+// safetensors reader. Grammar (docs/formats/safetensors.md):
+//
+//   file    = u64le N, header[N], buffer
+//   header  = ws* '{' entries '}' ws*       (UTF-8 JSON, N <= 100,000,000)
+//   entries = ("__metadata__": {str: str, ...})? , name: {"dtype": D, "shape": [u64...],
+//             "data_offsets": [begin, end]} ...
+//   buffer  = the tensors' bytes; sorted by offsets they tile [0, len(buffer)) exactly,
+//             and 8 + N + len(buffer) == file size.
+//
+// Tensors are zero-copy windows of the input. Every rule broken has its own error.
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <unordered_set>
+
+#include "io/input.h"
+#include "safetensors/constants.h"
+#include "util/checked.h"
+#include "util/endian.h"
+#include "util/utf8.h"
+
+namespace tensorseal::detail {
+namespace st = tensorseal::safetensors;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin, end;
+};
+
+[[noreturn]] void fail(const Rule& r, std::string detail, const Input& in, std::uint64_t offset) {
+  throw Error(r, std::move(detail), in.name, offset);
+}
+
+Entry parse_entry(const std::string& name, const json& v, const Input& in) {
+  constexpr std::uint64_t kAt = st::kLengthPrefixSize;
+  if (!v.is_object()) fail(st::rules::kEntryType, "entry '" + name + "' is not a JSON object", in, kAt);
+  auto field = [&](const char* f) -> const json& {
+    auto it = v.find(f);
+    if (it == v.end()) fail(st::rules::kEntryType, "entry '" + name + "' has no \"" + f + "\"", in, kAt);
+    return *it;
+  };
+  const json& dt = field("dtype");
+  const json& shape = field("shape");
+  const json& offs = field("data_offsets");
+  if (!dt.is_string()) fail(st::rules::kEntryType, "entry '" + name + "': dtype is not a string", in, kAt);
+  auto dtype = dtype_from_safetensors(dt.get_ref<const std::string&>());
+  if (!dtype) fail(st::rules::kUnknownDtype, "entry '" + name + "': unknown dtype " + dt.dump(), in, kAt);
+  Entry e{name, *dtype, {}, 0, 0};
+  if (!shape.is_array()) fail(st::rules::kBadShape, "entry '" + name + "': shape is not an array", in, kAt);
+  if (shape.size() > in.options->limits.max_ndim)
+    fail(st::rules::kBadShape, "entry '" + name + "': " + std::to_string(shape.size()) + " dimensions exceed the limit", in, kAt);
+  for (const auto& d : shape) {
+    if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+      fail(st::rules::kBadShape, "entry '" + name + "': shape " + shape.dump() + " is not a list of sizes", in, kAt);
+    e.shape.push_back(static_cast<std::int64_t>(d.get<std::uint64_t>()));
+  }
+  if (!offs.is_array() || offs.size() != 2 || !offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
+    fail(st::rules::kBadOffsets, "entry '" + name + "': data_offsets " + offs.dump() + " is not [begin, end]", in, kAt);
+  e.begin = offs[0].get<std::uint64_t>();
+  e.end = offs[1].get<std::uint64_t>();
+  if (e.begin > e.end)
+    fail(st::rules::kBadOffsets, "entry '" + name + "': data_offsets begin " + std::to_string(e.begin) + " > end " + std::to_string(e.end), in, kAt);
+  // Size check with overflow-checked arithmetic: numel * bits / 8 == end - begin.
+  std::uint64_t numel = 1;
+  for (auto d : e.shape) {
+    auto m = util::mul(numel, static_cast<std::uint64_t>(d));
+    if (!m) fail(st::rules::kSizeOverflow, "entry '" + name + "': element count overflows", in, kAt);
+    numel = *m;
+  }
+  const auto bits = info(e.dtype).bits;
+  auto total_bits = util::mul(numel, bits);
+  if (!total_bits) fail(st::rules::kSizeOverflow, "entry '" + name + "': byte size overflows", in, kAt);
+  if (*total_bits % 8 != 0)
+    fail(st::rules::kMisaligned, "entry '" + name + "': " + std::to_string(numel) + " elements of " +
+                                     std::to_string(bits) + " bits do not fill whole bytes", in, kAt);
+  if (*total_bits / 8 != e.end - e.begin)
+    fail(st::rules::kSizeMismatch, "entry '" + name + "': shape " + shape.dump() + " of " + dt.get<std::string>() +
+                                       " needs " + std::to_string(*total_bits / 8) + " bytes, data_offsets give " +
+                                       std::to_string(e.end - e.begin), in, kAt);
+  return e;
+}
+
+}  // namespace
+
+Checkpoint read_safetensors(const Input& in) {
+  const auto bytes = in.bytes();
+  if (bytes.size() < st::kLengthPrefixSize)
+    fail(st::rules::kFileTooSmall, "file of " + std::to_string(bytes.size()) + " bytes has no header length", in, 0);
+  const std::uint64_t n = util::load_le<std::uint64_t>(bytes.data());
+  const std::uint64_t cap = std::min(st::kMaxHeaderSize, in.options->limits.max_safetensors_header);
+  if (n > cap)
+    fail(st::rules::kHeaderTooLarge, "header length " + std::to_string(n) + " exceeds the limit " + std::to_string(cap), in, 0);
+  if (n > bytes.size() - st::kLengthPrefixSize)
+    fail(st::rules::kHeaderLength, "header length " + std::to_string(n) + " runs past the end of the file (" +
+                                       std::to_string(bytes.size()) + " bytes)", in, 0);
+  const std::string_view text = util::as_chars(bytes.subspan(st::kLengthPrefixSize, n));
+  if (auto bad = util::first_invalid_utf8(text))
+    fail(st::rules::kHeaderUtf8, "header is not valid UTF-8", in, st::kLengthPrefixSize + *bad);
+
+  // Duplicate keys are legal JSON but ambiguous: reject them (safetensors keeps the last).
+  std::unordered_set<std::string> top_keys;
+  std::string duplicate;
+  auto cb = [&](int depth, json::parse_event_t ev, json& parsed) {
+    if (ev == json::parse_event_t::key && depth == 1 && duplicate.empty() &&
+        !top_keys.insert(parsed.get<std::string>()).second)
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  json header;
+  try {
+    header = json::parse(text.begin(), text.end(), cb);
+  } catch (const json::parse_error& e) {
+    fail(st::rules::kHeaderJson, std::string("header is not JSON: ") + e.what(), in,
+         st::kLengthPrefixSize + (e.byte > 0 ? e.byte - 1 : 0));
+  }
+  if (!duplicate.empty()) fail(st::rules::kDuplicateKey, "key '" + duplicate + "' appears twice in the header", in, st::kLengthPrefixSize);
+  if (!header.is_object()) fail(st::rules::kHeaderNotObject, "header is not a JSON object", in, st::kLengthPrefixSize);
+  if (header.size() > in.options->limits.max_entries)
+    fail(st::rules::kTooManyTensors, std::to_string(header.size()) + " entries exceed the limit", in, st::kLengthPrefixSize);
+
+  Checkpoint c;
+  c.format = Format::kSafetensors;
+  std::vector<Entry> entries;
+  entries.reserve(header.size());
+  std::vector<std::string> header_order;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == st::kMetadataKey) {
+      if (!it.value().is_object() && !it.value().is_null())
+        fail(st::rules::kMetadataType, "__metadata__ is not an object of strings", in, st::kLengthPrefixSize);
+      if (it.value().is_object())
+        for (auto m = it.value().begin(); m != it.value().end(); ++m) {
+          if (!m.value().is_string())
+            fail(st::rules::kMetadataType, "__metadata__ value for '" + m.key() + "' is not a string", in, st::kLengthPrefixSize);
+          c.metadata.emplace_back(m.key(), m.value().get<std::string>());
+        }
+      header_order.push_back(it.key());
+      continue;
+    }
+    entries.push_back(parse_entry(it.key(), it.value(), in));
+    header_order.push_back(it.key());
+  }
+
+  // Tiling: sorted by (begin, end) the tensors cover the buffer from 0 with no gap or
+  // overlap; the buffer ends exactly at the end of the file.
+  std::vector<std::size_t> order(entries.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::pair(entries[a].begin, entries[a].end) < std::pair(entries[b].begin, entries[b].end);
+  });
+  const std::uint64_t data_start = st::kLengthPrefixSize + n;
+  std::uint64_t cursor = 0;
+  for (std::size_t i : order) {
+    const Entry& e = entries[i];
+    if (e.begin != cursor)
+      fail(st::rules::kTiling, "tensor '" + e.name + "' starts at buffer offset " + std::to_string(e.begin) +
+                                   ", expected " + std::to_string(cursor) + (e.begin < cursor ? " (overlap)" : " (gap)"),
+           in, data_start + std::min(e.begin, cursor));
+    cursor = e.end;
+  }
+  const std::uint64_t buffer_len = bytes.size() - data_start;
+  if (cursor != buffer_len)
+    fail(st::rules::kBufferLength, "tensors cover " + std::to_string(cursor) + " bytes of a " +
+                                       std::to_string(buffer_len) + "-byte data buffer", in, data_start + std::min(cursor, buffer_len));
+
+  // Value tree: a plain dict in data order (the order safetensors' writer chose).
+  c.root = Value::dict();
+  Dict& d = c.root.as_dict();
+  d.items.reserve(entries.size());
+  for (std::size_t i : order) {
+    const Entry& e = entries[i];
+    auto storage = in.window(data_start + e.begin, e.end - e.begin);
+    storage->dtype = e.dtype;
+    d.items.emplace_back(Value::str(e.name), Value(make_contiguous(e.dtype, e.shape, std::move(storage))));
+  }
+
+  // Facts that shape the bytes without being content, for `explain`.
+  std::uint64_t trailing_spaces = 0;
+  while (trailing_spaces < text.size() && text[text.size() - 1 - trailing_spaces] == ' ') ++trailing_spaces;
+  c.facts.push_back({"safetensors.header_length", "byte 0", std::to_string(n)});
+  c.facts.push_back({"safetensors.header_padding", "header end", std::to_string(trailing_spaces) + " spaces"});
+  std::string key_order;
+  for (const auto& k : header_order) key_order += (key_order.empty() ? "" : ",") + k;
+  c.facts.push_back({"safetensors.key_order", "header", key_order});
+  std::string meta_order;
+  for (const auto& [k, v] : c.metadata) meta_order += (meta_order.empty() ? "" : ",") + k;
+  c.facts.push_back({"safetensors.metadata_order", "__metadata__", meta_order});
+  return c;
+}
+
+}  // namespace tensorseal::detail

@@ -1,0 +1,126 @@
+// safetensors writer: canonical, and byte-identical to safetensors.torch.save_file.
+//
+//   u64le(N) '{' ["__metadata__":{k:v,...},] name:{"dtype":D,"shape":[...],"data_offsets":[b,e]},... '}'
+//   ' ' * pad   (N is a multiple of 8)
+//   tensor bytes in the same order, row-major, no gaps
+//
+// Order: tensors by dtype descending in safetensors' enum order, then name bytewise
+// (what safetensors does); __metadata__ keys sorted bytewise (safetensors' own order
+// is a HashMap's and changes between runs; with one key both agree). JSON is compact
+// with serde_json's escaping, so the header bytes match.
+#include <algorithm>
+
+#include "io/writers.h"
+#include "safetensors/constants.h"
+#include "util/endian.h"
+
+namespace tensorseal::detail {
+namespace st = tensorseal::safetensors;
+
+namespace {
+
+int dtype_rank(std::string_view code) {
+  for (std::size_t i = 0; i < std::size(st::kDtypeOrder); ++i)
+    if (st::kDtypeOrder[i] == code) return static_cast<int>(i);
+  return -1;
+}
+
+// serde_json's string escaping: quote, backslash and C0 controls; everything else raw.
+void json_string(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out += kHex[c >> 4];
+          out += kHex[c & 15];
+        } else out += ch;
+    }
+  }
+  out += '"';
+}
+
+struct Item {
+  std::string_view name;
+  const Tensor* tensor;
+  std::string_view code;
+  int rank;
+};
+
+}  // namespace
+
+void write_safetensors(const Value& root, const WriteOptions& options, Sink& sink) {
+  if (!root.is(Value::Kind::kDict))
+    throw Error(st::rules::kNotFlat, "safetensors holds a dict of named tensors; got " + std::string(kind_name(root.kind())));
+  std::vector<Item> items;
+  for (const auto& [k, v] : root.as_dict().items) {
+    if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor))
+      throw Error(st::rules::kNotFlat, "safetensors holds str -> tensor entries; got " + repr(k, 60) + " -> " +
+                                           std::string(kind_name(v.kind())));
+    const Tensor& t = *v.as_tensor();
+    if (k.as_str() == st::kMetadataKey)
+      throw Error(st::rules::kReservedName, "a tensor cannot be named __metadata__");
+    const auto code = info(t.dtype).safetensors;
+    if (code.empty())
+      throw Error(st::rules::kDtypeUnsupported, "tensor '" + std::string(k.as_str()) + "' has dtype " +
+                                                    std::string(name(t.dtype)) + ", which safetensors cannot store");
+    t.validate();
+    items.push_back({k.as_str(), &t, code, dtype_rank(code)});
+  }
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    if (a.rank != b.rank) return a.rank > b.rank;
+    return a.name < b.name;
+  });
+
+  std::string header = "{";
+  if (!options.metadata.empty()) {
+    auto meta = options.metadata;
+    std::sort(meta.begin(), meta.end());
+    header += "\"__metadata__\":{";
+    for (std::size_t i = 0; i < meta.size(); ++i) {
+      if (i && meta[i].first == meta[i - 1].first)
+        throw Error(st::rules::kDuplicateKey, "metadata key '" + meta[i].first + "' given twice");
+      if (i) header += ',';
+      json_string(header, meta[i].first);
+      header += ':';
+      json_string(header, meta[i].second);
+    }
+    header += '}';
+  }
+  std::uint64_t offset = 0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const Tensor& t = *items[i].tensor;
+    if (i || !options.metadata.empty()) header += ',';
+    json_string(header, items[i].name);
+    header += ":{\"dtype\":\"";
+    header += items[i].code;
+    header += "\",\"shape\":[";
+    for (std::size_t d = 0; d < t.shape.size(); ++d) {
+      if (d) header += ',';
+      header += std::to_string(t.shape[d]);
+    }
+    const std::uint64_t end = offset + t.nbytes();
+    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
+    offset = end;
+  }
+  header += '}';
+  header.append((st::kHeaderAlignment - header.size() % st::kHeaderAlignment) % st::kHeaderAlignment, ' ');
+
+  std::string prefix;
+  util::append_le<std::uint64_t>(prefix, header.size());
+  sink.write(prefix);
+  sink.write(header);
+  for (const Item& it : items) it.tensor->for_each_run([&](std::span<const std::byte> run) { sink.write(run); });
+}
+
+}  // namespace tensorseal::detail

@@ -1,0 +1,23 @@
+# Proves find_package(tensorseal) works: installs the build tree into a scratch prefix,
+# configures and builds tests/consumer against it, and runs the consumer.
+set(prefix ${BINARY_DIR}/consumer-prefix)
+set(cbuild ${BINARY_DIR}/consumer-build)
+file(REMOVE_RECURSE ${prefix} ${cbuild})
+execute_process(COMMAND ${CMAKE_COMMAND} --install ${BINARY_DIR} --prefix ${prefix} RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "install failed: ${rc}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${cbuild} -G ${GENERATOR}
+                        -DCMAKE_PREFIX_PATH=${prefix} RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "consumer configure failed: ${rc}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${cbuild} RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "consumer build failed: ${rc}")
+endif()
+execute_process(COMMAND ${cbuild}/consumer OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+if(rc OR NOT out MATCHES "sha256:[0-9a-f]+")
+  message(FATAL_ERROR "consumer run failed: rc=${rc} out=${out}")
+endif()
+message(STATUS "consumer printed: ${out}")
