@@ -1,0 +1,59 @@
+// A validating, read-only zip reader for the archives tensorseal meets: torch zip
+// checkpoints (STORED records, 64-byte aligned, zip64) and numpy .npz (STORED or
+// DEFLATED). Spec and rules: docs/formats/zip.md.
+//
+// Validation (each with its own rule): end-of-central-directory found exactly, zip64
+// records consistent, every central entry's local header present and agreeing (name,
+// method, sizes, CRC unless a data descriptor defers them), no duplicate names, no
+// entry overlapping another or running past the file, encrypted entries and unknown
+// methods refused, entry count and name length limits.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tensorseal/checkpoint.h"
+#include "tensorseal/limits.h"
+
+namespace tensorseal::detail::zip {
+
+struct Entry {
+  std::string name;
+  std::uint16_t method = 0;          // 0 stored, 8 deflated
+  std::uint16_t flags = 0;           // general purpose bit flag (local header)
+  std::uint32_t crc32 = 0;           // from the central directory
+  std::uint64_t compressed_size = 0;
+  std::uint64_t size = 0;            // uncompressed
+  std::uint64_t local_offset = 0;    // of the local header
+  std::uint64_t data_offset = 0;     // of the first data byte
+  std::uint16_t dos_time = 0, dos_date = 0;
+  std::uint16_t version_made_by = 0; // high byte: create_system
+  std::string local_extra;           // raw extra field of the local header
+  std::string central_extra;         // raw extra field of the central header
+  bool has_data_descriptor = false;
+};
+
+struct Archive {
+  std::vector<Entry> entries;        // central directory order
+  bool zip64 = false;                // zip64 end records present
+  std::string comment;
+  std::uint64_t central_offset = 0;
+};
+
+// Parses and validates the archive structure (not CRCs: see verify_crc).
+[[nodiscard]] Archive read(std::span<const std::byte> file, const std::string& name, const Limits& limits);
+
+// The entry's bytes: a zero-copy view for STORED entries; for DEFLATED ones, inflated
+// into `scratch` (size checked against the limit first).
+std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const Entry& e, std::vector<std::byte>& scratch,
+                                       const std::string& name, const Limits& limits);
+
+// Throws Error{zip/crc-mismatch} naming the entry when CRC32 of `data` != e.crc32.
+void verify_crc(const Entry& e, std::span<const std::byte> data, const std::string& name);
+
+// CRC32 (zip polynomial) via libdeflate, chainable: crc32(crc32(0, a), b) == crc32(0, a+b).
+std::uint32_t crc32(std::uint32_t crc, std::span<const std::byte> data);
+
+}  // namespace tensorseal::detail::zip
