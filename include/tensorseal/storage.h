@@ -50,6 +50,11 @@ class Storage {
   [[nodiscard]] static std::shared_ptr<Storage> mapped(std::shared_ptr<const MappedFile> file,
                                                        std::uint64_t offset, std::uint64_t size,
                                                        DType dtype = DType::kUInt8);
+  // Borrowed memory kept alive by `owner` (e.g. a Python/torch object): no copy. The
+  // memory must stay unchanged while any Storage views it.
+  [[nodiscard]] static std::shared_ptr<Storage> external(const std::byte* data, std::uint64_t size,
+                                                         std::shared_ptr<const void> owner,
+                                                         DType dtype = DType::kUInt8);
   // A window of another storage (shares its lifetime, no copy).
   [[nodiscard]] static std::shared_ptr<Storage> slice(std::shared_ptr<const Storage> parent,
                                                       std::uint64_t offset, std::uint64_t size);

@@ -30,7 +30,9 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& 
   file->path_ = name;
   file->size_ = static_cast<std::uint64_t>(st.st_size);
   if (file->size_ > 0) {
-    void* p = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    // Private copy-on-write mapping: the library only reads, but tensors handed to
+    // torch/numpy may be written to; such writes stay in memory, never in the file.
+    void* p = ::mmap(nullptr, file->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
       int e = errno;
       ::close(fd);
@@ -77,6 +79,16 @@ std::shared_ptr<Storage> Storage::mapped(std::shared_ptr<const MappedFile> file,
   s->file_ = file;
   s->file_offset_ = offset;
   s->keepalive_ = file;
+  s->dtype = dtype;
+  return s;
+}
+
+std::shared_ptr<Storage> Storage::external(const std::byte* data, std::uint64_t size,
+                                          std::shared_ptr<const void> owner, DType dtype) {
+  auto s = std::shared_ptr<Storage>(new Storage());
+  s->data_ = data;
+  s->size_ = size;
+  s->keepalive_ = std::move(owner);
   s->dtype = dtype;
   return s;
 }

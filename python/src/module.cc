@@ -1,0 +1,416 @@
+// tensorseal._tensorseal — the nanobind binding. Thin: converts between Python
+// objects and the value tree and calls the public C++ API. Tensor data is never
+// copied here: loads hand out views of the file mapping, saves borrow the memory of
+// torch tensors / numpy arrays (kept alive until the writer is done).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <tensorseal/tensorseal.h>
+#include <unordered_map>
+
+namespace nb = nanobind;
+using namespace tensorseal;
+
+namespace {
+
+nb::object glue() { return nb::module_::import_("tensorseal._glue"); }
+
+// ---- C++ -> Python --------------------------------------------------------------
+
+struct ToPy {
+  nb::object g = glue();
+  std::string framework;  // "torch" or "numpy"
+  std::unordered_map<const void*, nb::object> nodes;     // shared nodes stay shared
+  std::unordered_map<const Storage*, nb::object> bufs;   // one buffer per storage
+  int depth = 0;
+
+  nb::object buffer(const std::shared_ptr<const Storage>& s) {
+    auto it = bufs.find(s.get());
+    if (it != bufs.end()) return it->second;
+    auto* keep = new std::shared_ptr<const Storage>(s);
+    nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<const Storage>*>(p); });
+    // The memory is a private copy-on-write mapping or an owned buffer: writes from
+    // Python never reach the file.
+    auto* data = const_cast<std::uint8_t*>(reinterpret_cast<const std::uint8_t*>(s->bytes().data()));
+    std::size_t shape[1] = {static_cast<std::size_t>(s->size())};
+    nb::object arr = nb::cast(nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(data, 1, shape, owner));
+    // One framework storage object per Storage, so tensors sharing bytes in the file
+    // share one storage after loading (tied weights stay tied).
+    nb::object wrapped = g.attr("wrap_buffer")(framework, arr);
+    bufs.emplace(s.get(), wrapped);
+    return wrapped;
+  }
+
+  nb::object tensor(const Tensor& t) {
+    nb::list shape, strides;
+    for (auto d : t.shape) shape.append(d);
+    for (auto d : t.strides) strides.append(d);
+    return g.attr("make_tensor")(framework, buffer(t.storage), std::string(name(t.dtype)), nb::tuple(shape),
+                                 nb::tuple(strides), t.storage_offset, t.requires_grad, t.is_parameter);
+  }
+
+  nb::object seq(const std::vector<Value>& items) {
+    nb::list l;
+    for (const auto& x : items) l.append(convert(x));
+    return l;
+  }
+
+  nb::object convert(const Value& v) {
+    using K = Value::Kind;
+    const void* node = v.node();
+    const bool shareable = node != nullptr && v.kind() != K::kStr && v.kind() != K::kBytes;
+    if (shareable) {
+      auto it = nodes.find(node);
+      if (it != nodes.end()) return it->second;
+    }
+    nb::object out;
+    switch (v.kind()) {
+      case K::kNone: return nb::none();
+      case K::kBool: return nb::bool_(v.as_bool());
+      case K::kInt: return nb::int_(v.as_int());
+      case K::kBigInt: {
+        const auto& b = v.as_bigint().le_bytes;
+        return nb::module_::import_("builtins").attr("int").attr("from_bytes")(nb::bytes(b.data(), b.size()),
+                                                                              "little", nb::arg("signed") = true);
+      }
+      case K::kFloat: return nb::float_(v.as_float());
+      case K::kStr: return nb::str(v.as_str().data(), v.as_str().size());
+      case K::kBytes: {
+        nb::bytes b(v.as_bytes().data(), v.as_bytes().size());
+        if (v.is_bytearray()) return nb::module_::import_("builtins").attr("bytearray")(b);
+        return b;
+      }
+      case K::kList: {
+        nb::list l;
+        nodes.emplace(node, l);  // register first: a list may contain itself
+        for (const auto& x : v.items()) l.append(convert(x));
+        return l;
+      }
+      case K::kTuple: out = nb::tuple(seq(v.items())); break;
+      case K::kSet: {
+        nb::object items = seq(v.as_set().items);
+        out = nb::module_::import_("builtins").attr(v.as_set().frozen ? "frozenset" : "set")(items);
+        break;
+      }
+      case K::kDict: {
+        const Dict& d = v.as_dict();
+        nb::object obj = g.attr("new_dict")(static_cast<int>(d.kind));
+        nodes.emplace(node, obj);
+        for (const auto& [k, x] : d.items) obj[convert(k)] = convert(x);
+        if (d.attrs)
+          for (const auto& [k, x] : d.attrs->items)
+            if (k.is(K::kStr)) nb::setattr(obj, nb::str(k.as_str().data(), k.as_str().size()), convert(x));
+        return obj;
+      }
+      case K::kTensor: out = tensor(*v.as_tensor()); break;
+      case K::kStorage: out = g.attr("make_storage")(framework, buffer(v.as_storage()), std::string(name(v.as_storage()->dtype))); break;
+      case K::kGlobal: out = g.attr("make_global")(v.as_global().module, v.as_global().name); break;
+      case K::kObject: {
+        const Object& o = v.as_object();
+        auto opt = [&](const std::shared_ptr<Value>& p) { return p ? convert(*p) : nb::none(); };
+        nb::list litems;
+        for (const auto& x : o.list_items) litems.append(convert(x));
+        nb::list ditems;
+        for (const auto& [k, x] : o.dict_items) ditems.append(nb::make_tuple(convert(k), convert(x)));
+        out = g.attr("make_object")(opt(o.callable), opt(o.args), opt(o.kwargs), static_cast<int>(o.how),
+                                    o.state ? convert(*o.state) : nb::none(), o.state != nullptr, litems, ditems);
+        break;
+      }
+    }
+    if (shareable) nodes.emplace(node, out);
+    return out;
+  }
+};
+
+// ---- Python -> C++ --------------------------------------------------------------
+
+// Keeps a Python object alive from C++; releases it under the GIL.
+std::shared_ptr<const void> hold(nb::object o) {
+  auto* p = new nb::object(std::move(o));
+  return std::shared_ptr<const void>(p, [](const void* q) {
+    nb::gil_scoped_acquire gil;
+    delete static_cast<const nb::object*>(q);
+  });
+}
+
+struct FromPy {
+  nb::object g = glue();
+  std::unordered_map<std::uintptr_t, std::shared_ptr<const Storage>> storages;  // by storage identity
+  std::unordered_map<PyObject*, Value> nodes;  // the same Python object -> the same node
+  std::vector<nb::object> pinned;              // keeps keys of `nodes` alive
+  int depth = 0;
+
+  Value convert(nb::handle h) {
+    if (++depth > 1000) throw Error(rules::kInvalidArgument, "object nesting deeper than 1000");
+    struct Guard { int& d; ~Guard() { --d; } } guard{depth};
+    if (h.is_none()) return Value();
+    if (PyBool_Check(h.ptr())) return Value(h.ptr() == Py_True);
+    if (PyLong_CheckExact(h.ptr())) {
+      int overflow = 0;
+      long long x = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+      if (!overflow) return Value(static_cast<std::int64_t>(x));
+      nb::bytes b = nb::borrow<nb::bytes>(g.attr("int_to_le")(h));
+      return Value(BigInt{std::string(b.c_str(), b.size())});
+    }
+    if (PyFloat_CheckExact(h.ptr())) return Value(PyFloat_AsDouble(h.ptr()));
+    if (PyUnicode_CheckExact(h.ptr())) return Value::str(nb::cast<std::string>(h));
+    if (PyBytes_CheckExact(h.ptr())) {
+      nb::bytes b = nb::borrow<nb::bytes>(h);
+      return Value::bytes(std::string(b.c_str(), b.size()));
+    }
+    if (PyByteArray_CheckExact(h.ptr()))
+      return Value::bytes(std::string(PyByteArray_AsString(h.ptr()), PyByteArray_Size(h.ptr())), true);
+    auto it = nodes.find(h.ptr());
+    if (it != nodes.end()) return it->second;
+    Value out = convert_node(h);
+    nodes.emplace(h.ptr(), out);
+    pinned.push_back(nb::borrow(h));
+    return out;
+  }
+
+  Value convert_node(nb::handle h) {
+    if (PyList_CheckExact(h.ptr())) {
+      Value l = Value::list();
+      nodes.emplace(h.ptr(), l);
+      pinned.push_back(nb::borrow(h));
+      for (nb::handle x : nb::borrow<nb::list>(h)) l.as_list().items.push_back(convert(x));
+      return l;
+    }
+    if (PyTuple_CheckExact(h.ptr())) {
+      std::vector<Value> items;
+      for (nb::handle x : nb::borrow<nb::tuple>(h)) items.push_back(convert(x));
+      return Value::tuple(std::move(items));
+    }
+    // Everything else is classified by the glue (dict kinds, sets, tensors, arrays,
+    // torch.Size/dtype/device) so torch and numpy stay optional imports.
+    nb::tuple kind = nb::borrow<nb::tuple>(g.attr("classify")(h));
+    std::string k = nb::cast<std::string>(kind[0]);
+    if (k == "dict") {
+      Value d = Value::dict(static_cast<DictKind>(nb::cast<int>(kind[1])));
+      nodes.emplace(h.ptr(), d);
+      pinned.push_back(nb::borrow(h));
+      for (nb::handle item : nb::borrow<nb::list>(kind[2])) {
+        nb::tuple kv = nb::borrow<nb::tuple>(item);
+        d.as_dict().set(convert(kv[0]), convert(kv[1]));
+      }
+      if (!kind[3].is_none()) {
+        auto attrs = std::make_shared<Dict>();
+        for (nb::handle item : nb::borrow<nb::list>(kind[3])) {
+          nb::tuple kv = nb::borrow<nb::tuple>(item);
+          attrs->set(convert(kv[0]), convert(kv[1]));
+        }
+        d.as_dict().attrs = attrs;
+      }
+      return d;
+    }
+    if (k == "set") {
+      auto s = std::make_shared<Set>();
+      s->frozen = nb::cast<bool>(kind[1]);
+      for (nb::handle x : nb::borrow<nb::list>(kind[2])) s->items.push_back(convert(x));
+      return Value(s);
+    }
+    if (k == "tensor") return tensor(kind);
+    if (k == "global") return Value::global(nb::cast<std::string>(kind[1]), nb::cast<std::string>(kind[2]));
+    if (k == "object") {
+      auto o = std::make_shared<Object>();
+      o->callable = std::make_shared<Value>(convert(kind[1]));
+      o->args = std::make_shared<Value>(convert(kind[2]));
+      return Value(o);
+    }
+    throw Error(rules::kInvalidArgument, "cannot save an object of type " + nb::cast<std::string>(kind[1]) +
+                                             " (tensorseal saves tensors, arrays and plain Python data)");
+  }
+
+  // kind = ("tensor", storage_id, data_ptr, nbytes, owner, dtype, shape, strides,
+  //         offset, requires_grad, is_parameter)
+  Value tensor(const nb::tuple& kind) {
+    const auto id = nb::cast<std::uintptr_t>(kind[1]);
+    const auto ptr = nb::cast<std::uintptr_t>(kind[2]);
+    const auto nbytes = nb::cast<std::uint64_t>(kind[3]);
+    auto dtype = dtype_from_name(nb::cast<std::string>(kind[5]));
+    if (!dtype) throw Error(rules::kInvalidArgument, "unknown dtype " + nb::cast<std::string>(kind[5]));
+    std::shared_ptr<const Storage> storage;
+    auto it = storages.find(id);
+    if (it != storages.end() && it->second->size() == nbytes) storage = it->second;
+    else {
+      storage = Storage::external(reinterpret_cast<const std::byte*>(ptr), nbytes, hold(nb::borrow(kind[4])), *dtype);
+      storages[id] = storage;
+    }
+    auto t = std::make_shared<Tensor>();
+    t->dtype = *dtype;
+    for (nb::handle d : nb::borrow<nb::tuple>(kind[6])) t->shape.push_back(nb::cast<std::int64_t>(d));
+    for (nb::handle d : nb::borrow<nb::tuple>(kind[7])) t->strides.push_back(nb::cast<std::int64_t>(d));
+    t->storage_offset = nb::cast<std::int64_t>(kind[8]);
+    t->requires_grad = nb::cast<bool>(kind[9]);
+    t->is_parameter = nb::cast<bool>(kind[10]);
+    t->storage = storage;
+    t->validate();
+    return Value(std::shared_ptr<const Tensor>(t));
+  }
+};
+
+// ---- helpers --------------------------------------------------------------------
+
+Format parse_format(const std::string& f) {
+  auto fmt = format_from_name(f);
+  if (!fmt) throw Error(rules::kInvalidArgument, "unknown format '" + f + "'");
+  return *fmt;
+}
+
+nb::dict checkpoint_to_py(const Checkpoint& c, const std::string& framework, bool with_root) {
+  nb::dict d;
+  d["format"] = std::string(format_name(c.format));
+  d["file"] = c.file;
+  if (with_root) {
+    ToPy conv;
+    conv.framework = framework;
+    d["root"] = conv.convert(c.root);
+  }
+  nb::list meta, facts, globals;
+  for (const auto& [k, v] : c.metadata) meta.append(nb::make_tuple(k, v));
+  for (const auto& f : c.facts) facts.append(nb::make_tuple(f.topic, f.where, f.value));
+  for (const auto& g : c.globals) globals.append(nb::make_tuple(g.module, g.name, g.where));
+  d["metadata"] = meta;
+  d["facts"] = facts;
+  d["globals"] = globals;
+  return d;
+}
+
+WriteOptions write_options(const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads) {
+  WriteOptions o;
+  o.metadata = metadata;
+  o.threads = threads;
+  return o;
+}
+
+nb::list inspect_tensors(const Value& root, unsigned threads) {
+  auto tensors = collect_tensors(root);
+  std::vector<std::string> digests;
+  {
+    nb::gil_scoped_release nogil;
+    digests = tensor_sha256_all(tensors, threads);
+  }
+  nb::list out;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = *tensors[i].tensor;
+    nb::list shape;
+    for (auto d : t.shape) shape.append(d);
+    nb::dict e;
+    e["name"] = tensors[i].path;
+    e["dtype"] = std::string(name(t.dtype));
+    e["shape"] = shape;
+    e["sha256"] = digests[i];
+    out.append(e);
+  }
+  return out;
+}
+
+}  // namespace
+
+NB_MODULE(_tensorseal, m) {
+  m.doc() = "tensorseal C++ core (use the tensorseal package, not this module)";
+  m.attr("__version__") = kVersion;
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const Error& e) {
+      nb::object errors = nb::module_::import_("tensorseal.errors");
+      nb::object cls = errors.attr("class_for_kind")(std::string(kind_name(e.kind())));
+      nb::object offset = e.offset() == kNoOffset ? nb::none() : nb::cast(e.offset());
+      nb::object exc = cls(std::string(e.what()), e.rule(), e.file(), offset, e.detail());
+      PyErr_SetObject(cls.ptr(), exc.ptr());
+    }
+  });
+
+  m.def("read_file", [](const std::string& path, const std::string& framework, bool verify, bool with_root) {
+        Checkpoint c;
+        {
+          nb::gil_scoped_release nogil;
+          ReadOptions o;
+          o.verify_checksums = verify;
+          c = read_file(path, o);
+        }
+        return checkpoint_to_py(c, framework, with_root);
+      }, nb::arg("path"), nb::arg("framework") = "torch", nb::arg("verify") = true, nb::arg("with_root") = true);
+
+  m.def("read_bytes", [](nb::bytes data, const std::string& name, const std::string& framework) {
+        std::span<const std::byte> b(reinterpret_cast<const std::byte*>(data.c_str()), data.size());
+        Checkpoint c = read_bytes(b, name);
+        return checkpoint_to_py(c, framework, true);
+      }, nb::arg("data"), nb::arg("name") = "<bytes>", nb::arg("framework") = "torch");
+
+  m.def("write_file", [](nb::handle obj, const std::string& path, const std::string& format,
+                         const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads) {
+        FromPy conv;
+        Value root = conv.convert(obj);
+        Format f = parse_format(format);
+        nb::gil_scoped_release nogil;
+        write_file(root, path, f, write_options(metadata, threads));
+      }, nb::arg("obj"), nb::arg("path"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
+      nb::arg("threads") = 0);
+
+  m.def("write_bytes", [](nb::handle obj, const std::string& format,
+                          const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads) {
+        FromPy conv;
+        Value root = conv.convert(obj);
+        Format f = parse_format(format);
+        std::string out;
+        {
+          nb::gil_scoped_release nogil;
+          out = write_bytes(root, f, write_options(metadata, threads));
+        }
+        return nb::bytes(out.data(), out.size());
+      }, nb::arg("obj"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
+      nb::arg("threads") = 0);
+
+  m.def("hash_file", [](const std::string& path, bool fast, unsigned threads) {
+        nb::gil_scoped_release nogil;
+        Checkpoint c = read_file(path);
+        HashOptions o;
+        o.algo = fast ? HashAlgo::kXxh3 : HashAlgo::kSha256;
+        o.threads = threads;
+        return content_hash(c.root, o);
+      }, nb::arg("path"), nb::arg("fast") = false, nb::arg("threads") = 0);
+
+  m.def("hash_object", [](nb::handle obj, bool fast, unsigned threads) {
+        FromPy conv;
+        Value root = conv.convert(obj);
+        nb::gil_scoped_release nogil;
+        HashOptions o;
+        o.algo = fast ? HashAlgo::kXxh3 : HashAlgo::kSha256;
+        o.threads = threads;
+        return content_hash(root, o);
+      }, nb::arg("obj"), nb::arg("fast") = false, nb::arg("threads") = 0);
+
+  m.def("inspect_file", [](const std::string& path, unsigned threads) {
+        Checkpoint c;
+        std::string content;
+        {
+          nb::gil_scoped_release nogil;
+          c = read_file(path);
+          HashOptions o;
+          o.threads = threads;
+          content = content_hash(c.root, o);
+        }
+        nb::dict d = checkpoint_to_py(c, "torch", false);
+        d["content_hash"] = content;
+        d["tensors"] = inspect_tensors(c.root, threads);
+        return d;
+      }, nb::arg("path"), nb::arg("threads") = 0);
+
+  m.def("detect_format", [](nb::bytes head) {
+        return std::string(format_name(detect_format({reinterpret_cast<const std::byte*>(head.c_str()), head.size()})));
+      });
+  m.def("format_for_extension", [](const std::string& path) { return std::string(format_name(format_for_extension(path))); });
+  m.def("dtypes", []() {
+        nb::list out;
+        for (const auto& d : all_dtypes())
+          out.append(nb::make_tuple(std::string(d.name), d.bits, std::string(d.safetensors), std::string(d.numpy)));
+        return out;
+      });
+}
