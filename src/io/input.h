@@ -24,6 +24,9 @@ struct Input {
   }
 };
 
+// Detects the format of `in` and runs its reader (also used for nested files).
+Checkpoint read_input(const Input& in);
+
 // Per-format readers (src/<format>/). Each fills a Checkpoint or throws Error with
 // the file name and byte offset set.
 Checkpoint read_safetensors(const Input& in);
