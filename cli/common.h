@@ -22,6 +22,10 @@ using Command = std::function<Runner(CLI::App& app)>;
 
 Runner add_inspect(CLI::App& app);
 Runner add_hash(CLI::App& app);
+Runner add_scan(CLI::App& app);
+Runner add_diff(CLI::App& app);
+Runner add_explain(CLI::App& app);
+Runner add_verify(CLI::App& app);
 
 // Prints rows as an aligned table (first row is the header).
 void print_table(const std::vector<std::vector<std::string>>& rows, std::FILE* out = stdout);

@@ -1,0 +1,128 @@
+// `scan`: classification of the globals a file's pickles reference. Reading never
+// executes anything, so scanning a hostile file is safe; the verdict says what a
+// stock loader (pickle.load / torch.load(weights_only=False)) would have run.
+#include "tensorseal/scan.h"
+
+#include <array>
+#include <map>
+
+namespace tensorseal {
+namespace {
+
+// torch's weights_only allowlist (torch/_weights_only_unpickler.py) plus numpy's array
+// reconstruction and the inert builtins protocol 2 uses.
+constexpr std::array<std::string_view, 42> kSafe = {
+    "collections.OrderedDict", "collections.Counter",
+    "torch.nn.parameter.Parameter", "torch.Size", "torch.Tensor", "torch.device",
+    "torch.storage.UntypedStorage", "torch.storage.TypedStorage", "torch.UntypedStorage",
+    "torch.serialization._get_layout", "torch.storage._load_from_bytes",
+    "torch._utils._rebuild_tensor", "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor_v3",
+    "torch._utils._rebuild_parameter", "torch._utils._rebuild_parameter_with_state",
+    "torch._utils._rebuild_qtensor", "torch._utils._rebuild_sparse_tensor",
+    "torch._utils._rebuild_sparse_csr_tensor", "torch._utils._rebuild_wrapper_subclass",
+    "torch._utils._rebuild_meta_tensor_no_storage", "torch._utils._rebuild_device_tensor_from_numpy",
+    "torch._utils._rebuild_nested_tensor", "torch._tensor._rebuild_from_type_v2",
+    "torch.per_tensor_affine", "torch.per_channel_affine", "torch.per_tensor_symmetric",
+    "torch.per_channel_symmetric", "torch.per_channel_affine_float_qparams",
+    "_codecs.encode", "builtins.set", "builtins.frozenset", "builtins.complex", "builtins.bytearray",
+    "builtins.bytes", "builtins.slice",
+    "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct", "numpy.ndarray", "numpy.dtype",
+    "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar",
+};
+
+// Whole modules whose every name can run code, touch files, processes or the network.
+constexpr std::array<std::string_view, 44> kDangerousModules = {
+    "os", "posix", "nt", "subprocess", "_posixsubprocess", "sys", "runpy", "importlib", "pickle", "_pickle",
+    "cPickle", "marshal", "ctypes", "socket", "shutil", "pty", "commands", "webbrowser", "code", "codeop",
+    "asyncio", "multiprocessing", "_thread", "threading", "signal", "tempfile", "urllib", "http", "ftplib",
+    "smtplib", "telnetlib", "bdb", "pdb", "timeit", "trace", "profile", "cProfile", "distutils", "setuptools",
+    "pip", "zipimport", "imp", "types", "dill",
+};
+
+// Single names that execute code or reach anything through attribute access.
+constexpr std::array<std::string_view, 36> kDangerousNames = {
+    "builtins.eval", "builtins.exec", "builtins.execfile", "builtins.compile", "builtins.getattr",
+    "builtins.setattr", "builtins.delattr", "builtins.open", "builtins.file", "builtins.__import__",
+    "builtins.globals", "builtins.locals", "builtins.vars", "builtins.input", "builtins.raw_input",
+    "builtins.breakpoint", "builtins.apply", "builtins.reload", "builtins.exit", "builtins.quit",
+    "builtins.help", "builtins.memoryview",
+    "operator.attrgetter", "operator.itemgetter", "operator.methodcaller",
+    "functools.partial", "functools.reduce", "functools.partialmethod",
+    "torch.serialization.load", "torch.load", "torch.hub.load", "torch.hub.load_state_dict_from_url",
+    "torch.jit.load", "numpy.load", "numpy.lib.npyio.load", "copyreg._reconstructor",
+};
+
+std::string fold(std::string_view module) {
+  if (module == "__builtin__") return "builtins";
+  if (module == "copy_reg") return "copyreg";
+  return std::string(module);
+}
+
+bool is_torch_dtype_or_storage(std::string_view module, std::string_view name) {
+  if (module != "torch") return false;
+  if (dtype_from_name(name)) return true;
+  if (dtype_from_legacy_storage(name)) return true;
+  return name == "strided" || name == "sparse_coo" || name == "sparse_csr" || name == "sparse_csc" ||
+         name == "sparse_bsr" || name == "sparse_bsc" || name == "_mkldnn";
+}
+
+}  // namespace
+
+std::string_view verdict_name(Verdict v) noexcept {
+  switch (v) {
+    case Verdict::kSafe: return "safe";
+    case Verdict::kUnknown: return "unknown";
+    case Verdict::kDangerous: return "dangerous";
+  }
+  return "unknown";
+}
+
+Verdict classify_global(std::string_view module_in, std::string_view name, std::string* reason) {
+  const std::string module = fold(module_in);
+  const std::string full = module + "." + std::string(name);
+  auto say = [&](Verdict v, std::string why) {
+    if (reason) *reason = std::move(why);
+    return v;
+  };
+  for (auto d : kDangerousNames)
+    if (d == full) return say(Verdict::kDangerous, "can execute code or reach arbitrary objects");
+  const std::string top = module.substr(0, module.find('.'));
+  for (auto m : kDangerousModules)
+    if (m == top) return say(Verdict::kDangerous, "module '" + top + "' can run commands, import code or touch the system");
+  if (module == "copyreg" && name == "_reconstructor") return say(Verdict::kDangerous, "calls an arbitrary class");
+  for (auto s : kSafe)
+    if (s == full) return say(Verdict::kSafe, "allowed by torch's weights_only loader");
+  if (is_torch_dtype_or_storage(module, name)) return say(Verdict::kSafe, "torch dtype, layout or storage class");
+  return say(Verdict::kUnknown, "not on the safe list: loading it with pickle imports and runs this name");
+}
+
+ScanReport scan(const Checkpoint& c) {
+  ScanReport r;
+  r.file = c.file;
+  r.format = c.format;
+  std::map<std::pair<std::string, std::string>, std::size_t> index;
+  for (const auto& g : c.globals) {
+    auto key = std::pair(g.module, g.name);
+    auto it = index.find(key);
+    if (it != index.end()) {
+      r.findings[it->second].count++;
+      continue;
+    }
+    ScanFinding f;
+    f.module = g.module;
+    f.name = g.name;
+    f.where = g.where;
+    f.count = 1;
+    f.verdict = classify_global(g.module, g.name, &f.reason);
+    index.emplace(key, r.findings.size());
+    r.findings.push_back(std::move(f));
+    if (static_cast<int>(r.findings.back().verdict) > static_cast<int>(r.verdict)) r.verdict = r.findings.back().verdict;
+  }
+  return r;
+}
+
+ScanReport scan_file(const std::filesystem::path& path, const ReadOptions& options) {
+  return scan(read_file(path, options));
+}
+
+}  // namespace tensorseal
