@@ -13,10 +13,6 @@ namespace {
 Checkpoint read_torch_zip(const Input& in) { not_yet("reading torch zip files", in.name); }
 Checkpoint read_torch_legacy(const Input& in) { not_yet("reading torch legacy files", in.name); }
 Checkpoint read_pickle_file(const Input& in) { not_yet("reading pickle files", in.name); }
-Checkpoint read_npy(const Input& in) { not_yet("reading npy files", in.name); }
-Checkpoint read_npz(const Input& in) { not_yet("reading npz files", in.name); }
 void write_torch_zip(const Value&, const WriteOptions&, Sink&) { not_yet("writing torch zip files"); }
 void write_torch_legacy(const Value&, const WriteOptions&, Sink&) { not_yet("writing torch legacy files"); }
-void write_npz(const Value&, const WriteOptions&, Sink&) { not_yet("writing npz files"); }
-void write_npy(const Value&, const WriteOptions&, Sink&) { not_yet("writing npy files"); }
 }  // namespace tensorseal::detail

@@ -33,6 +33,8 @@ struct Entry {
   std::string local_extra;           // raw extra field of the local header
   std::string central_extra;         // raw extra field of the central header
   bool has_data_descriptor = false;
+  std::uint64_t descriptor_size = 0; // bytes of the data descriptor (0 when none)
+  std::uint64_t end_offset = 0;      // first byte after data (and descriptor)
 };
 
 struct Archive {
@@ -40,13 +42,25 @@ struct Archive {
   bool zip64 = false;                // zip64 end records present
   std::string comment;
   std::uint64_t central_offset = 0;
+  std::uint64_t central_size = 0;
+  std::uint64_t eocd_offset = 0;     // of the end-of-central-directory record
+  // Bytes before the first local header (the whole span up to the central directory
+  // when there are no entries). Zip allows a prefix (self-extractors); a non-zero
+  // value is how a zip + pickle/npy polyglot shows, so callers may refuse it.
+  std::uint64_t prefix_size = 0;
+  // Bytes that belong to nothing: the prefix plus gaps between entries and before the
+  // central directory. 0 for every archive torch, numpy and python write.
+  std::uint64_t unaccounted_bytes = 0;
 };
 
-// Parses and validates the archive structure (not CRCs: see verify_crc).
+// Parses and validates the archive structure (not CRCs: see verify_crc). Throws
+// Error{zip/...} with `name` as the file and the byte offset of the broken record;
+// messages name the entry.
 [[nodiscard]] Archive read(std::span<const std::byte> file, const std::string& name, const Limits& limits);
 
 // The entry's bytes: a zero-copy view for STORED entries; for DEFLATED ones, inflated
-// into `scratch` (size checked against the limit first).
+// into `scratch` (size checked against limits.max_alloc and the deflate ratio first;
+// the stream must inflate to exactly e.size bytes using exactly e.compressed_size).
 std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const Entry& e, std::vector<std::byte>& scratch,
                                        const std::string& name, const Limits& limits);
 

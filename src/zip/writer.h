@@ -1,29 +1,53 @@
-// Deterministic zip writer, with the exact profile torch 2.x's writer uses
-// (caffe2/serialize/inline_container.cc via miniz) so torch.load accepts and mmaps
-// it, and so torch's getRecordOffsetNoRead arithmetic holds:
-//   local header (30 + name + extra), extra = "FB" u16 len + 'Z' padding so that data
-//   starts on a multiple of `alignment` (64); STORED; flags 0x0808 (UTF-8, data
-//   descriptor); DOS time/date 0; then the data; then a data descriptor
-//   (PK\7\8, crc32, sizes: 4-byte sizes (16 bytes total) or 8-byte sizes past 4 GiB
-//   (24 bytes)). Central directory entries have no extra field unless zip64 needs it.
-//   A zip64 end-of-central-directory record and locator are always written.
-// Data is streamed to the sink with its CRC32 computed on the way.
+// Deterministic zip writer with two exact profiles (docs/formats/zip.md):
+//
+// Profile::kTorch — what torch 2.x's PyTorchStreamWriter (caffe2/serialize/
+// inline_container.cc) writes through its miniz (third_party/miniz-3.0.2,
+// mz_zip_writer_add_mem_ex_v2 / mz_zip_writer_finalize_archive), so torch.load accepts
+// and mmaps it and torch's getRecordOffsetNoRead arithmetic holds:
+//   local header (30 + name + extra): version needed 0, flags 0x0808 (UTF-8 + data
+//   descriptor; 0x0800 for an empty record, which also has no descriptor), STORED,
+//   DOS time/date 0, CRC and sizes 0; extra = [zip64 field when size or offset
+//   >= 0xFFFFFFFF: usize, csize=0, offset] + "FB" u16 len + 'Z' padding so that the
+//   data starts on a multiple of `alignment` (64); the data; a data descriptor
+//   (PK\7\8, crc32, sizes: 4 bytes each (16 total), or 8 bytes (24 total) when the
+//   local header has a zip64 field). Central entries: version made by 0, needed 0,
+//   external attributes 0, extra = the zip64 field only when needed. A zip64
+//   end-of-central-directory record (made by 0x031E, needed 45) and locator are
+//   always written, then the classic record with saturated values.
+//
+// Profile::kNumpy — what numpy's savez writes through CPython's zipfile
+// (ZipFile(allowZip64=True).open(name, 'w', force_zip64=True), seekable output):
+//   local header: version needed 45, flags 0 (0x0800 for non-ASCII names), STORED,
+//   DOS date 1980-01-01 00:00, CRC, sizes 0xFFFFFFFF + zip64 extra (usize, csize);
+//   no descriptor; no alignment. Central entries: made by 0x032D (unix, 4.5), needed
+//   45, external attributes 0o600 << 16, zip64 extra only past 2^31-1 (python's
+//   ZIP64_LIMIT). Zip64 end records only when python would write them.
+//   The local header holds the CRC, so begin_record() needs it up front.
+//
+// Data is streamed to the sink; the CRC32 is computed on the way (and checked against
+// the one given up front in the numpy profile).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "io/sink.h"
 
 namespace tensorseal::detail::zip {
 
+enum class Profile : std::uint8_t { kTorch, kNumpy };
+
 class Writer {
  public:
-  explicit Writer(Sink& sink, std::uint32_t alignment = 64);
-  // Starts a record; then call write() any number of times, then end_record().
-  void begin_record(std::string name);
+  explicit Writer(Sink& sink, Profile profile = Profile::kTorch, std::uint32_t alignment = 64);
+  // Starts a record of exactly `size` bytes (the torch profile's header layout depends
+  // on it); then call write() until `size` bytes were given, then end_record().
+  // `crc` (CRC32 of the whole record) is required by Profile::kNumpy.
+  void begin_record(std::string name, std::uint64_t size, std::optional<std::uint32_t> crc = std::nullopt);
   void write(std::span<const std::byte> data);
   void end_record();
   // Convenience: a whole small record.
@@ -32,14 +56,22 @@ class Writer {
   void finish();
 
  private:
-  struct Done { std::string name; std::uint64_t local_offset, size; std::uint32_t crc; };
+  struct Done {
+    std::string name;
+    std::uint64_t local_offset, size;
+    std::uint32_t crc;
+    std::uint16_t flags;
+  };
   Sink& sink_;
+  Profile profile_;
   std::uint32_t alignment_;
+  std::uint64_t base_;  // sink position of the archive's first byte
   std::vector<Done> done_;
-  std::string current_;
-  std::uint64_t current_offset_ = 0, current_size_ = 0;
-  std::uint32_t current_crc_ = 0;
-  bool open_ = false;
+  Done current_{};
+  std::uint64_t written_ = 0;
+  std::uint32_t crc_ = 0;
+  std::optional<std::uint32_t> expected_crc_;
+  bool open_ = false, finished_ = false;
 };
 
 }  // namespace tensorseal::detail::zip

@@ -1,0 +1,41 @@
+// Internal .npy codec pieces shared by the .npy and .npz readers and writers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "tensorseal/limits.h"
+#include "tensorseal/storage.h"
+#include "tensorseal/tensor.h"
+
+namespace tensorseal::detail::npy {
+
+struct Parsed {
+  std::shared_ptr<Tensor> tensor;
+  int major = 1, minor = 0;
+  std::uint64_t data_offset = 0;     // first data byte inside the image
+  std::uint64_t trailing_spaces = 0; // spaces between the dict's '}' and the final '\n'
+  bool big_endian = false;           // data was byte-swapped into an owned storage
+  bool fortran_order = false;
+  std::string descr;
+};
+
+// Parses one whole .npy image held by `image` (exactly the image's bytes). The tensor
+// views `image` (zero-copy; Fortran order gives column-major strides) unless the data
+// is big-endian, in which case it is swapped into an owned little-endian storage.
+// Throws Error with offsets relative to the image and no file name: callers locate it.
+[[nodiscard]] Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits);
+
+// The exact header numpy.lib.format writes for a C-order array (magic, version,
+// length, dict literal, growth and alignment padding, '\n'): version 1.0 unless the
+// header needs 2.0.
+[[nodiscard]] std::string header(std::string_view descr, bool fortran_order, std::span<const std::int64_t> shape);
+
+// Header + data size of a tensor's .npy image; throws npy/dtype-not-writable when
+// numpy has no dtype for the tensor's.
+[[nodiscard]] std::string header_for(const Tensor& t);
+
+}  // namespace tensorseal::detail::npy
