@@ -16,6 +16,9 @@ inline constexpr std::uint64_t kLengthPrefixSize = 8;        // u64 little-endia
 inline constexpr std::uint64_t kMaxHeaderSize = 100'000'000;  // safetensors' own cap
 inline constexpr std::uint64_t kHeaderAlignment = 8;          // writers pad with ' '
 inline constexpr std::string_view kMetadataKey = "__metadata__";
+// JSON nesting allowed in a header: serde_json's recursion limit (128) as safetensors
+// applies it, i.e. at most 127 nested objects/arrays.
+inline constexpr std::uint64_t kMaxJsonDepth = 128;
 
 // Writer order: safetensors sorts tensors by dtype, descending in this enum order
 // (safetensors/src/tensor.rs `Dtype`), then by name bytewise.

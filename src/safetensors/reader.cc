@@ -101,13 +101,30 @@ Checkpoint read_safetensors(const Input& in) {
   if (auto bad = util::first_invalid_utf8(text))
     fail(st::rules::kHeaderUtf8, "header is not valid UTF-8", in, st::kLengthPrefixSize + *bad);
 
-  // Duplicate keys are legal JSON but ambiguous: reject them (safetensors keeps the last).
-  std::unordered_set<std::string> top_keys;
-  std::string duplicate;
+  // Duplicate keys are legal JSON but ambiguous: reject them in every object (serde
+  // rejects a repeated entry field, and keeps the last of a repeated tensor name).
+  // Nesting is capped like serde_json's recursion limit: at most 127 levels.
+  std::vector<std::unordered_set<std::string>> open_keys;
   auto cb = [&](int depth, json::parse_event_t ev, json& parsed) {
-    if (ev == json::parse_event_t::key && depth == 1 && duplicate.empty() &&
-        !top_keys.insert(parsed.get<std::string>()).second)
-      duplicate = parsed.get<std::string>();
+    switch (ev) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        if (depth + 1 >= static_cast<int>(st::kMaxJsonDepth))
+          fail(st::rules::kHeaderJson, "header nests deeper than " + std::to_string(st::kMaxJsonDepth - 1) +
+                                           " levels", in, st::kLengthPrefixSize);
+        if (ev == json::parse_event_t::object_start) open_keys.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        if (!open_keys.empty()) open_keys.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!open_keys.empty() && !open_keys.back().insert(parsed.get<std::string>()).second)
+          fail(st::rules::kDuplicateKey, "key '" + parsed.get<std::string>() + "' appears twice in " +
+                                             (depth == 1 ? "the header" : "one header object"), in, st::kLengthPrefixSize);
+        break;
+      default:
+        break;
+    }
     return true;
   };
   json header;
@@ -117,7 +134,6 @@ Checkpoint read_safetensors(const Input& in) {
     fail(st::rules::kHeaderJson, std::string("header is not JSON: ") + e.what(), in,
          st::kLengthPrefixSize + (e.byte > 0 ? e.byte - 1 : 0));
   }
-  if (!duplicate.empty()) fail(st::rules::kDuplicateKey, "key '" + duplicate + "' appears twice in the header", in, st::kLengthPrefixSize);
   if (!header.is_object()) fail(st::rules::kHeaderNotObject, "header is not a JSON object", in, st::kLengthPrefixSize);
   if (header.size() > in.options->limits.max_entries)
     fail(st::rules::kTooManyTensors, std::to_string(header.size()) + " entries exceed the limit", in, st::kLengthPrefixSize);

@@ -7,7 +7,8 @@
 // Order: tensors by dtype descending in safetensors' enum order, then name bytewise
 // (what safetensors does); __metadata__ keys sorted bytewise (safetensors' own order
 // is a HashMap's and changes between runs; with one key both agree). JSON is compact
-// with serde_json's escaping, so the header bytes match.
+// with serde_json's escaping, so the header bytes match. torch.float4_e2m1fn_x2 is
+// written as F4 with the last dimension doubled, as safetensors' torch binding does.
 #include <algorithm>
 
 #include "io/writers.h"
@@ -70,7 +71,8 @@ void write_safetensors(const Value& root, const WriteOptions& options, Sink& sin
     const Tensor& t = *v.as_tensor();
     if (k.as_str() == st::kMetadataKey)
       throw Error(st::rules::kReservedName, "a tensor cannot be named __metadata__");
-    const auto code = info(t.dtype).safetensors;
+    auto code = info(t.dtype).safetensors;
+    if (t.dtype == DType::kFloat4E2M1FNx2 && !t.shape.empty()) code = "F4";  // see the shape below
     if (code.empty())
       throw Error(st::rules::kDtypeUnsupported, "tensor '" + std::string(k.as_str()) + "' has dtype " +
                                                     std::string(name(t.dtype)) + ", which safetensors cannot store");
@@ -107,7 +109,10 @@ void write_safetensors(const Value& root, const WriteOptions& options, Sink& sin
     header += "\",\"shape\":[";
     for (std::size_t d = 0; d < t.shape.size(); ++d) {
       if (d) header += ',';
-      header += std::to_string(t.shape[d]);
+      // torch.float4_e2m1fn_x2 packs two fp4 values per element; safetensors' torch
+      // binding stores it as F4 with the last dimension doubled, and so do we.
+      const bool x2_last = t.dtype == DType::kFloat4E2M1FNx2 && d + 1 == t.shape.size();
+      header += std::to_string(x2_last ? t.shape[d] * 2 : t.shape[d]);
     }
     const std::uint64_t end = offset + t.nbytes();
     header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
