@@ -1,0 +1,161 @@
+// tseal diff A B [--json] [--atol X] [--rtol X] [--ulp N] [--report FILE.html]:
+// value-level comparison. Exit 0 equal (bit-exact, or within the given tolerances),
+// 1 different, 2 error.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "common.h"
+#include "tensorseal/diff.h"
+
+namespace tseal {
+namespace {
+
+std::string num(double v, int digits = 4) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char b[48];
+  std::snprintf(b, sizeof b, "%.*g", digits, v);
+  return b;
+}
+
+// A progress bar on stderr, drawn only when stderr is a terminal and the work has
+// taken more than a second; at most ten updates a second.
+class Progress {
+ public:
+  Progress() : tty_(::isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
+  ~Progress() {
+    if (drawn_) std::fprintf(stderr, "\r%60s\r", "");
+  }
+  void update(std::uint64_t done, std::uint64_t total) {
+    if (!tty_ || total == 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - start_ < std::chrono::seconds(1) || now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    drawn_ = true;
+    const int width = 30;
+    const int filled = static_cast<int>(width * static_cast<double>(done) / static_cast<double>(total));
+    std::fprintf(stderr, "\rcomparing [%.*s%*s] %3d%% of %.1f MiB", filled, "##############################",
+                 width - filled, "", static_cast<int>(100.0 * static_cast<double>(done) / static_cast<double>(total)),
+                 static_cast<double>(total) / (1 << 20));
+    std::fflush(stderr);
+  }
+
+ private:
+  bool tty_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point start_, last_{};
+};
+
+std::string summary_line(const tensorseal::DiffReport& r) {
+  const auto total = std::to_string(r.total_tensors());
+  if (r.equal() && r.bit_different_tensors() == 0) return "content identical: " + total + " tensors, 0 differ";
+  if (r.equal())
+    return "equal within tolerance: " + total + " tensors, " + std::to_string(r.bit_different_tensors()) +
+           " not bit-identical";
+  std::string s = std::to_string(r.differing_tensors()) + " of " + total + " tensors differ";
+  std::vector<std::string> parts;
+  if (!r.only_in_a.empty()) parts.push_back(std::to_string(r.only_in_a.size()) + " only in A");
+  if (!r.only_in_b.empty()) parts.push_back(std::to_string(r.only_in_b.size()) + " only in B");
+  if (!r.renamed.empty()) parts.push_back(std::to_string(r.renamed.size()) + " renamed");
+  if (!r.values.empty()) parts.push_back(std::to_string(r.values.size()) + " other values differ");
+  for (std::size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : " (") + parts[i] + (i + 1 == parts.size() ? ")" : "");
+  return s;
+}
+
+void print_human(const tensorseal::DiffReport& r, bool all) {
+  using namespace tensorseal;
+  std::printf("%s\n", summary_line(r).c_str());
+  std::vector<std::vector<std::string>> rows{
+      {"STATUS", "TENSOR", "DTYPE", "SHAPE", "DIFFERING", "MAX_ABS", "MAX_REL", "MAX_ULP", "FIRST_DIFFERENCE", "NOTES"}};
+  for (const auto& t : r.tensors) {
+    if (!all && t.status == TensorStatus::kIdentical) continue;
+    std::string dtype = t.dtype_changed() ? t.conversion() : std::string(name(t.dtype_a));
+    std::string shape = shape_text(t.shape_a);
+    if (t.shape_a != t.shape_b) shape += " -> " + shape_text(t.shape_b);
+    const bool numbers = t.numeric && t.value_different > 0;
+    std::string ulp = numbers ? num(t.max_ulp, 6) : "-";
+    if (numbers && t.dtype_changed()) ulp += " (" + std::string(name(t.ulp_dtype)) + ")";
+    std::string first = t.first ? shape_text(t.first->index) + ": " + t.first->a + " vs " + t.first->b : "-";
+    std::vector<std::string> notes;
+    if (t.nan_payload) notes.push_back(std::to_string(t.nan_payload) + " NaN payloads differ (numerically equal)");
+    if (t.nan_mismatch) notes.push_back(std::to_string(t.nan_mismatch) + " NaN mismatches");
+    if (t.inf_mismatch) notes.push_back(std::to_string(t.inf_mismatch) + " inf mismatches");
+    if (t.status == TensorStatus::kIncomparable) notes.push_back("raw dtype changed: not compared");
+    if (t.status != TensorStatus::kShapeChanged && t.status != TensorStatus::kIncomparable && t.bit_different &&
+        !t.dtype_changed() && t.value_different == 0 && !t.nan_payload)
+      notes.push_back("signed zeros differ");
+    std::string note;
+    for (std::size_t i = 0; i < notes.size(); ++i) note += (i ? "; " : "") + notes[i];
+    rows.push_back({std::string(status_name(t.status)), t.path, dtype, shape,
+                    t.status == TensorStatus::kShapeChanged || t.status == TensorStatus::kIncomparable
+                        ? "-"
+                        : std::to_string(t.value_different) + "/" + std::to_string(t.numel),
+                    numbers ? num(t.max_abs) : "-", numbers ? num(t.max_rel) : "-", ulp, first,
+                    note.empty() ? "-" : note});
+  }
+  for (const auto& t : r.only_in_a)
+    rows.push_back({"only-in-a", t.path, std::string(name(t.dtype)), shape_text(t.shape), "-", "-", "-", "-", "-", "-"});
+  for (const auto& t : r.only_in_b)
+    rows.push_back({"only-in-b", t.path, std::string(name(t.dtype)), shape_text(t.shape), "-", "-", "-", "-", "-", "-"});
+  for (const auto& t : r.renamed)
+    rows.push_back({"renamed", t.path_a + " -> " + t.path_b, std::string(name(t.dtype)), shape_text(t.shape), "0", "-",
+                    "-", "-", "-", "same elements"});
+  if (rows.size() > 1) {
+    std::printf("\n");
+    print_table(rows);
+  }
+  if (!r.values.empty()) {
+    std::printf("\n");
+    std::vector<std::vector<std::string>> vrows{{"VALUE", "A", "B"}};
+    for (const auto& v : r.values) vrows.push_back({v.path, v.a.value_or("(absent)"), v.b.value_or("(absent)")});
+    print_table(vrows);
+  }
+}
+
+}  // namespace
+
+Runner add_diff(CLI::App& app) {
+  auto* cmd = app.add_subcommand("diff", "Compare two checkpoints value by value (exit 0 equal, 1 different, 2 error)");
+  struct Args {
+    std::string a, b, report;
+    bool json = false, all = false;
+    double atol = 0, rtol = 0;
+    std::uint64_t ulp = 0;
+    unsigned threads = 0;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("A", args->a, "first checkpoint")->required();
+  cmd->add_option("B", args->b, "second checkpoint")->required();
+  cmd->add_flag("--json", args->json, "print one JSON object (schema in docs/cli.md)");
+  cmd->add_option("--atol", args->atol, "absolute tolerance: |a-b| <= atol + rtol*|b|")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--rtol", args->rtol, "relative tolerance")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--ulp", args->ulp, "tolerance in units in the last place");
+  cmd->add_option("--report", args->report, "write a self-contained HTML report to this file");
+  cmd->add_flag("--all", args->all, "list identical tensors too");
+  cmd->add_option("--threads", args->threads, "worker threads (0 = all cores; never changes the result)");
+  return [args]() {
+    using namespace tensorseal;
+    Checkpoint a = read_file(args->a);
+    Checkpoint b = read_file(args->b);
+    DiffOptions o;
+    o.atol = args->atol;
+    o.rtol = args->rtol;
+    o.ulp = args->ulp;
+    o.threads = args->threads;
+    o.histogram = !args->report.empty();
+    auto progress = std::make_shared<Progress>();
+    o.progress = [progress](std::uint64_t done, std::uint64_t total) { progress->update(done, total); };
+    DiffReport r = diff(a, b, o);
+    progress.reset();
+    r.file_a = args->a;
+    r.file_b = args->b;
+    if (!args->report.empty()) write_html_report(r, args->report);
+    if (args->json) std::printf("%s\n", to_json(r).c_str());
+    else print_human(r, args->all);
+    return r.equal() ? kExitOk : kExitDifferent;
+  };
+}
+
+}  // namespace tseal

@@ -1,0 +1,50 @@
+// tensorseal/verify.h — full validation of a checkpoint file (`tseal verify`).
+//
+// Reads the file with every checksum check on (ReadOptions::verify_checksums: zip
+// CRC32s), validates every tensor view against its storage, and when the file carries
+// a tensorseal content hash (metadata key "tensorseal.content_hash") recomputes it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tensorseal/limits.h"
+
+namespace tensorseal {
+
+enum class VerifyStatus : std::uint8_t {
+  kOk,       // intact
+  kCorrupt,  // breaks a rule of its format or a checksum (Error of kind kCorrupt)
+  kError,    // unreadable: I/O, unknown format, unsupported feature, limits, unsafe
+};
+std::string_view verify_status_name(VerifyStatus s) noexcept;  // "ok", "corrupt", "error"
+
+struct VerifyResult {
+  std::string file;
+  VerifyStatus status = VerifyStatus::kOk;
+  std::string format;                    // detected format ("" when unreadable)
+  std::size_t tensors = 0;               // tensors validated
+  bool content_hash_checked = false;     // an embedded content hash was recomputed
+  std::string message;                   // the error's one-line message ("" when ok)
+  std::string rule;                      // the broken rule id ("" when ok)
+  std::optional<std::uint64_t> offset;   // byte offset of the problem, when known
+};
+
+struct VerifyOptions {
+  Limits limits;
+  unsigned threads = 0;  // for recomputing the content hash
+};
+
+// The metadata key under which tensorseal writers may embed the content hash.
+inline constexpr std::string_view kContentHashMetadataKey = "tensorseal.content_hash";
+
+// Verifies one file. Never throws tensorseal::Error: failures are reported.
+[[nodiscard]] VerifyResult verify_file(const std::filesystem::path& path, const VerifyOptions& options = {});
+
+// Results as JSON (schema: docs/cli.md, "tseal verify --json").
+[[nodiscard]] std::string to_json(const std::vector<VerifyResult>& results);
+
+}  // namespace tensorseal

@@ -1,0 +1,102 @@
+// `verify`: read with every checksum on, validate every tensor view, recompute an
+// embedded content hash. Errors become results, never exceptions.
+#include "tensorseal/verify.h"
+
+#include <nlohmann/json.hpp>
+
+#include "tensorseal/checkpoint.h"
+#include "tensorseal/error.h"
+#include "tensorseal/hash.h"
+
+namespace tensorseal {
+namespace {
+
+// The embedded content hash does not match the content: the tensors or values were
+// changed after the hash was written (or the hash was).
+inline constexpr Rule kContentHashMismatch{"verify/content-hash-mismatch", ErrorKind::kCorrupt};
+// The embedded content hash is not "sha256:<64 hex>" or "xxh3:<32 hex>".
+inline constexpr Rule kContentHashMalformed{"verify/content-hash-malformed", ErrorKind::kCorrupt};
+
+void check_content_hash(const Checkpoint& c, const VerifyOptions& options, VerifyResult& r) {
+  for (const auto& [k, v] : c.metadata) {
+    if (k != kContentHashMetadataKey) continue;
+    HashOptions h;
+    h.threads = options.threads;
+    if (v.starts_with("sha256:") && v.size() == 7 + 64) h.algo = HashAlgo::kSha256;
+    else if (v.starts_with("xxh3:") && v.size() == 5 + 32) h.algo = HashAlgo::kXxh3;
+    else throw Error(kContentHashMalformed, "metadata " + std::string(k) + " = '" + v + "' is not a content hash", c.file);
+    const std::string actual = content_hash(c.root, h);
+    if (actual != v)
+      throw Error(kContentHashMismatch, "embedded content hash " + v + " but the content hashes to " + actual, c.file);
+    r.content_hash_checked = true;
+  }
+}
+
+}  // namespace
+
+std::string_view verify_status_name(VerifyStatus s) noexcept {
+  switch (s) {
+    case VerifyStatus::kOk: return "ok";
+    case VerifyStatus::kCorrupt: return "corrupt";
+    case VerifyStatus::kError: return "error";
+  }
+  return "?";
+}
+
+VerifyResult verify_file(const std::filesystem::path& path, const VerifyOptions& options) {
+  VerifyResult r;
+  r.file = path.string();
+  try {
+    ReadOptions ro;
+    ro.limits = options.limits;
+    ro.verify_checksums = true;
+    Checkpoint c = read_file(path, ro);
+    r.format = format_name(c.format);
+    const auto tensors = collect_tensors(c.root);
+    for (const auto& t : tensors) {
+      try {
+        t.tensor->validate();
+      } catch (const Error& e) {
+        // Name the tensor: the view's own error does not know its path.
+        throw Error(Rule{e.rule(), e.kind()}, "tensor '" + t.path + "': " + e.detail(), c.file, e.offset());
+      }
+    }
+    r.tensors = tensors.size();
+    check_content_hash(c, options, r);
+  } catch (const Error& e) {
+    r.status = e.kind() == ErrorKind::kCorrupt ? VerifyStatus::kCorrupt : VerifyStatus::kError;
+    r.message = e.what();
+    r.rule = e.rule();
+    if (e.offset() != kNoOffset) r.offset = e.offset();
+  } catch (const std::bad_alloc&) {
+    r.status = VerifyStatus::kError;
+    r.message = r.file + ": out of memory";
+    r.rule = "internal";
+  }
+  return r;
+}
+
+std::string to_json(const std::vector<VerifyResult>& results) {
+  using ojson = nlohmann::ordered_json;
+  ojson files = ojson::array();
+  bool ok = true;
+  for (const auto& r : results) {
+    ok = ok && r.status == VerifyStatus::kOk;
+    ojson e;
+    e["file"] = r.file;
+    e["status"] = verify_status_name(r.status);
+    e["format"] = r.format.empty() ? ojson(nullptr) : ojson(r.format);
+    e["tensors"] = r.tensors;
+    e["content_hash_checked"] = r.content_hash_checked;
+    e["error"] = r.message.empty() ? ojson(nullptr) : ojson(r.message);
+    e["rule"] = r.rule.empty() ? ojson(nullptr) : ojson(r.rule);
+    e["offset"] = r.offset ? ojson(*r.offset) : ojson(nullptr);
+    files.push_back(std::move(e));
+  }
+  ojson j;
+  j["ok"] = ok;
+  j["files"] = std::move(files);
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace tensorseal
