@@ -3,6 +3,7 @@
 // 1 different, 2 error.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -77,15 +78,21 @@ void print_human(const tensorseal::DiffReport& r, bool all) {
     const bool numbers = t.numeric && t.value_different > 0;
     std::string ulp = numbers ? num(t.max_ulp, 6) : "-";
     if (numbers && t.dtype_changed()) ulp += " (" + std::string(name(t.ulp_dtype)) + ")";
-    std::string first = t.first ? shape_text(t.first->index) + ": " + t.first->a + " vs " + t.first->b : "-";
+    std::string first = "-";
+    if (t.first) {
+      // Same rendering (NaN payloads, -0 vs 0 in short form): show the bits too.
+      const bool same_text = t.first->a == t.first->b;
+      first = shape_text(t.first->index) + ": " + t.first->a + (same_text ? " (" + t.first->a_bits + ")" : "") +
+              " vs " + t.first->b + (same_text ? " (" + t.first->b_bits + ")" : "");
+    }
     std::vector<std::string> notes;
     if (t.nan_payload) notes.push_back(std::to_string(t.nan_payload) + " NaN payloads differ (numerically equal)");
     if (t.nan_mismatch) notes.push_back(std::to_string(t.nan_mismatch) + " NaN mismatches");
     if (t.inf_mismatch) notes.push_back(std::to_string(t.inf_mismatch) + " inf mismatches");
     if (t.status == TensorStatus::kIncomparable) notes.push_back("raw dtype changed: not compared");
-    if (t.status != TensorStatus::kShapeChanged && t.status != TensorStatus::kIncomparable && t.bit_different &&
-        !t.dtype_changed() && t.value_different == 0 && !t.nan_payload)
-      notes.push_back("signed zeros differ");
+    if (t.numeric && !t.dtype_changed() && t.bit_different > t.value_different + t.nan_payload)
+      notes.push_back(std::to_string(t.bit_different - t.value_different - t.nan_payload) +
+                      " signed zeros differ (numerically equal)");
     std::string note;
     for (std::size_t i = 0; i < notes.size(); ++i) note += (i ? "; " : "") + notes[i];
     rows.push_back({std::string(status_name(t.status)), t.path, dtype, shape,
@@ -106,6 +113,28 @@ void print_human(const tensorseal::DiffReport& r, bool all) {
     std::printf("\n");
     print_table(rows);
   }
+  // What each dtype conversion cost, over all tensors that went through it.
+  struct Cost {
+    std::size_t tensors = 0;
+    double abs = 0, rel = 0, ulp = 0;
+    std::string coarse;
+  };
+  std::vector<std::pair<std::string, Cost>> costs;
+  for (const auto& t : r.tensors) {
+    if (!t.dtype_changed() || !t.numeric) continue;
+    auto it = std::find_if(costs.begin(), costs.end(), [&](const auto& c) { return c.first == t.conversion(); });
+    if (it == costs.end()) it = costs.insert(costs.end(), {t.conversion(), Cost{}});
+    it->second.tensors++;
+    it->second.abs = std::max(it->second.abs, t.max_abs);
+    it->second.rel = std::max(it->second.rel, t.max_rel);
+    it->second.ulp = std::max(it->second.ulp, t.max_ulp);
+    it->second.coarse = std::string(name(t.ulp_dtype));
+  }
+  if (!costs.empty()) std::printf("\n");
+  for (const auto& [conv, c] : costs)
+    std::printf("conversion %s (%zu tensors): max abs error %s, max rel error %s, max %s ULP of %s%s\n", conv.c_str(),
+                c.tensors, num(c.abs).c_str(), num(c.rel).c_str(), num(c.ulp).c_str(), c.coarse.c_str(),
+                c.ulp <= 0.5 ? " (every value is the nearest one: correctly rounded)" : "");
   if (!r.values.empty()) {
     std::printf("\n");
     std::vector<std::vector<std::string>> vrows{{"VALUE", "A", "B"}};

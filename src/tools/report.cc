@@ -53,13 +53,24 @@ std::string shape_text(const std::vector<std::int64_t>& s) {
   return o + "]";
 }
 
+// Full range of a ULP bucket: "0", "1", "2-3", "4-7", ..., then powers of two.
 std::string bucket_label(std::size_t k) {
   if (k == 0) return "0";
   if (k == 1) return "1";
-  if (k >= 64) return "\xe2\x89\xa5" "2^63";
+  if (k >= 64) return "2^63 or more";
   const std::uint64_t lo = std::uint64_t{1} << (k - 1), hi = (std::uint64_t{1} << k) - 1;
   if (k <= 14) return std::to_string(lo) + "-" + std::to_string(hi);
-  return "2^" + std::to_string(k - 1) + "+";
+  return "2^" + std::to_string(k - 1) + " to 2^" + std::to_string(k) + "-1";
+}
+
+// Axis label of a bucket: its lower bound, compact ("0", "1", "2", "4", ..., "512", "1k", "1M").
+std::string bucket_tick(std::size_t k) {
+  if (k == 0) return "0";
+  const int e = static_cast<int>(k) - 1;  // lower bound 2^e
+  if (e < 10) return std::to_string(1u << e);
+  const char* unit[] = {"k", "M", "G", "T", "P", "E"};
+  const int u = e / 10;
+  return std::to_string(1u << (e % 10)) + unit[std::min(u, 6) - 1];
 }
 
 constexpr const char* kStyle = R"(
@@ -160,7 +171,7 @@ std::string error_plot(const DiffReport& r) {
 }
 
 std::string histogram_svg(const TensorDiff& t) {
-  const double W = 300, H = 170, L = 34, R = 6, T = 22, B = 40;
+  const double W = 300, H = 170, L = 34, R = 14, T = 22, B = 40;
   const auto& h = t.ulp_histogram;
   std::uint64_t peak = 1;
   for (auto c : h) peak = std::max(peak, c);
@@ -185,7 +196,7 @@ std::string histogram_svg(const TensorDiff& t) {
          "\" height=\"" + num(hgt) + "\" fill=\"" + (k == 0 ? "#34a853" : "#4285f4") + "\"><title>ULP " +
          bucket_label(k) + ": " + std::to_string(h[k]) + " elements</title></rect>";
     s += "<text transform=\"translate(" + num(x + step / 2 + 3) + "," + num(base + 6) +
-         ") rotate(60)\" font-size=\"8\">" + esc(bucket_label(k)) + "</text>";
+         ") rotate(60)\" font-size=\"8\">" + esc(bucket_tick(k)) + "</text>";
   }
   return s + "</svg>";
 }
@@ -241,7 +252,8 @@ std::string html_report(const DiffReport& r) {
   h += "<h2>ULP error histograms (worst tensors)</h2><div id=\"ulp-histograms\" class=\"hists\">";
   for (const auto* t : worst) h += histogram_svg(*t);
   if (worst.empty()) h += "<div class=\"note\">No tensor has numeric differences.</div>";
-  h += "</div><div class=\"note\">Buckets: ULP distance 0, 1, 2-3, 4-7, ... (log-scaled counts).</div>\n";
+  h += "</div><div class=\"note\">Buckets by ULP distance: 0, 1, 2-3, 4-7, ...; each labelled with its lower bound "
+       "(log-scaled counts; hover a bar for its range and count).</div>\n";
 
   h += "<h2>Tensors</h2><table id=\"tensor-table\"><thead><tr><th>#</th><th>path</th><th>status</th><th>dtype</th>"
        "<th>shape</th><th data-num>differing</th><th data-num>max abs</th><th data-num>max rel</th>"
@@ -279,12 +291,15 @@ std::string html_report(const DiffReport& r) {
   for (const auto& t : r.renamed)
     h += "<tr><td>renamed</td><td class=\"path\">" + esc(t.path_a) + " \xe2\x86\x92 " + esc(t.path_b) + "</td><td>" +
          std::string(name(t.dtype)) + "</td><td>" + shape_text(t.shape) + "</td></tr>";
+  if (r.only_in_a.empty() && r.only_in_b.empty() && r.renamed.empty())
+    h += "<tr><td colspan=\"4\" class=\"note\">none: both files hold the same tensor paths</td></tr>";
   h += "</tbody></table>\n";
 
   h += "<h2>Other values</h2><table id=\"values\"><thead><tr><th>path</th><th>A</th><th>B</th></tr></thead><tbody>";
   for (const auto& v : r.values)
     h += "<tr><td class=\"path\">" + esc(v.path) + "</td><td>" + esc(v.a.value_or("(absent)")) + "</td><td>" +
          esc(v.b.value_or("(absent)")) + "</td></tr>";
+  if (r.values.empty()) h += "<tr><td colspan=\"3\" class=\"note\">none: every non-tensor value is equal</td></tr>";
   h += "</tbody></table>\n<script>" + std::string(kScript) + "</script>\n</body></html>\n";
   return h;
 }
