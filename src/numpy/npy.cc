@@ -180,8 +180,9 @@ std::string python_repr_shape(std::span<const std::int64_t> shape) {
 Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) {
   const auto b = image->bytes();
   const u64 size = b.size();
-  if (size < np::kMagic.size() + 2 || util::as_chars(b.first(np::kMagic.size())) != np::kMagic)
+  if (size < np::kMagic.size() || util::as_chars(b.first(np::kMagic.size())) != np::kMagic)
     fail(nr::kBadMagic, "not a .npy file (no \\x93NUMPY magic)", 0);
+  if (size < np::kMagic.size() + 2) fail(nr::kTruncatedHeader, "file ends inside the format version", size);
   Parsed p;
   p.major = static_cast<int>(b[6]);
   p.minor = static_cast<int>(b[7]);
