@@ -25,10 +25,13 @@ Runner add_verify(CLI::App& app) {
       if (r.status == VerifyStatus::kCorrupt) status = std::max(status, kExitDifferent);
       if (r.status == VerifyStatus::kError) status = kExitError;
       if (*as_json) continue;
+      // The message names the file already; the line does too.
+      std::string msg = r.message;
+      if (msg.starts_with(f + ": ")) msg.erase(0, f.size() + 2);
       switch (r.status) {
         case VerifyStatus::kOk: std::printf("OK  %s\n", f.c_str()); break;
-        case VerifyStatus::kCorrupt: std::printf("CORRUPT  %s: %s\n", f.c_str(), r.message.c_str()); break;
-        case VerifyStatus::kError: std::printf("ERROR  %s: %s\n", f.c_str(), r.message.c_str()); break;
+        case VerifyStatus::kCorrupt: std::printf("CORRUPT  %s: %s\n", f.c_str(), msg.c_str()); break;
+        case VerifyStatus::kError: std::printf("ERROR  %s: %s\n", f.c_str(), msg.c_str()); break;
       }
     }
     if (*as_json) std::printf("%s\n", to_json(results).c_str());
