@@ -59,10 +59,21 @@ ElementCodec make_codec(const DTypeInfo& i) {
   return c;
 }
 
+double decode_generic(const ElementCodec& c, std::uint64_t bits);
+
 struct Codecs {
   std::vector<ElementCodec> all;
+  std::vector<std::vector<double>> tables;  // value of every bit pattern, small floats
   Codecs() {
     for (const auto& i : all_dtypes()) all.push_back(make_codec(i));
+    tables.reserve(all.size());
+    for (auto& c : all) {
+      if (!c.decodable || (c.kind != DTypeKind::kFloat && c.kind != DTypeKind::kComplex) || c.comp_size > 2) continue;
+      std::vector<double> t(std::size_t{1} << (c.comp_size * 8));
+      for (std::size_t b = 0; b < t.size(); ++b) t[b] = decode_generic(c, b);
+      tables.push_back(std::move(t));
+      c.table = tables.back().data();
+    }
   }
 };
 
@@ -101,27 +112,6 @@ double decode_generic(const ElementCodec& c, std::uint64_t bits) {
   return sign ? -v : v;
 }
 
-// Lookup tables for formats of at most 16 bits, built on first use.
-struct SmallTable {
-  std::vector<double> value;
-  explicit SmallTable(const ElementCodec& c) {
-    const std::size_t n = std::size_t{1} << (c.comp_size * 8);
-    value.resize(n);
-    for (std::size_t b = 0; b < n; ++b) value[b] = decode_generic(c, b);
-  }
-};
-
-const SmallTable& table_for(const ElementCodec& c) {
-  static const std::array<const SmallTable*, 64> tables = [] {
-    std::array<const SmallTable*, 64> t{};
-    for (const auto& k : codecs().all)
-      if (k.decodable && (k.kind == DTypeKind::kFloat || k.kind == DTypeKind::kComplex) && k.comp_size <= 2)
-        t[static_cast<std::size_t>(k.dtype)] = new SmallTable(k);  // lives for the process
-    return t;
-  }();
-  return *tables[static_cast<std::size_t>(c.dtype)];
-}
-
 std::string double_text(double v, int digits) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -145,60 +135,6 @@ std::string int128_text(__int128 v) {
 }  // namespace
 
 const ElementCodec& codec(DType dtype) noexcept { return codecs().all[static_cast<std::size_t>(dtype)]; }
-
-std::uint64_t load_bits(const ElementCodec& c, const std::byte* p, int component) noexcept {
-  p += static_cast<std::size_t>(component) * c.comp_size;
-  std::uint64_t v = 0;
-  for (std::uint32_t i = 0; i < c.comp_size && i < 8; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
-  return v;
-}
-
-double float_from_bits(const ElementCodec& c, std::uint64_t bits) noexcept {
-  switch (c.comp_size) {
-    case 4: {
-      float f;
-      const auto u = static_cast<std::uint32_t>(bits);
-      std::memcpy(&f, &u, 4);
-      return f;
-    }
-    case 8: {
-      double d;
-      std::memcpy(&d, &bits, 8);
-      return d;
-    }
-    default: return table_for(c).value[bits];
-  }
-}
-
-bool float_is_nan(const ElementCodec& c, std::uint64_t bits) noexcept {
-  return std::isnan(float_from_bits(c, bits));
-}
-
-__int128 float_ordinal(const ElementCodec& c, std::uint64_t bits) noexcept {
-  if (c.variant == FloatVariant::kE8m0) return bits;  // unsigned, monotonic already
-  const int sign_bit = c.comp_size * 8 - 1;
-  const std::uint64_t magnitude = bits & ~(std::uint64_t{1} << sign_bit);
-  const bool neg = (bits >> sign_bit) & 1;
-  return neg ? -static_cast<__int128>(magnitude) : static_cast<__int128>(magnitude);
-}
-
-__int128 int_value(const ElementCodec& c, const std::byte* p) noexcept {
-  const std::uint64_t bits = load_bits(c, p);
-  if (c.kind == DTypeKind::kSigned && c.size < 8) {
-    const int shift = 64 - static_cast<int>(c.size) * 8;
-    return static_cast<std::int64_t>(bits << shift) >> shift;
-  }
-  if (c.kind == DTypeKind::kSigned) return static_cast<std::int64_t>(bits);
-  if (c.kind == DTypeKind::kBool) return bits != 0;
-  return bits;
-}
-
-double component_value(const ElementCodec& c, const std::byte* p, int component) noexcept {
-  if (c.kind == DTypeKind::kFloat || c.kind == DTypeKind::kComplex)
-    return float_from_bits(c, load_bits(c, p, component));
-  if (component != 0) return 0.0;
-  return static_cast<double>(int_value(c, p));
-}
 
 double ulp_size(const ElementCodec& c, double x) noexcept {
   if (c.kind != DTypeKind::kFloat && c.kind != DTypeKind::kComplex) return 1.0;
