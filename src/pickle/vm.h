@@ -5,11 +5,16 @@
 // Torch semantics (turning _rebuild_tensor_v2(...) objects into tensors) live in
 // src/torch/, on top of this generic result.
 //
+// Guarantees on the result (whatever the input): no cycles, no container nested deeper
+// than Limits::max_depth, and the tree expanded without sharing stays within
+// Limits::max_alloc bytes, so recursive walkers of the tree are safe.
+//
 // Spec: docs/formats/pickle.md. Every limit in Limits is enforced with its own rule.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,6 +29,12 @@ struct Hooks {
   // PERSID / BINPERSID: maps the persistent id (a str for PERSID, any value for
   // BINPERSID) to the object it stands for. Unset: persistent ids are refused.
   std::function<Value(const Value& pid, std::uint64_t offset)> persistent_load;
+  // REDUCE / NEWOBJ / NEWOBJ_EX / INST / OBJ: called with the opaque Object just built
+  // (callable, args, kwargs, how; no state or items yet). Returning a value replaces
+  // the Object on the stack (e.g. the torch layer's tensors, or stdlib_reduce's
+  // OrderedDict/set/bytes); nullopt keeps the Object. The returned value should be a
+  // new node or a leaf (it may contain the arguments). Unset: Objects are kept.
+  std::function<std::optional<Value>(const Object& obj, std::uint64_t offset)> reduce;
 };
 
 struct Parsed {
@@ -31,7 +42,11 @@ struct Parsed {
   int protocol = 0;                // from PROTO; 0 when absent (protocol 0/1 stream)
   std::uint64_t end = 0;           // offset just past STOP, relative to the stream
   std::vector<GlobalRef> globals;  // every global referenced, in stream order
-  std::vector<Fact> facts;         // pickle.protocol, pickle.memo_puts, pickle.opcodes, ...
+  // Facts, all with where = the stream name: "pickle.protocol" ("2"), "pickle.memo"
+  // ("puts=12 gets=3"), "pickle.opcodes" ("BINPUT:12,BINUNICODE:5,..." sorted by
+  // name), "pickle.frames" ("count=3", only when FRAME is used) and
+  // "pickle.stop-leftover" ("stack=2 marks=0", only when STOP left values behind).
+  std::vector<Fact> facts;
 };
 
 // Parses one pickle stream starting at data[0] and stopping at its STOP opcode.
@@ -39,5 +54,19 @@ struct Parsed {
 // reported as base_offset + position). Throws tensorseal::Error.
 [[nodiscard]] Parsed parse(std::span<const std::byte> data, const std::string& name, std::uint64_t base_offset,
                            const Limits& limits, const Hooks& hooks = {});
+
+// Recognises the standard-library constructions CPython's picklers emit for values
+// the value model has a kind for, and returns that value (a new node):
+//   collections.OrderedDict()                  -> Dict{kOrderedDict} (Python 2: ([[k, v], ...],))
+//   collections.Counter() / Counter(dict)      -> Dict{kCounter}
+//   builtins.set(list) / frozenset(list), ()   -> Set
+//   _codecs.encode(str, 'latin1')              -> bytes (protocol < 3 bytes)
+//   builtins.bytes()                           -> b''
+//   builtins.bytearray() / bytearray(bytes) / bytearray(str, 'latin-1') -> bytearray
+//   builtins.getattr(Global m.a, 'b')          -> Global m.'a.b' (protocol < 4 nested names)
+// Names are Python 3 names (the VM maps Python 2 names at protocol < 3). Anything else,
+// including these callables with unexpected arguments, gives nullopt. Usable directly
+// as Hooks::reduce, or called from a richer hook.
+std::optional<Value> stdlib_reduce(const Object& obj);
 
 }  // namespace tensorseal::detail::pickle

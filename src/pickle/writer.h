@@ -1,16 +1,22 @@
 // Canonical pickle writer (protocol 2). The bytes depend only on the value tree:
-//   - memo: every container/object/tensor node gets BINPUT when first written and
+//   - memo: every container/object/bytearray node gets BINPUT when first written and
 //     BINGET when the same node appears again (identity comes from the tree, i.e.
-//     from the source file's own sharing); str values and globals are memoized by
-//     value (equal strings -> one memo entry); memo indices count up from 0;
-//   - opcodes: always the same choice for the same value (shortest int form, BINUNICODE,
-//     EMPTY_DICT + SETITEMS in batches of 1000 like CPython, ...);
+//     from the source file's own sharing); str and bytes values and globals are
+//     memoized by value (equal strings -> one memo entry); memo indices count up
+//     from 0; helper objects CPython creates on the fly (the args tuple of a REDUCE,
+//     the list inside set(list)) get a memo entry each, as in CPython;
+//   - opcodes: always the same choice for the same value, the one CPython 3.11's
+//     pickle.dumps(v, protocol=2) makes (shortest int form, BINUNICODE, EMPTY_DICT +
+//     SETITEMS in batches of 1000, fix_imports names such as `__builtin__ set`...);
 //   - bytes use _codecs.encode(str, 'latin1') as CPython's protocol 2 does.
-// Tensors and storages are written by hooks (the torch layer decides their form).
+// For values without Python identity subtleties the output equals CPython's bytes
+// (pinned by tests). Tensors and storages are written by hooks (the torch layer
+// decides their form). Spec: docs/formats/pickle.md "Canonical writer".
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -22,8 +28,12 @@ namespace tensorseal::detail::pickle {
 class Writer {
  public:
   struct Hooks {
-    std::function<void(Writer&, const Tensor&)> tensor;    // must push exactly one object
-    std::function<void(Writer&, const Storage&)> storage;  // must push exactly one object
+    // Each must push exactly one object. value() hands tensors and storages to the
+    // hook without memoizing them: a hook memoizes by identity with begin_node/
+    // end_node when it wants sharing kept (torch memoizes tensors, while it writes a
+    // storage's persistent id again at every use).
+    std::function<void(Writer&, const Tensor&)> tensor;
+    std::function<void(Writer&, const Storage&)> storage;
   };
   explicit Writer(Hooks hooks);
 
@@ -33,27 +43,44 @@ class Writer {
   // Building blocks for hooks.
   void value(const Value& v);                      // any value, memo rules above
   void global(std::string_view module, std::string_view name);  // memoized by name
-  void mark();
-  void tuple_from_mark();                          // TUPLE (or TUPLE1..3 when short)
-  void tuple(std::size_t n);                       // EMPTY_TUPLE/TUPLE1/2/3 or MARK..TUPLE
-  void reduce();
-  void build();
-  void binpersid();
-  void newobj();
+  void mark();                                     // MARK
+  void tuple_from_mark();                          // TUPLE + BINPUT (items since mark())
+  // A tuple of n items, as CPython writes it: begin_tuple(n), write the n items,
+  // end_tuple(n). Gives EMPTY_TUPLE, items + TUPLE1/2/3, or MARK items TUPLE; every
+  // non-empty tuple gets BINPUT.
+  void begin_tuple(std::size_t n);
+  void end_tuple(std::size_t n);
+  void tuple(std::span<const Value> items);        // the same with value() for each
+  void tuple(std::size_t n);                       // after n <= 3 items: end_tuple(n)
+  void reduce();                                   // REDUCE
+  void build();                                    // BUILD
+  void binpersid();                                // BINPERSID
+  void newobj();                                   // NEWOBJ
   void raw(std::string_view bytes);                // opcodes not covered above
-  // Memoizes the object on top of the stack under `node` (identity) and returns true,
-  // or, when `node` was written before, emits BINGET and returns false.
+  // Before writing a node: when `node` was written before, emits BINGET and returns
+  // false (write nothing else); otherwise returns true.
   bool begin_node(const void* node);
+  // After the node's object is on the stack: BINPUT, remembered under `node`.
   void end_node(const void* node);
+  // BINPUT of the object on top of the stack without remembering it (CPython's
+  // memoize() of a temporary).
+  void put_anonymous() { put_memo(); }
 
  private:
-  void put_memo();
+  std::uint32_t put_memo();
   void get_memo(std::uint32_t index);
+  void str(std::string_view utf8);
+  void bytes(std::string_view data);
+  void dict(const Value& v);
+  void object(const Value& v);
+  void appends(const std::vector<Value>& items);
+  void setitems(const std::vector<std::pair<Value, Value>>& items);
   Hooks hooks_;
   std::string out_;
   std::uint32_t next_memo_ = 0;
+  std::uint32_t depth_ = 0;
   std::unordered_map<const void*, std::uint32_t> node_memo_;
-  std::unordered_map<std::string, std::uint32_t> value_memo_;  // "s<str>" / "g<mod>\n<name>"
+  std::unordered_map<std::string, std::uint32_t> value_memo_;  // "s<str>" / "b<bytes>" / "g<mod>\n<name>"
 };
 
 }  // namespace tensorseal::detail::pickle

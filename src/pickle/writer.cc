@@ -1,0 +1,454 @@
+// Canonical pickle writer, protocol 2. Grammar of what it emits per value kind
+// (docs/formats/pickle.md "Canonical writer"; CPython 3.11 pickle.py for each form):
+//
+//   None       NONE                      bool   NEWTRUE | NEWFALSE
+//   int        BININT1 (0..255) | BININT2 (..65535) | BININT (int32) | LONG1 | LONG4
+//   float      BINFLOAT (big-endian)     str    BINUNICODE u32 len, UTF-8; BINPUT
+//   bytes      GLOBAL '_codecs encode' (str latin-1, 'latin1') TUPLE2 REDUCE; BINPUT
+//              b'' -> GLOBAL '__builtin__ bytes' EMPTY_TUPLE REDUCE; BINPUT
+//   bytearray  GLOBAL '__builtin__ bytearray' (bytes,) TUPLE1 REDUCE | EMPTY_TUPLE REDUCE
+//   list       EMPTY_LIST BINPUT appends          appends = batches of 1000:
+//   tuple      EMPTY_TUPLE | items TUPLE1..3 BINPUT | MARK items TUPLE BINPUT
+//   dict       EMPTY_DICT BINPUT setitems [attrs BUILD]     (MARK .. APPENDS | x APPEND)
+//   OrderedDict GLOBAL 'collections OrderedDict' EMPTY_TUPLE REDUCE BINPUT setitems [attrs BUILD]
+//   Counter    GLOBAL 'collections Counter' EMPTY_DICT BINPUT setitems TUPLE1 BINPUT REDUCE BINPUT
+//   set        GLOBAL '__builtin__ set|frozenset' EMPTY_LIST BINPUT appends TUPLE1 BINPUT REDUCE BINPUT
+//   global     GLOBAL 'module name' BINPUT (fix_imports names; dotted names via getattr)
+//   object     callable args REDUCE|NEWOBJ|NEWOBJ_EX BINPUT, or MARK args INST/OBJ BINPUT,
+//              then appends(list_items) setitems(dict_items) [state BUILD]
+//   repeated node/str/bytes/global: BINGET | LONG_BINGET
+#include "pickle/writer.h"
+
+#include <cstring>
+
+#include "pickle/compat.h"
+#include "pickle/constants.h"
+#include "pickle/longs.h"
+#include "pickle/opcodes.h"
+#include "util/endian.h"
+#include "util/utf8.h"
+
+namespace tensorseal::detail::pickle {
+
+namespace {
+
+[[noreturn]] void fail(const Rule& rule, std::string detail) { throw Error(rule, std::move(detail), "<pickle writer>"); }
+
+void emit(std::string& out, std::uint8_t code) { out += static_cast<char>(code); }
+
+// UTF-8 text of a latin-1 byte string (what str(b, 'latin1') gives).
+std::string latin1_to_utf8(std::string_view b) {
+  std::string out;
+  out.reserve(b.size());
+  for (char ch : b) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c < 0x80) out += static_cast<char>(c);
+    else {
+      out += static_cast<char>(0xC0 | (c >> 6));
+      out += static_cast<char>(0x80 | (c & 0x3F));
+    }
+  }
+  return out;
+}
+
+struct DepthGuard {
+  std::uint32_t& d;
+  explicit DepthGuard(std::uint32_t& depth) : d(depth) {
+    if (++d > kMaxWriteDepth)
+      fail(rules::kWriteTooDeep, "value tree is nested deeper than " + std::to_string(kMaxWriteDepth) +
+                                     " levels (or is recursive)");
+  }
+  ~DepthGuard() { --d; }
+};
+
+}  // namespace
+
+Writer::Writer(Hooks hooks) : hooks_(std::move(hooks)) {}
+
+std::string Writer::finish(const Value& root) {
+  std::string head;
+  emit(head, op::kProto);
+  head += static_cast<char>(kWriterProtocol);
+  out_.insert(0, head);
+  value(root);
+  emit(out_, op::kStop);
+  return std::move(out_);
+}
+
+// ---- memo ---------------------------------------------------------------------------
+
+std::uint32_t Writer::put_memo() {
+  std::uint32_t i = next_memo_++;
+  if (i < 256) {
+    emit(out_, op::kBinPut);
+    out_ += static_cast<char>(i);
+  } else {
+    emit(out_, op::kLongBinPut);
+    util::append_le<std::uint32_t>(out_, i);
+  }
+  return i;
+}
+
+void Writer::get_memo(std::uint32_t i) {
+  if (i < 256) {
+    emit(out_, op::kBinGet);
+    out_ += static_cast<char>(i);
+  } else {
+    emit(out_, op::kLongBinGet);
+    util::append_le<std::uint32_t>(out_, i);
+  }
+}
+
+bool Writer::begin_node(const void* node) {
+  auto it = node_memo_.find(node);
+  if (it == node_memo_.end()) return true;
+  get_memo(it->second);
+  return false;
+}
+
+void Writer::end_node(const void* node) { node_memo_[node] = put_memo(); }
+
+// ---- building blocks ------------------------------------------------------------------
+
+void Writer::mark() { emit(out_, op::kMark); }
+void Writer::tuple_from_mark() {
+  emit(out_, op::kTuple);
+  put_memo();
+}
+void Writer::begin_tuple(std::size_t n) {
+  if (n > 3) mark();
+}
+void Writer::end_tuple(std::size_t n) {
+  switch (n) {
+    case 0: emit(out_, op::kEmptyTuple); return;  // CPython does not memoize ()
+    case 1: emit(out_, op::kTuple1); break;
+    case 2: emit(out_, op::kTuple2); break;
+    case 3: emit(out_, op::kTuple3); break;
+    default: emit(out_, op::kTuple);
+  }
+  put_memo();
+}
+void Writer::tuple(std::span<const Value> items) {
+  begin_tuple(items.size());
+  for (const Value& v : items) value(v);
+  end_tuple(items.size());
+}
+void Writer::tuple(std::size_t n) {
+  if (n > 3) fail(rules::kWriteBadValue, "tuple(n) after the items needs n <= 3; use begin_tuple/end_tuple");
+  end_tuple(n);
+}
+void Writer::reduce() { emit(out_, op::kReduce); }
+void Writer::build() { emit(out_, op::kBuild); }
+void Writer::binpersid() { emit(out_, op::kBinPersId); }
+void Writer::newobj() { emit(out_, op::kNewObj); }
+void Writer::raw(std::string_view bytes) { out_ += bytes; }
+
+void Writer::global(std::string_view module, std::string_view name) {
+  std::string key = "g";
+  key += module;
+  key += '\n';
+  key += name;
+  if (auto it = value_memo_.find(key); it != value_memo_.end()) {
+    get_memo(it->second);
+    return;
+  }
+  if (auto dot = name.rfind('.'); dot != std::string_view::npos) {
+    // Protocol < 4 cannot name nested attributes: CPython writes getattr(parent, last).
+    global("builtins", "getattr");
+    global(module, name.substr(0, dot));
+    str(name.substr(dot + 1));
+    end_tuple(2);
+    reduce();
+  } else {
+    auto [m, n] = py3_to_py2_name(module, name);
+    for (std::string_view part : {std::string_view(m), std::string_view(n)})
+      for (char c : part)
+        if (static_cast<unsigned char>(c) >= 0x80 || c == '\n' || part.empty())
+          fail(rules::kWriteGlobalName, "global '" + std::string(module) + "." + std::string(name) +
+                                            "' cannot be written at protocol 2 (needs non-empty ASCII names "
+                                            "without newlines)");
+    emit(out_, op::kGlobal);
+    out_ += m;
+    out_ += '\n';
+    out_ += n;
+    out_ += '\n';
+  }
+  value_memo_[std::move(key)] = put_memo();
+}
+
+void Writer::str(std::string_view utf8) {
+  std::string key = "s";
+  key += utf8;
+  if (auto it = value_memo_.find(key); it != value_memo_.end()) {
+    get_memo(it->second);
+    return;
+  }
+  if (util::first_invalid_utf8(utf8)) fail(rules::kWriteBadValue, "str value is not valid UTF-8");
+  if (utf8.size() > 0xFFFFFFFFull)
+    fail(rules::kWriteTooLarge, "str of " + std::to_string(utf8.size()) + " bytes does not fit BINUNICODE");
+  emit(out_, op::kBinUnicode);
+  util::append_le<std::uint32_t>(out_, static_cast<std::uint32_t>(utf8.size()));
+  out_ += utf8;
+  value_memo_[std::move(key)] = put_memo();
+}
+
+void Writer::bytes(std::string_view data) {
+  std::string key = "b";
+  key += data;
+  if (auto it = value_memo_.find(key); it != value_memo_.end()) {
+    get_memo(it->second);
+    return;
+  }
+  if (data.empty()) {
+    global("builtins", "bytes");
+    end_tuple(0);
+  } else {
+    global("_codecs", "encode");
+    str(latin1_to_utf8(data));
+    str("latin1");
+    end_tuple(2);
+  }
+  reduce();
+  value_memo_[std::move(key)] = put_memo();
+}
+
+void Writer::appends(const std::vector<Value>& items) {
+  for (std::size_t i = 0; i < items.size(); i += kBatchSize) {
+    std::size_t n = std::min(kBatchSize, items.size() - i);
+    if (n > 1) {
+      mark();
+      for (std::size_t k = 0; k < n; ++k) value(items[i + k]);
+      emit(out_, op::kAppends);
+    } else {
+      value(items[i]);
+      emit(out_, op::kAppend);
+    }
+  }
+}
+
+void Writer::setitems(const std::vector<std::pair<Value, Value>>& items) {
+  for (std::size_t i = 0; i < items.size(); i += kBatchSize) {
+    std::size_t n = std::min(kBatchSize, items.size() - i);
+    if (n > 1) {
+      mark();
+      for (std::size_t k = 0; k < n; ++k) {
+        value(items[i + k].first);
+        value(items[i + k].second);
+      }
+      emit(out_, op::kSetItems);
+    } else {
+      value(items[i].first);
+      value(items[i].second);
+      emit(out_, op::kSetItem);
+    }
+  }
+}
+
+void Writer::dict(const Value& v) {
+  const Dict& d = v.as_dict();
+  if (!begin_node(v.node())) return;
+  switch (d.kind) {
+    case DictKind::kDict:
+      emit(out_, op::kEmptyDict);
+      end_node(v.node());
+      setitems(d.items);
+      break;
+    case DictKind::kOrderedDict:
+      // OrderedDict.__reduce__: (OrderedDict, (), state or None, None, iter(items)).
+      global("collections", "OrderedDict");
+      end_tuple(0);
+      reduce();
+      end_node(v.node());
+      setitems(d.items);
+      break;
+    case DictKind::kCounter:
+      // Counter.__reduce__: (Counter, (dict(self),)).
+      global("collections", "Counter");
+      emit(out_, op::kEmptyDict);
+      put_memo();
+      setitems(d.items);
+      end_tuple(1);
+      reduce();
+      end_node(v.node());
+      break;
+  }
+  // Attributes (OrderedDict's _metadata): BUILD with the instance dict, as
+  // save_reduce does with `state`. CPython's Counter drops them; tensorseal keeps them.
+  if (d.attrs && !d.attrs->items.empty()) {
+    value(Value(d.attrs));
+    build();
+  }
+}
+
+void Writer::object(const Value& v) {
+  const Object& o = v.as_object();
+  if (!begin_node(v.node())) return;
+  if (!o.callable) fail(rules::kWriteBadValue, "object without a callable");
+  static const Value kEmptyArgs = Value::tuple();
+  const Value& args = o.args ? *o.args : kEmptyArgs;
+  if (!args.is(Value::Kind::kTuple)) fail(rules::kWriteBadValue, "object arguments are not a tuple");
+  const Value& callable = *o.callable;
+  Construct how = o.how;
+  if (how == Construct::kInst && !callable.is(Value::Kind::kGlobal)) how = Construct::kReduce;
+  switch (how) {
+    case Construct::kReduce:
+      value(callable);
+      value(args);
+      reduce();
+      break;
+    case Construct::kNewObj:
+      value(callable);
+      value(args);
+      newobj();
+      break;
+    case Construct::kNewObjEx:
+      // Protocol 2 has no NEWOBJ_EX; CPython would go through functools.partial. The
+      // opcode is written as is (every unpickler accepts any opcode at any protocol).
+      value(callable);
+      value(args);
+      value(o.kwargs ? *o.kwargs : Value::dict());
+      emit(out_, op::kNewObjEx);
+      break;
+    case Construct::kInst: {
+      mark();
+      for (const Value& a : args.items()) value(a);
+      const Global& g = callable.as_global();
+      auto [m, n] = py3_to_py2_name(g.module, g.name);
+      emit(out_, op::kInst);
+      out_ += m;
+      out_ += '\n';
+      out_ += n;
+      out_ += '\n';
+      break;
+    }
+    case Construct::kObj:
+      mark();
+      value(callable);
+      for (const Value& a : args.items()) value(a);
+      emit(out_, op::kObj);
+      break;
+  }
+  end_node(v.node());
+  appends(o.list_items);
+  setitems(o.dict_items);
+  if (o.state) {
+    value(*o.state);
+    build();
+  }
+}
+
+void Writer::value(const Value& v) {
+  DepthGuard guard(depth_);
+  using K = Value::Kind;
+  switch (v.kind()) {
+    case K::kNone: emit(out_, op::kNone); return;
+    case K::kBool: emit(out_, v.as_bool() ? op::kNewTrue : op::kNewFalse); return;
+    case K::kInt: {
+      std::int64_t i = v.as_int();
+      if (i >= 0 && i <= 0xFF) {
+        emit(out_, op::kBinInt1);
+        out_ += static_cast<char>(i);
+      } else if (i >= 0 && i <= 0xFFFF) {
+        emit(out_, op::kBinInt2);
+        util::append_le<std::uint16_t>(out_, static_cast<std::uint16_t>(i));
+      } else if (i >= INT32_MIN && i <= INT32_MAX) {
+        emit(out_, op::kBinInt);
+        util::append_le<std::int32_t>(out_, static_cast<std::int32_t>(i));
+      } else {
+        std::string le = le_from_int64(i);
+        emit(out_, op::kLong1);
+        out_ += static_cast<char>(le.size());
+        out_ += le;
+      }
+      return;
+    }
+    case K::kBigInt: {
+      const std::string& le = v.as_bigint().le_bytes;
+      if (le.size() < 256) {
+        emit(out_, op::kLong1);
+        out_ += static_cast<char>(le.size());
+      } else {
+        if (le.size() > 0x7FFFFFFF) fail(rules::kWriteTooLarge, "integer too large for LONG4");
+        emit(out_, op::kLong4);
+        util::append_le<std::int32_t>(out_, static_cast<std::int32_t>(le.size()));
+      }
+      out_ += le;
+      return;
+    }
+    case K::kFloat: {
+      double d = v.as_float();
+      std::uint64_t u;
+      std::memcpy(&u, &d, sizeof u);
+      emit(out_, op::kBinFloat);
+      for (int i = 7; i >= 0; --i) out_ += static_cast<char>((u >> (8 * i)) & 0xFF);
+      return;
+    }
+    case K::kStr: str(v.as_str()); return;
+    case K::kBytes:
+      if (!v.is_bytearray()) {
+        bytes(v.as_bytes());
+        return;
+      }
+      // save_bytearray (protocol < 5): bytearray() or bytearray(bytes(obj)).
+      if (!begin_node(v.node())) return;
+      global("builtins", "bytearray");
+      if (v.as_bytes().empty()) {
+        end_tuple(0);
+      } else {
+        bytes(v.as_bytes());
+        end_tuple(1);
+      }
+      reduce();
+      end_node(v.node());
+      return;
+    case K::kList:
+      if (!begin_node(v.node())) return;
+      emit(out_, op::kEmptyList);
+      end_node(v.node());
+      appends(v.items());
+      return;
+    case K::kTuple: {
+      const auto& items = v.items();
+      if (items.empty()) {
+        end_tuple(0);
+        return;
+      }
+      if (!begin_node(v.node())) return;
+      begin_tuple(items.size());
+      for (const Value& x : items) value(x);
+      switch (items.size()) {
+        case 1: emit(out_, op::kTuple1); break;
+        case 2: emit(out_, op::kTuple2); break;
+        case 3: emit(out_, op::kTuple3); break;
+        default: emit(out_, op::kTuple);
+      }
+      end_node(v.node());
+      return;
+    }
+    case K::kDict: dict(v); return;
+    case K::kSet: {
+      // save_set / save_frozenset (protocol < 4): set(list(obj)) via REDUCE.
+      if (!begin_node(v.node())) return;
+      global("builtins", v.as_set().frozen ? "frozenset" : "set");
+      emit(out_, op::kEmptyList);
+      put_memo();
+      appends(v.as_set().items);
+      end_tuple(1);
+      reduce();
+      end_node(v.node());
+      return;
+    }
+    case K::kTensor:
+      if (!hooks_.tensor) fail(rules::kWriteNoHook, "a tensor needs Writer::Hooks::tensor (the torch layer)");
+      hooks_.tensor(*this, *v.as_tensor());
+      return;
+    case K::kStorage:
+      if (!hooks_.storage) fail(rules::kWriteNoHook, "a storage needs Writer::Hooks::storage (the torch layer)");
+      hooks_.storage(*this, *v.as_storage());
+      return;
+    case K::kGlobal: global(v.as_global().module, v.as_global().name); return;
+    case K::kObject: object(v); return;
+  }
+}
+
+}  // namespace tensorseal::detail::pickle
