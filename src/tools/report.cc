@@ -251,7 +251,12 @@ std::string html_report(const DiffReport& r) {
   if (worst.size() > 6) worst.resize(6);
   h += "<h2>ULP error histograms (worst tensors)</h2><div id=\"ulp-histograms\" class=\"hists\">";
   for (const auto* t : worst) h += histogram_svg(*t);
-  if (worst.empty()) h += "<div class=\"note\">No tensor has numeric differences.</div>";
+  if (worst.empty()) {
+    bool numeric_differences = false;
+    for (const auto& t : r.tensors) numeric_differences = numeric_differences || t.value_different > 0;
+    h += numeric_differences ? "<div class=\"note\">No histograms collected (DiffOptions::histogram).</div>"
+                             : "<div class=\"note\">No tensor has numeric differences.</div>";
+  }
   h += "</div><div class=\"note\">Buckets by ULP distance: 0, 1, 2-3, 4-7, ...; each labelled with its lower bound "
        "(log-scaled counts; hover a bar for its range and count).</div>\n";
 

@@ -1,6 +1,7 @@
 // diff and the element decoder, against pairs made by real torch + safetensors
 // (tests/fixtures/gen_tools.py) and a few hand-built value trees.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -351,6 +352,35 @@ TEST(Diff, JsonSchema) {
       EXPECT_TRUE(t["conversion"].is_null());
     }
   EXPECT_EQ(conversions, 4u);
+}
+
+// ---- HTML report (rendering in Chromium: tests/py/test_report.py) --------------------
+
+TEST(DiffReportHtml, SelfContainedWithPlotsAndTable) {
+  DiffOptions o;
+  o.histogram = true;
+  DiffReport r = diff_files("bf16rt_a.safetensors", "bf16rt_b.safetensors", o);
+  const std::string h = html_report(r);
+  for (const char* id : {"id=\"summary\"", "id=\"error-plot\"", "id=\"ulp-histograms\"", "id=\"tensor-table\"",
+                         "id=\"one-sided\"", "id=\"values\""})
+    EXPECT_NE(h.find(id), std::string::npos) << id;
+  auto count = [&](const std::string& needle) {
+    std::size_t n = 0;
+    for (std::size_t at = h.find(needle); at != std::string::npos; at = h.find(needle, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("<tr class=\"row "), r.tensors.size());
+  EXPECT_EQ(count("<rect class=\"bar\""), 4u);  // the four rounded float32 tensors
+  EXPECT_EQ(count("<svg class=\"ulp-hist\""), 4u);
+  EXPECT_EQ(count("<link"), 0u);
+  EXPECT_EQ(count(" src="), 0u);
+  EXPECT_EQ(count("https:"), 0u);
+  const auto dir = std::filesystem::temp_directory_path() / ("tseal_report_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  write_html_report(r, dir / "r.html");
+  EXPECT_EQ(testing::read_all(dir / "r.html"), h);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator{}), 1);
+  std::filesystem::remove_all(dir);
 }
 
 // ---- hand-built trees: values, views, integers, complex -----------------------------
