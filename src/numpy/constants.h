@@ -46,7 +46,6 @@ inline constexpr Rule kTrailingData{"npy/trailing-data", K::kCorrupt};
 inline constexpr Rule kTooLarge{"npy/too-large", K::kLimit};
 // npz
 inline constexpr Rule kMemberName{"npz/member-not-npy", K::kUnsupported};
-inline constexpr Rule kDuplicateKey{"npz/duplicate-key", K::kCorrupt};
 // Writer-side rules.
 inline constexpr Rule kNotTensor{"npy/not-a-tensor", K::kInvalidArgument};
 inline constexpr Rule kNotFlat{"npz/not-flat", K::kInvalidArgument};

@@ -4,7 +4,9 @@
 // crash). Spec: docs/formats/npy.md.
 #include <cstring>
 
+#include "io/sink.h"
 #include "test_util.h"
+#include "zip/writer.h"
 
 namespace tensorseal {
 namespace {
@@ -117,6 +119,43 @@ TEST(NpyHostile, Dtypes) {
   EXPECT_EQ(rule(npy("{'descr': ('<f4', (2,)), 'fortran_order': False, 'shape': (2,)}", "")), "npy/structured-dtype");
   for (const char* d : {"<U3", "|S4", "<M8[D]", "<f16", "|V8", "", "<q8"})
     EXPECT_EQ(rule(npy(std::string("{'descr': '") + d + "', 'fortran_order': False, 'shape': (2,)}", "")), "npy/dtype-unsupported") << d;
+}
+
+TEST(NpyHostile, BigEndianCopyIsLimited) {
+  const std::string s = npy("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", k6f4);
+  EXPECT_EQ(rule(s), "");
+  ReadOptions o;
+  o.limits.max_alloc = 8;
+  EXPECT_EQ(rule(s, o), "npy/too-large");
+}
+
+// npz members must be "<key>.npy" arrays; an npz member's errors name the member.
+TEST(NpyHostile, NpzMembers) {
+  const std::string good = npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", k6f4);
+  auto make = [&](const std::string& second_name, const std::string& second) {
+    detail::StringSink sink;
+    detail::zip::Writer w(sink, detail::zip::Profile::kNumpy);
+    w.record("a.npy", good);
+    w.record(second_name, second);
+    w.finish();
+    return sink.out;
+  };
+  auto npz_rule = [](const std::string& bytes) {
+    return testing::rule_of([&] { (void)read_bytes(testing::bytes_of(bytes), "h.npz"); });
+  };
+  EXPECT_EQ(npz_rule(make("b.npy", good)), "");
+  EXPECT_EQ(npz_rule(make("notes.txt", "hello")), "npz/member-not-npy");
+  EXPECT_EQ(npz_rule(make(".npy", good)), "npz/member-not-npy");
+  const std::string bad = make("b.npy", good + "x");
+  try {
+    (void)read_bytes(testing::bytes_of(bad), "h.npz");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.rule(), "npy/trailing-data");
+    EXPECT_NE(e.detail().find("member 'b.npy'"), std::string::npos) << e.what();
+    // The offset is in the file: inside the second member's data.
+    EXPECT_EQ(e.offset(), bad.find("b.npy") + 5 + 20 + good.size());
+  }
 }
 
 TEST(NpyHostile, DataLength) {
