@@ -23,6 +23,8 @@ using Command = std::function<Runner(CLI::App& app)>;
 Runner add_inspect(CLI::App& app);
 Runner add_hash(CLI::App& app);
 Runner add_scan(CLI::App& app);
+Runner add_canon(CLI::App& app);
+Runner add_convert(CLI::App& app);
 Runner add_diff(CLI::App& app);
 Runner add_explain(CLI::App& app);
 Runner add_verify(CLI::App& app);

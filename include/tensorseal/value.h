@@ -78,6 +78,7 @@ class Value {
 
   Value() = default;  // None
   Value(bool b) : v_(b) {}
+  Value(const char*) = delete;  // would silently become a bool; use Value::str()
   Value(std::int64_t i) : v_(i) {}
   Value(int i) : v_(std::int64_t{i}) {}
   Value(double d) : v_(d) {}

@@ -40,12 +40,13 @@ bool starts_with(std::span<const std::byte> b, std::string_view magic) {
 // (protocol 2: PROTO 2, LONG1 of 10 bytes).
 constexpr std::string_view kLegacyMagicPickle{"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 14};
 
+// safetensors: u64 header length, then a JSON object. The length itself is not
+// trusted here (the reader checks it and names the rule), only the '{'.
 bool looks_like_safetensors(std::span<const std::byte> b) {
-  if (b.size() < 10) return false;
+  if (b.size() < 9) return false;
   const std::uint64_t n = util::load_le<std::uint64_t>(b.data());
-  if (n < 2 || n > b.size() - 8) return false;
-  // JSON object, possibly after whitespace.
-  for (std::size_t i = 8; i < std::min<std::uint64_t>(b.size(), 8 + n); ++i) {
+  const std::uint64_t window = std::min<std::uint64_t>({b.size(), 8 + std::max<std::uint64_t>(n, 1), 8 + 4096});
+  for (std::size_t i = 8; i < window; ++i) {
     char c = static_cast<char>(b[i]);
     if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
     return c == '{';

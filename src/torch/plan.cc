@@ -1,0 +1,130 @@
+#include "torch/plan.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <unordered_set>
+
+#include "tensorseal/error.h"
+#include "torch/constants.h"
+
+namespace tensorseal::detail::torch {
+namespace {
+
+bool dense(const Tensor& t) {
+  // No stride-0 and no overlap: the elements can be laid out contiguously without
+  // growing. Sort dims by stride and check each stride covers the dims inside it.
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, size)
+  for (std::size_t i = 0; i < t.shape.size(); ++i)
+    if (t.shape[i] > 1) dims.emplace_back(t.strides[i], t.shape[i]);
+  std::sort(dims.begin(), dims.end());
+  std::int64_t need = 1;
+  for (auto [stride, size] : dims) {
+    if (stride < need) return false;
+    need = stride * size;
+  }
+  return true;
+}
+
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.dtype == b.dtype && a.shape == b.shape && a.strides == b.strides && a.storage_offset == b.storage_offset;
+}
+
+// Every Storage value (outside tensors) reachable from root.
+void collect_storages(const Value& v, std::vector<std::shared_ptr<const Storage>>& out,
+                      std::unordered_set<const void*>& seen) {
+  using K = Value::Kind;
+  const void* node = v.node();
+  if (node && v.kind() != K::kStr && v.kind() != K::kBytes && !seen.insert(node).second) return;
+  switch (v.kind()) {
+    case K::kStorage: out.push_back(v.as_storage()); return;
+    case K::kList: case K::kTuple: for (const auto& x : v.items()) collect_storages(x, out, seen); return;
+    case K::kSet: for (const auto& x : v.as_set().items) collect_storages(x, out, seen); return;
+    case K::kDict:
+      for (const auto& [k, x] : v.as_dict().items) { collect_storages(k, out, seen); collect_storages(x, out, seen); }
+      if (v.as_dict().attrs) for (const auto& [k, x] : v.as_dict().attrs->items) collect_storages(x, out, seen);
+      return;
+    case K::kObject: {
+      const Object& o = v.as_object();
+      for (const auto* p : {&o.callable, &o.args, &o.kwargs, &o.state}) if (*p) collect_storages(**p, out, seen);
+      for (const auto& x : o.list_items) collect_storages(x, out, seen);
+      for (const auto& [k, x] : o.dict_items) { collect_storages(k, out, seen); collect_storages(x, out, seen); }
+      return;
+    }
+    default: return;
+  }
+}
+
+}  // namespace
+
+StoragePlan::StoragePlan(const Value& root) {
+  // Group tensors by the storage they view, in tree order.
+  std::vector<const Storage*> order;
+  std::map<const Storage*, std::vector<const Tensor*>> groups;
+  for (const auto& ref : collect_tensors(root)) {
+    const Tensor* t = ref.tensor.get();
+    t->validate();
+    auto& g = groups[t->storage.get()];
+    if (g.empty()) order.push_back(t->storage.get());
+    g.push_back(t);
+  }
+  for (const Storage* s : order) {
+    const auto& g = groups[s];
+    for (const Tensor* t : g)
+      if (t->dtype != g.front()->dtype)
+        throw Error(torchfmt::rules::kCannotWrite, "a storage is viewed as both " + std::string(name(t->dtype)) +
+                                                        " and " + std::string(name(g.front()->dtype)) + "; not supported");
+    auto ps = std::make_unique<PlannedStorage>();
+    ps->dtype = g.front()->dtype;
+    const std::uint64_t item = itemsize(ps->dtype);
+    const bool one_view = std::all_of(g.begin(), g.end(), [&](const Tensor* t) { return same_view(*t, *g.front()); });
+    if (one_view && (item == 0 || dense(*g.front()))) {
+      const Tensor& t = *g.front();
+      ps->dense_source = &t;
+      ps->nbytes = t.nbytes();
+      for (const Tensor* v : g) views_[v] = PlannedView{ps.get(), 0, Tensor::contiguous_strides(t.shape)};
+    } else {
+      // The span any view reaches; unreached bytes are zero.
+      std::uint64_t lo = UINT64_MAX, hi = 0;
+      for (const Tensor* t : g) {
+        auto [b, e] = t->storage_extent();
+        if (b == e) continue;
+        lo = std::min(lo, b);
+        hi = std::max(hi, e);
+      }
+      if (lo == UINT64_MAX) lo = hi = 0;
+      ps->nbytes = hi - lo;
+      ps->gathered.assign(ps->nbytes, std::byte{0});
+      const std::byte* base = s->bytes().data();
+      for (const Tensor* t : g) {
+        t->for_each_run([&](std::span<const std::byte> run) {
+          std::memcpy(ps->gathered.data() + (run.data() - base - lo), run.data(), run.size());
+        });
+        views_[t] = PlannedView{ps.get(), t->storage_offset - static_cast<std::int64_t>(lo / item), t->strides};
+      }
+    }
+    storages_.push_back(std::move(ps));
+  }
+  std::vector<std::shared_ptr<const Storage>> bare;
+  std::unordered_set<const void*> seen;
+  collect_storages(root, bare, seen);
+  for (const auto& s : bare) {
+    if (bare_.count(s.get())) continue;
+    auto ps = std::make_unique<PlannedStorage>();
+    ps->dtype = s->dtype;
+    ps->nbytes = s->size();
+    ps->whole = s;
+    bare_[s.get()] = ps.get();
+    storages_.push_back(std::move(ps));
+  }
+}
+
+const std::string& StoragePlan::use(PlannedStorage& s) {
+  if (s.key.empty()) {
+    s.key = std::to_string(used_.size());
+    used_.push_back(&s);
+  }
+  return s.key;
+}
+
+}  // namespace tensorseal::detail::torch

@@ -1,0 +1,65 @@
+// Storage planning for the canonical torch writers (docs/formats/canonical-pt.md).
+//
+// Tensors are grouped by the storage they view. Each group becomes one output storage
+// holding only bytes some tensor reaches:
+//   - one distinct view, dense (no overlap, no stride 0): its elements, contiguous,
+//     and the tensor is rewritten contiguous at offset 0 (layout is not content);
+//   - otherwise (tied views with different offsets/strides, expanded views): the span
+//     [lowest, highest) byte any view reaches, with bytes no view reaches zeroed, and
+//     the views keep their strides, rebased to the span.
+// A slice of a huge tensor therefore never drags (or leaks) the rest of its storage.
+// Keys are assigned "0","1",... in first-use order by the writer.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tensorseal/value.h"
+
+namespace tensorseal::detail::torch {
+
+struct PlannedStorage {
+  DType dtype = DType::kUInt8;
+  std::uint64_t nbytes = 0;
+  const Tensor* dense_source = nullptr;   // bytes = this tensor's elements in row-major order
+  std::shared_ptr<const Storage> whole;   // bytes = all of this storage (bare storages)
+  std::vector<std::byte> gathered;        // bytes = this buffer (sparse/overlapping groups)
+  std::string key;                        // assigned on first use
+  // Streams the bytes (zero-copy where possible).
+  template <typename F>
+  void for_each_run(F&& sink) const {
+    if (dense_source) dense_source->for_each_run(sink);
+    else if (whole) sink(whole->bytes());
+    else if (!gathered.empty()) sink(std::span<const std::byte>(gathered));
+  }
+};
+
+struct PlannedView {
+  PlannedStorage* storage = nullptr;
+  std::int64_t offset = 0;               // elements
+  std::vector<std::int64_t> strides;     // elements
+};
+
+class StoragePlan {
+ public:
+  // Plans every tensor and bare storage reachable from `root`.
+  explicit StoragePlan(const Value& root);
+  const PlannedView& view(const Tensor& t) const { return views_.at(&t); }
+  PlannedStorage& bare(const Storage& s) { return *bare_.at(&s); }
+  // Assigns the next key to `s` on first use; returns its key.
+  const std::string& use(PlannedStorage& s);
+  // Storages in key order (only those used).
+  const std::vector<PlannedStorage*>& used() const { return used_; }
+
+ private:
+  std::vector<std::unique_ptr<PlannedStorage>> storages_;
+  std::map<const Tensor*, PlannedView> views_;
+  std::map<const Storage*, PlannedStorage*> bare_;
+  std::vector<PlannedStorage*> used_;
+};
+
+}  // namespace tensorseal::detail::torch

@@ -1,0 +1,90 @@
+// Canonical .pt writer (spec: docs/formats/canonical-pt.md). The torch 2.x zip layout
+// with every source of variation removed:
+//
+//   archive/data.pkl                 canonical pickle (protocol 2), keys "0","1",... by first use
+//   archive/.format_version          "1"
+//   archive/.storage_alignment       "64"
+//   archive/byteorder                "little"
+//   archive/data/<key>               planned storage bytes (only what tensors reach)
+//   archive/version                  "3\n"
+//   archive/.data/serialization_id   40 digits from SHA-256 over the sorted (name, size, crc32)
+//
+// Fixed prefix "archive" (what torch uses for buffers; never the file name), zip
+// profile from zip::Writer (64-byte alignment, zero timestamps, data descriptors,
+// zip64 end records). Storage bytes stream from the inputs (often a memory map).
+#include <algorithm>
+#include <openssl/evp.h>
+
+#include "io/writers.h"
+#include "pickle/writer.h"
+#include "torch/emit.h"
+#include "torch/plan.h"
+#include "util/endian.h"
+#include "zip/reader.h"
+#include "zip/writer.h"
+
+namespace tensorseal::detail {
+
+namespace {
+
+constexpr std::string_view kPrefix = "archive/";
+
+// 40 decimal digits of the first 16 bytes of SHA-256 over the sorted records.
+std::string serialization_id(std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>> records) {
+  std::sort(records.begin(), records.end());
+  std::string buf;
+  for (const auto& [n, size, crc] : records) {
+    buf += n;
+    buf += '\0';
+    util::append_le<std::uint64_t>(buf, size);
+    util::append_le<std::uint32_t>(buf, crc);
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(buf.data(), buf.size(), md, &len, EVP_sha256(), nullptr);
+  unsigned __int128 x = 0;
+  for (int i = 0; i < 16; ++i) x = (x << 8) | md[i];
+  std::string digits(40, '0');
+  for (int i = 39; i >= 0 && x != 0; --i) {
+    digits[i] = static_cast<char>('0' + static_cast<int>(x % 10));
+    x /= 10;
+  }
+  return digits;
+}
+
+}  // namespace
+
+void write_torch_zip(const Value& root, const WriteOptions&, Sink& sink) {
+  torch::StoragePlan plan(root);
+  pickle::Writer pw(torch::make_hooks(plan, false));
+  const std::string pkl = pw.finish(root);
+
+  std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>> written;
+  zip::Writer z(sink, zip::Profile::kTorch, 64);
+  auto small = [&](std::string_view name, std::string_view data) {
+    std::string full = std::string(kPrefix) + std::string(name);
+    z.record(full, data);
+    written.emplace_back(full, data.size(), zip::crc32(0, util::as_bytes(data)));
+  };
+  small("data.pkl", pkl);
+  small(".format_version", "1");
+  small(".storage_alignment", "64");
+  small("byteorder", "little");
+  for (torch::PlannedStorage* s : plan.used()) {
+    std::string full = std::string(kPrefix) + "data/" + s->key;
+    z.begin_record(full, s->nbytes);
+    std::uint32_t crc = 0;
+    s->for_each_run([&](std::span<const std::byte> run) {
+      z.write(run);
+      crc = zip::crc32(crc, run);
+    });
+    z.end_record();
+    written.emplace_back(full, s->nbytes, crc);
+  }
+  small("version", "3\n");
+  const std::string id = serialization_id(written);
+  z.record(std::string(kPrefix) + ".data/serialization_id", id);
+  z.finish();
+}
+
+}  // namespace tensorseal::detail

@@ -1,0 +1,414 @@
+#include "torch/rebuild.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "pickle/vm.h"
+#include "torch/constants.h"
+#include "util/checked.h"
+#include "util/endian.h"
+
+namespace tensorseal::detail::torch {
+namespace tr = tensorseal::torchfmt::rules;
+
+namespace {
+
+// The name a global is known by, with Python 2 aliases folded (protocol 2 pickles
+// made with fix_imports say __builtin__ / copy_reg).
+std::string qualname(const Global& g) {
+  std::string m = g.module;
+  if (m == "__builtin__") m = "builtins";
+  if (m == "copy_reg") m = "copyreg";
+  if (m == "numpy._core.multiarray") m = "numpy.core.multiarray";
+  return m + "." + g.name;
+}
+
+std::string callable_name(const Object& o) {
+  if (o.callable && o.callable->is(Value::Kind::kGlobal)) return qualname(o.callable->as_global());
+  return "";
+}
+
+[[noreturn]] void bad_args(const std::string& fn, const std::string& why, const Input& in) {
+  throw Error(tr::kBadRebuildArgs, fn + ": " + why, in.name);
+}
+
+const std::vector<Value>& tuple_args(const Object& o, const std::string& fn, const Input& in, std::size_t min,
+                                     std::size_t max) {
+  if (!o.args || !o.args->is(Value::Kind::kTuple)) bad_args(fn, "arguments are not a tuple", in);
+  const auto& a = o.args->items();
+  if (a.size() < min || a.size() > max)
+    bad_args(fn, "takes " + std::to_string(min) + (min == max ? "" : ".." + std::to_string(max)) + " arguments, got " +
+                     std::to_string(a.size()), in);
+  return a;
+}
+
+std::vector<std::int64_t> int_list(const Value& v, const std::string& fn, const char* what, const Input& in) {
+  // torch.Size(...) objects appear where tuples do in some producers.
+  const Value* src = &v;
+  if (v.is(Value::Kind::kObject)) {
+    const Object& o = v.as_object();
+    if (callable_name(o) == "torch.Size" && o.args && o.args->is(Value::Kind::kTuple) && o.args->items().size() == 1)
+      src = &o.args->items()[0];
+  }
+  if (!src->is(Value::Kind::kTuple) && !src->is(Value::Kind::kList)) bad_args(fn, std::string(what) + " is not a tuple", in);
+  std::vector<std::int64_t> out;
+  for (const auto& x : src->items()) {
+    if (!x.is(Value::Kind::kInt)) bad_args(fn, std::string(what) + " holds a non-integer", in);
+    out.push_back(x.as_int());
+  }
+  return out;
+}
+
+bool truthy(const Value& v) {
+  if (v.is(Value::Kind::kBool)) return v.as_bool();
+  if (v.is(Value::Kind::kInt)) return v.as_int() != 0;
+  return false;
+}
+
+// Bytes of a latin-1 string (what _codecs.encode(s, 'latin1') returns).
+std::string latin1_bytes(std::string_view utf8, const std::string& fn, const Input& in) {
+  std::string out;
+  for (std::size_t i = 0; i < utf8.size(); ++i) {
+    auto c = static_cast<unsigned char>(utf8[i]);
+    if (c < 0x80) out += static_cast<char>(c);
+    else if ((c == 0xC2 || c == 0xC3) && i + 1 < utf8.size()) {
+      out += static_cast<char>(((c & 0x03) << 6) | (static_cast<unsigned char>(utf8[++i]) & 0x3F));
+    } else bad_args(fn, "string is not latin-1", in);
+  }
+  return out;
+}
+
+std::optional<DType> dtype_of_global(const Value& v) {
+  if (!v.is(Value::Kind::kGlobal) || v.as_global().module != "torch") return std::nullopt;
+  return dtype_from_name(v.as_global().name);
+}
+
+}  // namespace
+
+std::uint64_t StorageRef::nbytes() const { return typed ? numel * itemsize(dtype) : numel; }
+
+StorageRef parse_storage_pid(const Value& pid, bool legacy, const std::string& name, std::uint64_t offset) {
+  auto fail = [&](const std::string& why) -> StorageRef { throw Error(tr::kBadPersistentId, why, name, offset); };
+  if (!pid.is(Value::Kind::kTuple)) fail("persistent id is a " + std::string(kind_name(pid.kind())) + ", not a tuple");
+  const auto& f = pid.items();
+  if (f.empty() || !f[0].is(Value::Kind::kStr)) fail("persistent id has no type tag");
+  if (f[0].as_str() != "storage") fail("persistent id type '" + std::string(f[0].as_str()) + "' is not 'storage'");
+  const std::size_t want = legacy ? 6 : 5;
+  if (f.size() != want) fail("storage persistent id has " + std::to_string(f.size()) + " fields, expected " + std::to_string(want));
+  StorageRef r;
+  if (!f[1].is(Value::Kind::kGlobal)) fail("storage type is not a global name");
+  r.type_name = f[1].as_global().name;
+  if (r.type_name == "UntypedStorage" || r.type_name == "TypedStorage") {
+    r.typed = false;
+  } else if (auto dt = dtype_from_legacy_storage(r.type_name); dt && f[1].as_global().module == "torch") {
+    r.dtype = *dt;
+    r.typed = true;
+  } else {
+    throw Error(tr::kUnknownStorageType, "unknown storage class " + f[1].as_global().module + "." + r.type_name, name, offset);
+  }
+  if (f[2].is(Value::Kind::kStr)) r.key = std::string(f[2].as_str());
+  else if (f[2].is(Value::Kind::kInt)) r.key = std::to_string(f[2].as_int());
+  else fail("storage key is not a string");
+  if (!f[3].is(Value::Kind::kStr)) fail("storage location is not a string");
+  r.location = std::string(f[3].as_str());
+  if (!f[4].is(Value::Kind::kInt) || f[4].as_int() < 0) fail("storage size is not a non-negative integer");
+  r.numel = static_cast<std::uint64_t>(f[4].as_int());
+  if (r.typed && !util::mul(r.numel, itemsize(r.dtype)))
+    throw Error(rules::kSizeOverflow, "storage of " + std::to_string(r.numel) + " elements overflows", name, offset);
+  if (legacy) r.view_metadata = f[5];
+  return r;
+}
+
+std::shared_ptr<Storage> swapped_copy(const Storage& s, DType dtype) {
+  std::vector<std::byte> data(s.bytes().begin(), s.bytes().end());
+  util::byteswap_inplace(data, swap_unit(dtype));
+  auto out = Storage::owned(std::move(data), s.dtype);
+  out->location = s.location;
+  return out;
+}
+
+// ---- resolution -----------------------------------------------------------------
+
+namespace {
+
+struct Resolution {
+  Resolver& r;
+  const Input& in;
+  std::unordered_map<const void*, Value> done;   // node -> resolved value
+  std::unordered_set<const void*> in_progress;   // cycle guard
+
+  Value tensor_from(const std::string& fn, const Value& storage_v, const Value& offset_v, const Value& size_v,
+                    const Value& stride_v, const Value& rg_v, std::optional<DType> dtype) {
+    if (!storage_v.is(Value::Kind::kStorage)) bad_args(fn, "first argument is not a storage", in);
+    if (!offset_v.is(Value::Kind::kInt)) bad_args(fn, "storage offset is not an integer", in);
+    auto t = std::make_shared<Tensor>();
+    t->storage = storage_v.as_storage();
+    t->dtype = dtype ? *dtype : t->storage->dtype;
+    t->storage_offset = offset_v.as_int();
+    t->shape = int_list(size_v, fn, "size", in);
+    t->strides = int_list(stride_v, fn, "stride", in);
+    t->requires_grad = truthy(rg_v);
+    if (t->shape.size() > in.options->limits.max_ndim) bad_args(fn, "too many dimensions", in);
+    try {
+      t->validate();
+    } catch (const Error& e) {
+      throw e.located(in.name);
+    }
+    return Value(std::shared_ptr<const Tensor>(t));
+  }
+
+  Value as_parameter(const Value& data, bool requires_grad, const std::string& fn) {
+    if (!data.is(Value::Kind::kTensor)) bad_args(fn, "data is not a tensor", in);
+    auto t = std::make_shared<Tensor>(*data.as_tensor());
+    t->is_parameter = true;
+    t->requires_grad = requires_grad;
+    return Value(std::shared_ptr<const Tensor>(t));
+  }
+
+  // Returns the typed replacement for a known object, or an empty optional.
+  std::optional<Value> known(const Object& o) {
+    const std::string fn = callable_name(o);
+    if (fn.empty()) return std::nullopt;
+    if (fn == "torch._utils._rebuild_tensor_v2" || fn == "torch._utils._rebuild_tensor") {
+      const auto& a = tuple_args(o, fn, in, 4, 7);
+      return tensor_from(fn, a[0], a[1], a[2], a[3], a.size() > 4 ? a[4] : Value(false), std::nullopt);
+    }
+    if (fn == "torch._utils._rebuild_tensor_v3") {
+      const auto& a = tuple_args(o, fn, in, 7, 8);
+      auto dt = dtype_of_global(a[6]);
+      if (!dt) bad_args(fn, "dtype argument is not a torch dtype", in);
+      return tensor_from(fn, a[0], a[1], a[2], a[3], a[4], dt);
+    }
+    if (fn == "torch._utils._rebuild_parameter" || fn == "torch._utils._rebuild_parameter_with_state") {
+      const auto& a = tuple_args(o, fn, in, 3, 4);
+      if (a.size() == 4 && !(a[3].is_none() || (a[3].is(Value::Kind::kDict) && a[3].as_dict().items.empty())))
+        throw Error(tr::kUnsupportedRebuild, fn + " with Python attributes on the parameter is not supported", in.name);
+      return as_parameter(a[0], truthy(a[1]), fn);
+    }
+    if (fn == "torch._tensor._rebuild_from_type_v2") {
+      // (func, type, args, state): func(*args) rebuilt as `type`.
+      const auto& a = tuple_args(o, fn, in, 4, 4);
+      if (!a[2].is(Value::Kind::kTuple) || !a[0].is(Value::Kind::kGlobal)) bad_args(fn, "malformed arguments", in);
+      auto inner = std::make_shared<Object>();
+      inner->callable = std::make_shared<Value>(a[0]);
+      inner->args = std::make_shared<Value>(a[2]);
+      auto base = known(*inner);
+      if (!base || !base->is(Value::Kind::kTensor)) return std::nullopt;
+      const bool stateless = a[3].is_none() || (a[3].is(Value::Kind::kDict) && a[3].as_dict().items.empty());
+      if (a[1].is(Value::Kind::kGlobal)) {
+        const std::string type = qualname(a[1].as_global());
+        if (type == "torch.Tensor" && stateless) return base;
+        if (type == "torch.nn.parameter.Parameter" && stateless) return as_parameter(*base, base->as_tensor()->requires_grad, fn);
+      }
+      return std::nullopt;  // a tensor subclass: stays an opaque object (args resolved)
+    }
+    if (fn == "collections.OrderedDict" || fn == "collections.Counter" || fn == "builtins.dict") {
+      auto d = std::make_shared<Dict>();
+      d->kind = fn == "collections.OrderedDict" ? DictKind::kOrderedDict
+                : fn == "collections.Counter" ? DictKind::kCounter : DictKind::kDict;
+      if (o.args && o.args->is(Value::Kind::kTuple) && !o.args->items().empty()) {
+        const Value& src = o.args->items()[0];
+        if (src.is(Value::Kind::kDict)) {
+          for (const auto& [k, v] : src.as_dict().items) d->set(k, v);
+        } else if (src.is(Value::Kind::kList) || src.is(Value::Kind::kTuple)) {
+          for (const auto& kv : src.items()) {
+            if (!(kv.is(Value::Kind::kTuple) || kv.is(Value::Kind::kList)) || kv.items().size() != 2)
+              return std::nullopt;
+            d->set(kv.items()[0], kv.items()[1]);
+          }
+        } else return std::nullopt;
+      }
+      if (o.kwargs || !o.list_items.empty()) return std::nullopt;
+      for (const auto& [k, v] : o.dict_items) d->set(k, v);
+      if (o.state) {
+        if (!o.state->is(Value::Kind::kDict)) return std::nullopt;
+        d->attrs = std::make_shared<Dict>(o.state->as_dict());
+      }
+      return Value(d);
+    }
+    if (fn == "builtins.set" || fn == "builtins.frozenset") {
+      auto s = std::make_shared<Set>();
+      s->frozen = fn == "builtins.frozenset";
+      if (o.args && o.args->is(Value::Kind::kTuple) && !o.args->items().empty()) {
+        const Value& src = o.args->items()[0];
+        if (!src.is(Value::Kind::kList) && !src.is(Value::Kind::kTuple)) return std::nullopt;
+        s->items = src.items();
+      }
+      return Value(s);
+    }
+    if (fn == "_codecs.encode") {
+      const auto& a = tuple_args(o, fn, in, 1, 2);
+      if (!a[0].is(Value::Kind::kStr)) bad_args(fn, "argument is not a str", in);
+      if (a.size() == 2 && (!a[1].is(Value::Kind::kStr) || (a[1].as_str() != "latin1" && a[1].as_str() != "latin-1")))
+        return std::nullopt;
+      return Value::bytes(latin1_bytes(a[0].as_str(), fn, in));
+    }
+    if (fn == "builtins.bytearray") {
+      if (!o.args || !o.args->is(Value::Kind::kTuple)) return std::nullopt;
+      const auto& a = o.args->items();
+      if (a.empty()) return Value::bytes("", true);
+      if (a[0].is(Value::Kind::kBytes)) return Value::bytes(std::string(a[0].as_bytes()), true);
+      if (a[0].is(Value::Kind::kStr)) return Value::bytes(latin1_bytes(a[0].as_str(), fn, in), true);
+      return std::nullopt;
+    }
+    if (fn == "builtins.bytes") {  // protocol-2 pickles of b"" use bytes(())
+      if (o.args && o.args->is(Value::Kind::kTuple) && o.args->items().empty()) return Value::bytes("");
+      return std::nullopt;
+    }
+    if (fn == "torch.storage._load_from_bytes") {
+      const auto& a = tuple_args(o, fn, in, 1, 1);
+      if (!a[0].is(Value::Kind::kBytes)) bad_args(fn, "payload is not bytes", in);
+      return nested(a[0].as_bytes());
+    }
+    if (fn == "numpy.core.multiarray._reconstruct") return numpy_array(o);
+    if (fn == "numpy.core.multiarray.scalar") return numpy_scalar(o);
+    return std::nullopt;
+  }
+
+  std::optional<DType> numpy_dtype(const Value& v, bool* big) {
+    if (!v.is(Value::Kind::kObject)) return std::nullopt;
+    const Object& d = v.as_object();
+    if (callable_name(d) != "numpy.dtype" || !d.args || !d.args->is(Value::Kind::kTuple) ||
+        d.args->items().empty() || !d.args->items()[0].is(Value::Kind::kStr))
+      return std::nullopt;
+    std::string descr(d.args->items()[0].as_str());
+    std::string order = "<";
+    if (d.state && d.state->is(Value::Kind::kTuple) && d.state->items().size() >= 2 &&
+        d.state->items()[1].is(Value::Kind::kStr))
+      order = std::string(d.state->items()[1].as_str());
+    if (order == "|" || order == "=") order = "<";
+    return dtype_from_numpy(order + descr, big);
+  }
+
+  Value array_tensor(DType dt, bool big, std::vector<std::int64_t> shape, bool fortran, std::string_view raw,
+                     const std::string& fn) {
+    std::uint64_t numel = 1;
+    for (auto d : shape) {
+      if (d < 0) bad_args(fn, "negative dimension", in);
+      auto m = util::mul(numel, static_cast<std::uint64_t>(d));
+      if (!m) bad_args(fn, "element count overflows", in);
+      numel = *m;
+    }
+    auto nb = util::mul(numel, itemsize(dt));
+    if (!nb || *nb != raw.size())
+      bad_args(fn, "array data has " + std::to_string(raw.size()) + " bytes, shape and dtype need " +
+                       (nb ? std::to_string(*nb) : std::string("more")), in);
+    std::vector<std::byte> data(reinterpret_cast<const std::byte*>(raw.data()),
+                                reinterpret_cast<const std::byte*>(raw.data()) + raw.size());
+    if (big) util::byteswap_inplace(data, swap_unit(dt));
+    auto t = make_contiguous(dt, shape, Storage::owned(std::move(data), dt));
+    if (fortran && shape.size() > 1) {  // column-major strides over the same bytes
+      std::int64_t acc = 1;
+      for (std::size_t i = 0; i < shape.size(); ++i) {
+        t->strides[i] = acc;
+        acc *= std::max<std::int64_t>(shape[i], 1);
+      }
+    }
+    return Value(std::shared_ptr<const Tensor>(t));
+  }
+
+  std::optional<Value> numpy_array(const Object& o) {
+    // _reconstruct(ndarray, (0,), b'b') then BUILD (version, shape, dtype, fortran, raw).
+    if (!o.state || !o.state->is(Value::Kind::kTuple)) return std::nullopt;
+    const auto& s = o.state->items();
+    if (s.size() != 5) return std::nullopt;
+    bool big = false;
+    auto dt = numpy_dtype(s[2], &big);
+    if (!dt || !s[4].is(Value::Kind::kBytes)) return std::nullopt;  // object arrays stay opaque
+    return array_tensor(*dt, big, int_list(s[1], "numpy array", "shape", in), truthy(s[3]), s[4].as_bytes(),
+                        "numpy array");
+  }
+
+  std::optional<Value> numpy_scalar(const Object& o) {
+    if (!o.args || !o.args->is(Value::Kind::kTuple) || o.args->items().size() != 2) return std::nullopt;
+    bool big = false;
+    auto dt = numpy_dtype(o.args->items()[0], &big);
+    if (!dt || !o.args->items()[1].is(Value::Kind::kBytes)) return std::nullopt;
+    return array_tensor(*dt, big, {}, false, o.args->items()[1].as_bytes(), "numpy scalar");
+  }
+
+  Value nested(std::string_view payload) {
+    if (in.nesting + 1 > in.options->limits.max_nested_files)
+      throw Error(tr::kNestingTooDeep, "_load_from_bytes payloads nested deeper than " +
+                                           std::to_string(in.options->limits.max_nested_files), in.name);
+    const std::uint32_t index = ++r.nested_seen;
+    Input sub;
+    sub.name = in.name + "/_load_from_bytes#" + std::to_string(index);
+    sub.options = in.options;
+    sub.nesting = in.nesting + 1;
+    sub.whole = Storage::owned(std::vector<std::byte>(reinterpret_cast<const std::byte*>(payload.data()),
+                                                      reinterpret_cast<const std::byte*>(payload.data()) + payload.size()));
+    Checkpoint c = read_input(sub);
+    const std::string prefix = "_load_from_bytes#" + std::to_string(index) + " (" + std::string(format_name(c.format)) + ")";
+    for (auto& g : c.globals) r.out->globals.push_back({g.module, g.name, g.where});
+    for (auto& f : c.facts) r.out->facts.push_back({f.topic, prefix + " " + f.where, f.value});
+    r.out->facts.push_back({"pickle.nested_file", prefix, std::to_string(payload.size()) + " bytes"});
+    return c.root;
+  }
+
+  Value visit(const Value& v, int depth) {
+    using K = Value::Kind;
+    const void* node = v.node();
+    switch (v.kind()) {
+      case K::kList: case K::kTuple: case K::kDict: case K::kSet: case K::kObject: break;
+      default: return v;
+    }
+    if (auto it = done.find(node); it != done.end()) return it->second;
+    if (!in_progress.insert(node).second) return v;  // a cycle: keep the node itself
+    Value out = v;
+    switch (v.kind()) {
+      case K::kList: case K::kTuple:
+        for (auto& x : v.items()) x = visit(x, depth + 1);
+        break;
+      case K::kSet:
+        for (auto& x : v.as_set().items) x = visit(x, depth + 1);
+        break;
+      case K::kDict: {
+        Dict& d = v.as_dict();
+        for (auto& [k, x] : d.items) { k = visit(k, depth + 1); x = visit(x, depth + 1); }
+        if (d.attrs) for (auto& [k, x] : d.attrs->items) x = visit(x, depth + 1);
+        break;
+      }
+      case K::kObject: {
+        Object& o = v.as_object();
+        for (auto* p : {&o.callable, &o.args, &o.kwargs, &o.state})
+          if (*p) *p = std::make_shared<Value>(visit(**p, depth + 1));
+        for (auto& x : o.list_items) x = visit(x, depth + 1);
+        for (auto& [k, x] : o.dict_items) { k = visit(k, depth + 1); x = visit(x, depth + 1); }
+        if (auto typed = known(o)) out = *typed;
+        break;
+      }
+      default: break;
+    }
+    in_progress.erase(node);
+    done.emplace(node, out);
+    return out;
+  }
+};
+
+}  // namespace
+
+Value Resolver::resolve(const Value& raw) {
+  Resolution res{*this, *in, {}, {}};
+  return res.visit(raw, 0);
+}
+
+Value unpickle(const Input& in, std::span<const std::byte> stream, std::uint64_t base_offset, const std::string& where,
+               const std::function<Value(const Value&, std::uint64_t)>& persistent_load, Checkpoint& out,
+               std::uint64_t* end, int* protocol) {
+  pickle::Hooks hooks;
+  hooks.persistent_load = persistent_load;
+  pickle::Parsed p = pickle::parse(stream, in.name, base_offset, in.options->limits, hooks);
+  for (auto& g : p.globals) out.globals.push_back(std::move(g));
+  // Facts are located by stream ("data.pkl"), never by file name, so two files'
+  // facts line up in `explain`.
+  for (auto& f : p.facts) out.facts.push_back({f.topic, where, f.value});
+  if (end) *end = p.end;
+  if (protocol) *protocol = p.protocol;
+  Resolver r;
+  r.in = &in;
+  r.out = &out;
+  return r.resolve(p.value);
+}
+
+}  // namespace tensorseal::detail::torch

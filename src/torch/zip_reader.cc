@@ -1,0 +1,210 @@
+// torch zip checkpoints (torch.save default since 1.6). Grammar (docs/formats/torch-zip.md):
+//
+//   archive = zip of records under one folder "<prefix>/":
+//     data.pkl                  pickle protocol 2; storages are BINPERSID of
+//                               ('storage', <storage class>, <key>, <location>, <numel>)
+//     data/<key>                raw storage bytes, one record per storage
+//     version | .data/version   "1".."10" (+ newline)
+//     byteorder                 "little" | "big" (absent: little)          [2.1+]
+//     .format_version, .storage_alignment, .data/serialization_id, ...    [2.x]
+//   TorchScript archives (constants.pkl, code/) are programs and are refused.
+//
+// Checks beyond torch's own loader: every entry under the prefix, CRC32 of every record
+// read (torch never checks), storage numel * itemsize within its record (the
+// CVE-2026-24747 shape), every view inside its storage (Tensor::validate).
+#include <map>
+
+#include "io/input.h"
+#include "torch/constants.h"
+#include "torch/rebuild.h"
+#include "util/endian.h"
+#include "util/parallel.h"
+#include "zip/reader.h"
+
+namespace tensorseal::detail {
+namespace tc = tensorseal::torchfmt;
+namespace tr = tensorseal::torchfmt::rules;
+
+namespace {
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+// Storage slack: bytes of a storage no tensor reaches (a view saved with its whole
+// storage, e.g. a slice of a big tensor). Reported per storage key for `explain`.
+void add_slack_facts(const Value& root, const std::map<const Storage*, std::string>& keys, Checkpoint& c) {
+  std::map<const Storage*, std::pair<std::uint64_t, std::uint64_t>> used;
+  for (const auto& ref : collect_tensors(root)) {
+    const Tensor& t = *ref.tensor;
+    auto [b, e] = t.storage_extent();
+    if (b == e) continue;
+    auto it = used.find(t.storage.get());
+    if (it == used.end()) used.emplace(t.storage.get(), std::pair(b, e));
+    else it->second = {std::min(it->second.first, b), std::max(it->second.second, e)};
+  }
+  for (const auto& [s, key] : keys) {
+    auto it = used.find(s);
+    const std::uint64_t reach = it == used.end() ? 0 : it->second.second - it->second.first;
+    if (reach < s->size())
+      c.facts.push_back({"storage.slack", "storage " + key,
+                         std::to_string(s->size() - reach) + " of " + std::to_string(s->size()) + " bytes unused by any tensor"});
+  }
+}
+
+}  // namespace
+
+Checkpoint read_torch_zip(const Input& in) {
+  const Limits& limits = in.options->limits;
+  const auto file = in.bytes();
+  zip::Archive ar = zip::read(file, in.name, limits);
+  if (ar.entries.empty()) throw Error(tr::kNoDataPkl, "empty zip archive", in.name, 0);
+
+  // The prefix is the folder of the first entry; every entry must live under it.
+  const std::string& first = ar.entries.front().name;
+  const auto slash = first.find('/');
+  if (slash == std::string::npos)
+    throw Error(tr::kMixedPrefix, "first entry '" + first + "' is not inside a folder", in.name, ar.entries.front().local_offset);
+  const std::string prefix = first.substr(0, slash + 1);
+  std::map<std::string, const zip::Entry*> records;
+  for (const auto& e : ar.entries) {
+    if (!e.name.starts_with(prefix))
+      throw Error(tr::kMixedPrefix, "entry '" + e.name + "' is outside the archive folder '" + prefix + "'", in.name, e.local_offset);
+    records.emplace(e.name.substr(prefix.size()), &e);
+  }
+  for (const auto& [name, e] : records)
+    for (auto marker : tc::kTorchScriptMarkers)
+      if (name == marker || (marker.ends_with('/') && name.starts_with(marker)))
+        throw Error(tr::kTorchScript, "TorchScript archive (has '" + name + "'): a program, not a checkpoint; refusing",
+                    in.name, e->local_offset);
+
+  std::vector<std::byte> scratch;
+  auto record_bytes = [&](const zip::Entry& e) {
+    auto b = zip::entry_bytes(file, e, scratch, in.name, limits);
+    if (in.options->verify_checksums) zip::verify_crc(e, b, in.name);
+    return b;
+  };
+  auto small_record = [&](std::string_view name) -> std::optional<std::string> {
+    auto it = records.find(std::string(name));
+    if (it == records.end()) return std::nullopt;
+    if (it->second->size > 4096)
+      throw Error(tr::kBadVersion, "record '" + std::string(name) + "' is " + std::to_string(it->second->size) +
+                                       " bytes; expected a short text", in.name, it->second->data_offset);
+    return std::string(util::as_chars(record_bytes(*it->second)));
+  };
+
+  Checkpoint c;
+  c.format = Format::kTorchZip;
+
+  auto version = small_record(tc::kVersionRecord);
+  if (!version) version = small_record(tc::kDataVersionRecord);
+  if (!version) throw Error(tr::kBadVersion, "no 'version' or '.data/version' record", in.name, 0);
+  {
+    const std::string v = trim(*version);
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < tc::kMinFileVersion || n > tc::kMaxFileVersion)
+      throw Error(tr::kBadVersion, "file version '" + v + "' is not in 1..10", in.name, records.count("version") ? records["version"]->data_offset : 0);
+    c.facts.push_back({"torch.file_version", "version", v});
+  }
+  bool big_endian = false;
+  if (auto bo = small_record(tc::kByteOrderRecord)) {
+    const std::string v = trim(*bo);
+    if (v != "little" && v != "big")
+      throw Error(tr::kBadByteOrder, "byteorder record says '" + v + "'", in.name, records["byteorder"]->data_offset);
+    big_endian = v == "big";
+    c.facts.push_back({"torch.byteorder", "byteorder", v});
+  } else {
+    c.facts.push_back({"torch.byteorder", "byteorder", "(no record)"});
+  }
+  for (auto name : {tc::kFormatVersionRecord, tc::kStorageAlignmentRecord, tc::kSerializationIdRecord}) {
+    auto v = small_record(name);
+    c.facts.push_back({name == tc::kSerializationIdRecord ? "zip.serialization_id" : "torch.record",
+                       std::string(name), v ? trim(*v) : "(no record)"});
+  }
+
+  auto pkl = records.find(std::string(tc::kDataPkl));
+  if (pkl == records.end()) throw Error(tr::kNoDataPkl, "no '" + prefix + "data.pkl' record", in.name, 0);
+  const zip::Entry& pkl_entry = *pkl->second;
+  std::vector<std::byte> pkl_scratch;
+  auto pkl_bytes = zip::entry_bytes(file, pkl_entry, pkl_scratch, in.name, limits);
+  if (in.options->verify_checksums) zip::verify_crc(pkl_entry, pkl_bytes, in.name);
+
+  // Storages: one per (key, dtype), created on first use, windows of their records.
+  std::map<std::pair<std::string, DType>, std::shared_ptr<const Storage>> storages;
+  std::map<const Storage*, std::string> storage_keys;
+  std::vector<const zip::Entry*> to_verify;
+  std::vector<std::string> key_order;
+  auto persistent_load = [&](const Value& pid, std::uint64_t offset) -> Value {
+    torch::StorageRef ref = torch::parse_storage_pid(pid, false, in.name, offset);
+    auto key = std::pair(ref.key, ref.dtype);
+    if (auto it = storages.find(key); it != storages.end()) return Value(it->second);
+    auto rec = records.find(std::string(tc::kDataDir) + ref.key);
+    if (rec == records.end())
+      throw Error(tr::kMissingStorage, "storage '" + ref.key + "' has no record '" + prefix + "data/" + ref.key + "'", in.name, offset);
+    const zip::Entry& e = *rec->second;
+    if (e.method != 0)
+      throw Error(tr::kMissingStorage, "storage record '" + e.name + "' is compressed; torch stores them uncompressed",
+                  in.name, e.local_offset);
+    const std::uint64_t need = ref.nbytes();
+    if (need > e.size)
+      throw Error(tr::kStorageTooSmall, "storage '" + ref.key + "' (" + std::to_string(ref.numel) + " x " + ref.type_name +
+                                            ") needs " + std::to_string(need) + " bytes but its record has " +
+                                            std::to_string(e.size), in.name, e.data_offset);
+    std::shared_ptr<Storage> s = in.window(e.data_offset, need);
+    s->dtype = ref.dtype;
+    s->location = ref.location;
+    if (big_endian) {
+      if (!ref.typed)
+        throw Error(tr::kBadByteOrder, "big-endian untyped storages are not supported", in.name, e.data_offset);
+      s = torch::swapped_copy(*s, ref.dtype);
+      s->dtype = ref.dtype;
+      s->location = ref.location;
+      s->byte_order = ByteOrder::kLittle;
+    }
+    if (e.size > need)
+      c.facts.push_back({"storage.slack", "record data/" + ref.key,
+                         std::to_string(e.size - need) + " bytes past the storage's end"});
+    storages.emplace(key, s);
+    storage_keys.emplace(s.get(), ref.key);
+    key_order.push_back(ref.key);
+    c.facts.push_back({"storage.key", "storage #" + std::to_string(key_order.size() - 1), ref.key});
+    to_verify.push_back(&e);
+    return Value(std::shared_ptr<const Storage>(s));
+  };
+  c.root = torch::unpickle(in, pkl_bytes, pkl_entry.data_offset, std::string(tc::kDataPkl), persistent_load, c);
+
+  if (in.options->verify_checksums) {
+    util::parallel_for(to_verify.size(), 0, [&](std::size_t i) {
+      const zip::Entry& e = *to_verify[i];
+      zip::verify_crc(e, file.subspan(e.data_offset, e.size), in.name);
+    });
+  }
+
+  // Container facts for `explain`.
+  c.facts.push_back({"zip.prefix", "archive folder", prefix.substr(0, prefix.size() - 1)});
+  std::string order;
+  bool timestamps = false, descriptors = true;
+  std::map<std::string, int> systems;
+  std::string extras;
+  for (const auto& e : ar.entries) {
+    order += (order.empty() ? "" : ",") + e.name.substr(prefix.size());
+    timestamps |= e.dos_time != 0 || e.dos_date != 0;
+    descriptors &= e.has_data_descriptor;
+    systems[std::to_string(e.version_made_by >> 8)]++;
+    if (!e.central_extra.empty()) extras = "central extra fields present";
+  }
+  c.facts.push_back({"zip.records", "record order", order});
+  c.facts.push_back({"zip.timestamps", "entries", timestamps ? "set" : "zero"});
+  c.facts.push_back({"zip.data_descriptors", "entries", descriptors ? "all" : "not all"});
+  std::string sys;
+  for (const auto& [k, n] : systems) sys += (sys.empty() ? "" : ",") + k + "x" + std::to_string(n);
+  c.facts.push_back({"zip.create_system", "entries", sys});
+  c.facts.push_back({"zip.extra_fields", "central directory", extras.empty() ? "none" : extras});
+  c.facts.push_back({"zip.zip64", "end records", ar.zip64 ? "present" : "absent"});
+  add_slack_facts(c.root, storage_keys, c);
+  return c;
+}
+
+}  // namespace tensorseal::detail
