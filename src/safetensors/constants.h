@@ -47,6 +47,7 @@ inline constexpr Rule kMisaligned{"safetensors/misaligned-sub-byte", K::kCorrupt
 inline constexpr Rule kTiling{"safetensors/offsets-tiling", K::kCorrupt};
 inline constexpr Rule kBufferLength{"safetensors/buffer-length", K::kCorrupt};
 inline constexpr Rule kTooManyTensors{"safetensors/too-many-tensors", K::kLimit};
+inline constexpr Rule kBadStructure{"safetensors/bad-structure", K::kCorrupt};
 // Writer-side rules.
 inline constexpr Rule kNotFlat{"safetensors/not-flat", K::kInvalidArgument};
 inline constexpr Rule kDtypeUnsupported{"safetensors/dtype-unsupported", K::kUnsupported};

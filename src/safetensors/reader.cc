@@ -14,6 +14,7 @@
 
 #include "io/input.h"
 #include "safetensors/constants.h"
+#include "safetensors/structure.h"
 #include "util/checked.h"
 #include "util/endian.h"
 #include "util/utf8.h"
@@ -191,6 +192,21 @@ Checkpoint read_safetensors(const Input& in) {
     auto storage = in.window(data_start + e.begin, e.end - e.begin);
     storage->dtype = e.dtype;
     d.items.emplace_back(Value::str(e.name), Value(make_contiguous(e.dtype, e.shape, std::move(storage))));
+  }
+
+  // A whole checkpoint written by tensorseal: restore the tree (structure.h).
+  namespace ss = safetensors_structure;
+  for (auto it = c.metadata.begin(); it != c.metadata.end(); ++it) {
+    if (it->first != ss::kStructureKey) continue;
+    try {
+      c.root = ss::unflatten(it->second, c.root, in.name);
+    } catch (const nlohmann::json::exception& e) {
+      fail(st::rules::kBadStructure, std::string("tensorseal.structure does not fit the file: ") + e.what(), in,
+           st::kLengthPrefixSize);
+    }
+    c.metadata.erase(it);
+    c.facts.push_back({"safetensors.structure", "__metadata__", "tensorseal.structure (whole checkpoint)"});
+    break;
   }
 
   // Facts that shape the bytes without being content, for `explain`.

@@ -13,6 +13,7 @@
 
 #include "io/writers.h"
 #include "safetensors/constants.h"
+#include "safetensors/structure.h"
 #include "util/endian.h"
 
 namespace tensorseal::detail {
@@ -61,6 +62,18 @@ struct Item {
 }  // namespace
 
 void write_safetensors(const Value& root, const WriteOptions& options, Sink& sink) {
+  namespace ss = safetensors_structure;
+  if (!ss::is_flat(root)) {
+    // A whole checkpoint: flat tensors plus the tree in __metadata__ (structure.h).
+    for (const auto& [k, v] : options.metadata)
+      if (k == ss::kStructureKey)
+        throw Error(st::rules::kReservedName, "metadata key '" + k + "' is reserved for tensorseal");
+    ss::Flattened f = ss::flatten(root);
+    WriteOptions o = options;
+    o.metadata.emplace_back(std::string(ss::kStructureKey), std::move(f.structure));
+    write_safetensors(f.flat, o, sink);
+    return;
+  }
   if (!root.is(Value::Kind::kDict))
     throw Error(st::rules::kNotFlat, "safetensors holds a dict of named tensors; got " + std::string(kind_name(root.kind())));
   std::vector<Item> items;

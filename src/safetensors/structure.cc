@@ -1,0 +1,321 @@
+// JSON encoding of the value tree (version 1). Every node is one JSON value:
+//   null / true / false / "str"            None, bool, str
+//   {"i": "123"}                           int (decimal string: exact for any size)
+//   {"f": "0x3ff0000000000000"}            float as its IEEE-754 bits (NaN payloads, -0.0)
+//   {"b": "<hex>", "ba": true?}            bytes / bytearray
+//   {"l": [...]} / {"u": [...]}            list / tuple
+//   {"s": [...], "frozen": true?}          set / frozenset
+//   {"d": [[k, v], ...], "kind": "OrderedDict"|"Counter"?, "attrs": [[k, v], ...]?}
+//   {"t": "name", "rg": true?, "param": true?}   tensor: its flat name + flags
+//   {"g": ["module", "name"]}              global
+//   {"o": {"call": .., "args": .., "kwargs": .., "how": n, "state": .., "li": [..], "di": [..]}}
+// Storages outside tensors are not representable in safetensors (error).
+#include "safetensors/structure.h"
+
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "safetensors/constants.h"
+#include "tensorseal/error.h"
+
+namespace tensorseal::detail::safetensors_structure {
+namespace st = tensorseal::safetensors;
+using json = nlohmann::ordered_json;
+
+bool is_flat(const Value& root) {
+  if (!root.is(Value::Kind::kDict)) return false;
+  const Dict& d = root.as_dict();
+  if (d.kind != DictKind::kDict || (d.attrs && !d.attrs->items.empty())) return false;
+  std::set<const Storage*> storages;
+  for (const auto& [k, v] : d.items) {
+    if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor)) return false;
+    const Tensor& t = *v.as_tensor();
+    if (t.requires_grad || t.is_parameter) return false;
+    if (t.nbytes() > 0 && !storages.insert(t.storage.get()).second) return false;
+  }
+  return true;
+}
+
+namespace {
+
+std::string hex(std::string_view s) {
+  static constexpr char k[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) { out += k[c >> 4]; out += k[c & 15]; }
+  return out;
+}
+
+struct Encoder {
+  Dict flat;                                         // name -> tensor, first occurrence
+  std::map<const Tensor*, std::string> names;        // tensor node -> flat name
+  std::set<std::string> used;
+
+  std::string unique(std::string base) {
+    if (base.empty()) base = "tensor";
+    if (base == st::kMetadataKey) base += "_";
+    std::string n = base;
+    for (int i = 1; used.count(n); ++i) n = base + "#" + std::to_string(i);
+    used.insert(n);
+    return n;
+  }
+
+  json items(const std::vector<std::pair<Value, Value>>& its, const std::string& path) {
+    json a = json::array();
+    for (const auto& [k, v] : its) {
+      std::string part = k.is(Value::Kind::kStr) ? std::string(k.as_str())
+                         : k.is(Value::Kind::kInt) ? std::to_string(k.as_int()) : repr(k, 40);
+      a.push_back(json::array({enc(k, path), enc(v, path.empty() ? part : path + "." + part)}));
+    }
+    return a;
+  }
+
+  json seq(const std::vector<Value>& xs, const std::string& path) {
+    json a = json::array();
+    for (std::size_t i = 0; i < xs.size(); ++i)
+      a.push_back(enc(xs[i], path.empty() ? std::to_string(i) : path + "." + std::to_string(i)));
+    return a;
+  }
+
+  json enc(const Value& v, const std::string& path) {
+    using K = Value::Kind;
+    switch (v.kind()) {
+      case K::kNone: return nullptr;
+      case K::kBool: return v.as_bool();
+      case K::kInt: return json{{"i", std::to_string(v.as_int())}};
+      case K::kBigInt: return json{{"i", v.as_bigint().to_decimal()}};
+      case K::kFloat: {
+        double d = v.as_float();
+        std::uint64_t bits;
+        std::memcpy(&bits, &d, 8);
+        char buf[24];
+        std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(bits));
+        return json{{"f", buf}};
+      }
+      case K::kStr: return std::string(v.as_str());
+      case K::kBytes: {
+        json j{{"b", hex(v.as_bytes())}};
+        if (v.is_bytearray()) j["ba"] = true;
+        return j;
+      }
+      case K::kList: return json{{"l", seq(v.items(), path)}};
+      case K::kTuple: return json{{"u", seq(v.items(), path)}};
+      case K::kSet: {
+        json j{{"s", seq(v.as_set().items, path)}};
+        if (v.as_set().frozen) j["frozen"] = true;
+        return j;
+      }
+      case K::kDict: {
+        const Dict& d = v.as_dict();
+        json j{{"d", items(d.items, path)}};
+        if (d.kind == DictKind::kOrderedDict) j["kind"] = "OrderedDict";
+        if (d.kind == DictKind::kCounter) j["kind"] = "Counter";
+        if (d.attrs) j["attrs"] = items(d.attrs->items, path + "#attrs");
+        return j;
+      }
+      case K::kTensor: {
+        const auto& t = v.as_tensor();
+        auto it = names.find(t.get());
+        std::string name;
+        if (it != names.end()) name = it->second;
+        else {
+          name = unique(path);
+          names.emplace(t.get(), name);
+          // The stored tensor carries no flags: they live in the structure.
+          auto plain = std::make_shared<Tensor>(*t);
+          plain->requires_grad = false;
+          plain->is_parameter = false;
+          flat.items.emplace_back(Value::str(name), Value(std::shared_ptr<const Tensor>(plain)));
+        }
+        json j{{"t", name}};
+        if (t->requires_grad) j["rg"] = true;
+        if (t->is_parameter) j["param"] = true;
+        return j;
+      }
+      case K::kStorage:
+        throw Error(st::rules::kNotFlat, "a bare storage at '" + path + "' cannot be stored in safetensors");
+      case K::kGlobal: return json{{"g", json::array({v.as_global().module, v.as_global().name})}};
+      case K::kObject: {
+        const Object& o = v.as_object();
+        json j = json::object();
+        auto opt = [&](const char* key, const std::shared_ptr<Value>& p, const std::string& sub) {
+          if (p) j[key] = enc(*p, sub);
+        };
+        opt("call", o.callable, path);
+        opt("args", o.args, path.empty() ? "args" : path + ".args");
+        opt("kwargs", o.kwargs, path.empty() ? "kwargs" : path + ".kwargs");
+        j["how"] = static_cast<int>(o.how);
+        opt("state", o.state, path);
+        if (!o.list_items.empty()) j["li"] = seq(o.list_items, path);
+        if (!o.dict_items.empty()) j["di"] = items(o.dict_items, path);
+        return json{{"o", j}};
+      }
+    }
+    return nullptr;
+  }
+};
+
+struct Decoder {
+  const Dict& flat;
+  const std::string& file;
+
+  [[noreturn]] void bad(const std::string& why) const {
+    throw Error(st::rules::kBadStructure, "tensorseal.structure: " + why, file);
+  }
+
+  std::vector<std::pair<Value, Value>> items(const json& a, int depth) {
+    if (!a.is_array()) bad("items are not an array");
+    std::vector<std::pair<Value, Value>> out;
+    for (const auto& kv : a) {
+      if (!kv.is_array() || kv.size() != 2) bad("an item is not [key, value]");
+      out.emplace_back(dec(kv[0], depth + 1), dec(kv[1], depth + 1));
+    }
+    return out;
+  }
+  std::vector<Value> seq(const json& a, int depth) {
+    if (!a.is_array()) bad("sequence is not an array");
+    std::vector<Value> out;
+    for (const auto& x : a) out.push_back(dec(x, depth + 1));
+    return out;
+  }
+
+  Value dec(const json& j, int depth) {
+    if (depth > 1000) bad("nested deeper than 1000");
+    if (j.is_null()) return Value();
+    if (j.is_boolean()) return Value(j.get<bool>());
+    if (j.is_string()) return Value::str(j.get<std::string>());
+    if (!j.is_object() || j.empty()) bad("unexpected JSON " + j.dump().substr(0, 60));
+    if (auto it = j.find("i"); it != j.end()) {
+      const std::string s = it->get<std::string>();
+      try {
+        std::size_t used = 0;
+        long long x = std::stoll(s, &used);
+        if (used == s.size()) return Value(static_cast<std::int64_t>(x));
+      } catch (...) {
+      }
+      return Value(big_from_decimal(s));
+    }
+    if (auto it = j.find("f"); it != j.end()) {
+      const std::string s = it->get<std::string>();
+      std::uint64_t bits = std::strtoull(s.c_str(), nullptr, 16);
+      double d;
+      std::memcpy(&d, &bits, 8);
+      return Value(d);
+    }
+    if (auto it = j.find("b"); it != j.end()) {
+      const std::string h = it->get<std::string>();
+      if (h.size() % 2) bad("odd hex length");
+      std::string out;
+      for (std::size_t i = 0; i < h.size(); i += 2) out += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
+      return Value::bytes(std::move(out), j.value("ba", false));
+    }
+    if (auto it = j.find("l"); it != j.end()) return Value::list(seq(*it, depth));
+    if (auto it = j.find("u"); it != j.end()) return Value::tuple(seq(*it, depth));
+    if (auto it = j.find("s"); it != j.end()) {
+      auto s = std::make_shared<Set>();
+      s->items = seq(*it, depth);
+      s->frozen = j.value("frozen", false);
+      return Value(s);
+    }
+    if (auto it = j.find("d"); it != j.end()) {
+      auto d = std::make_shared<Dict>();
+      const std::string kind = j.value("kind", "");
+      d->kind = kind == "OrderedDict" ? DictKind::kOrderedDict : kind == "Counter" ? DictKind::kCounter : DictKind::kDict;
+      for (auto& [k, v] : items(*it, depth)) d->set(k, v);
+      if (auto a = j.find("attrs"); a != j.end()) {
+        d->attrs = std::make_shared<Dict>();
+        for (auto& [k, v] : items(*a, depth)) d->attrs->set(k, v);
+      }
+      return Value(d);
+    }
+    if (auto it = j.find("t"); it != j.end()) {
+      const Value* t = flat.find(it->get<std::string>());
+      if (!t || !t->is(Value::Kind::kTensor)) bad("names tensor '" + it->get<std::string>() + "' that the file lacks");
+      const bool rg = j.value("rg", false), param = j.value("param", false);
+      if (!rg && !param) return *t;
+      auto copy = std::make_shared<Tensor>(*t->as_tensor());
+      copy->requires_grad = rg;
+      copy->is_parameter = param;
+      return Value(std::shared_ptr<const Tensor>(copy));
+    }
+    if (auto it = j.find("g"); it != j.end()) {
+      if (!it->is_array() || it->size() != 2) bad("global is not [module, name]");
+      return Value::global((*it)[0].get<std::string>(), (*it)[1].get<std::string>());
+    }
+    if (auto it = j.find("o"); it != j.end()) {
+      const json& o = *it;
+      auto obj = std::make_shared<Object>();
+      auto opt = [&](const char* key) -> std::shared_ptr<Value> {
+        auto f = o.find(key);
+        return f == o.end() ? nullptr : std::make_shared<Value>(dec(*f, depth + 1));
+      };
+      obj->callable = opt("call");
+      obj->args = opt("args");
+      obj->kwargs = opt("kwargs");
+      obj->state = opt("state");
+      obj->how = static_cast<Construct>(o.value("how", 0));
+      if (auto f = o.find("li"); f != o.end()) obj->list_items = seq(*f, depth);
+      if (auto f = o.find("di"); f != o.end()) obj->dict_items = items(*f, depth);
+      return Value(obj);
+    }
+    bad("unknown node " + j.dump().substr(0, 60));
+  }
+
+  // Decimal -> minimal two's complement little-endian.
+  static BigInt big_from_decimal(const std::string& s) {
+    bool neg = !s.empty() && s[0] == '-';
+    std::vector<std::uint8_t> mag;  // little-endian base 256
+    for (std::size_t i = neg ? 1 : 0; i < s.size(); ++i) {
+      unsigned carry = static_cast<unsigned>(s[i] - '0');
+      for (auto& b : mag) {
+        unsigned v = b * 10u + carry;
+        b = static_cast<std::uint8_t>(v);
+        carry = v >> 8;
+      }
+      while (carry) { mag.push_back(static_cast<std::uint8_t>(carry)); carry >>= 8; }
+    }
+    mag.push_back(0);  // room for the sign bit
+    if (neg) {
+      unsigned carry = 1;
+      for (auto& b : mag) {
+        unsigned v = static_cast<std::uint8_t>(~b) + carry;
+        b = static_cast<std::uint8_t>(v);
+        carry = v >> 8;
+      }
+    }
+    while (mag.size() > 1) {
+      const bool below = mag[mag.size() - 2] & 0x80;
+      if ((mag.back() == 0 && !below) || (mag.back() == 0xff && below)) mag.pop_back();
+      else break;
+    }
+    return BigInt{std::string(mag.begin(), mag.end())};
+  }
+};
+
+}  // namespace
+
+Flattened flatten(const Value& root) {
+  Encoder e;
+  json j{{"version", kVersion}, {"root", e.enc(root, "")}};
+  Flattened f;
+  auto d = std::make_shared<Dict>(std::move(e.flat));
+  f.flat = Value(d);
+  f.structure = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
+  return f;
+}
+
+Value unflatten(std::string_view structure, const Value& flat, const std::string& file) {
+  json j;
+  try {
+    j = json::parse(structure);
+  } catch (const json::parse_error& e) {
+    throw Error(st::rules::kBadStructure, std::string("tensorseal.structure is not JSON: ") + e.what(), file);
+  }
+  if (!j.is_object() || j.value("version", 0) != kVersion || !j.contains("root"))
+    throw Error(st::rules::kBadStructure, "tensorseal.structure has an unknown version", file);
+  Decoder d{flat.as_dict(), file};
+  return d.dec(j["root"], 0);
+}
+
+}  // namespace tensorseal::detail::safetensors_structure
