@@ -729,23 +729,40 @@ class Vm {
     return d;
   }
 
+  // The memo: dense indices (what picklers write, 0, 1, 2, ...) in a vector, any other
+  // index in a hash map, so a BINPUT of 0xFFFFFFFF allocates one entry, not 4 G.
+  std::size_t memo_size() const { return dense_.size() + sparse_.size(); }
   void memo_put(std::uint64_t index) {
     const Slot& t = top();
-    auto it = memo_.find(index);
-    if (it == memo_.end()) {
-      if (memo_.size() >= lim_.max_memo)
-        fail(rules::kMaxMemo, opname() + " would hold more than max_memo (" + std::to_string(lim_.max_memo) + ") memo entries");
-      memo_.emplace(index, t);
-    } else {
+    if (index < dense_.size()) {
+      dense_[index] = t;
+    } else if (auto it = sparse_.find(index); it != sparse_.end()) {
       it->second = t;
+    } else {
+      if (memo_size() >= lim_.max_memo)
+        fail(rules::kMaxMemo, opname() + " would hold more than max_memo (" + std::to_string(lim_.max_memo) + ") memo entries");
+      if (index == dense_.size()) {
+        dense_.push_back(t);
+        // Keep indices unique across both: pull in sparse entries that became dense.
+        while (!sparse_.empty()) {
+          auto next = sparse_.find(dense_.size());
+          if (next == sparse_.end()) break;
+          dense_.push_back(std::move(next->second));
+          sparse_.erase(next);
+        }
+      } else {
+        sparse_.emplace(index, t);
+      }
     }
     ++puts_;
   }
   void memo_get(std::uint64_t index) {
-    auto it = memo_.find(index);
-    if (it == memo_.end()) fail(rules::kMemoMissing, opname() + " of memo index " + std::to_string(index) + ", which was never stored");
+    const Slot* s = nullptr;
+    if (index < dense_.size()) s = &dense_[index];
+    else if (auto it = sparse_.find(index); it != sparse_.end()) s = &it->second;
+    if (!s) fail(rules::kMemoMissing, opname() + " of memo index " + std::to_string(index) + ", which was never stored");
     ++gets_;
-    push(it->second);
+    push(*s);
   }
 
   void step();
@@ -764,7 +781,8 @@ class Vm {
   bool stopped_ = false;
   std::vector<Slot> stack_;
   std::vector<std::size_t> marks_;
-  std::unordered_map<std::uint64_t, Slot> memo_;
+  std::vector<Slot> dense_;
+  std::unordered_map<std::uint64_t, Slot> sparse_;
   std::uint64_t alloc_ = 0, ops_ = 0, puts_ = 0, gets_ = 0, frames_ = 0, nan_counter_ = 0;
   std::array<std::uint64_t, 256> counts_{};
   Parsed out_;
@@ -833,7 +851,7 @@ void Vm::step() {
     case op::kPut: memo_put(parse_memo_index(line())); return;
     case op::kBinPut: memo_put(u8()); return;
     case op::kLongBinPut: memo_put(u32()); return;
-    case op::kMemoize: memo_put(memo_.size()); return;
+    case op::kMemoize: memo_put(memo_size()); return;
     case op::kGet: memo_get(parse_memo_index(line())); return;
     case op::kBinGet: memo_get(u8()); return;
     case op::kLongBinGet: memo_get(u32()); return;

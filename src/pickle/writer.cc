@@ -19,6 +19,7 @@
 //   repeated node/str/bytes/global: BINGET | LONG_BINGET
 #include "pickle/writer.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "pickle/compat.h"
@@ -162,8 +163,9 @@ void Writer::global(std::string_view module, std::string_view name) {
   } else {
     auto [m, n] = py3_to_py2_name(module, name);
     for (std::string_view part : {std::string_view(m), std::string_view(n)})
-      for (char c : part)
-        if (static_cast<unsigned char>(c) >= 0x80 || c == '\n' || part.empty())
+      if (part.empty() || std::any_of(part.begin(), part.end(), [](char c) {
+            return static_cast<unsigned char>(c) >= 0x80 || c == '\n';
+          }))
           fail(rules::kWriteGlobalName, "global '" + std::string(module) + "." + std::string(name) +
                                             "' cannot be written at protocol 2 (needs non-empty ASCII names "
                                             "without newlines)");

@@ -393,6 +393,10 @@ TEST(PickleVm, MemoMissingAndBadIndex) {
 TEST(PickleVm, HugeMemoIndexAllocatesNothing) {
   pk::Parsed p = parse_bytes("Nr\xff\xff\xff\xffj\xff\xff\xff\xff\x86."s);
   EXPECT_EQ(describe(p.value), "(N,N)");
+  // Sparse and dense indices mix; MEMOIZE uses the number of entries, like len(memo).
+  pk::Parsed q = parse_bytes("\x80\x04K\x07q\x02\x94q\x00\x94h\x02h\x01h\x03\x87."s);
+  EXPECT_EQ(describe(q.value), "(i7,i7,i7)");
+  EXPECT_EQ(fact(q, "pickle.memo"), "puts=4 gets=3");
 }
 
 TEST(PickleVm, NumberText) {
