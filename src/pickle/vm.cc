@@ -629,7 +629,6 @@ class Vm {
       if (s.info) s.info->placed = true;
     check_mutable(target, kind_name(k));
     auto& vec = k == Value::Kind::kList ? target.v.as_list().items : target.v.as_object().list_items;
-    vec.reserve(vec.size() + items.size());
     for (auto& s : items) {
       adopt(*target.info, s);
       vec.push_back(std::move(s.v));
