@@ -29,9 +29,11 @@ std::vector<std::int64_t> Tensor::contiguous_strides(std::span<const std::int64_
 }
 
 bool Tensor::is_contiguous() const noexcept {
+  // As torch: a tensor without elements is contiguous whatever its strides.
+  for (auto d : shape)
+    if (d == 0) return true;
   std::int64_t expected = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
-    if (shape[i] == 0) return true;
     if (shape[i] != 1 && strides[i] != expected) return false;
     expected *= shape[i];
   }

@@ -101,6 +101,11 @@ Checkpoint read_safetensors(const Input& in) {
   const std::string_view text = util::as_chars(bytes.subspan(st::kLengthPrefixSize, n));
   if (auto bad = util::first_invalid_utf8(text))
     fail(st::rules::kHeaderUtf8, "header is not valid UTF-8", in, st::kLengthPrefixSize + *bad);
+  // A raw NUL is never valid JSON (not whitespace, and control characters in strings
+  // must be escaped), but nlohmann's lexer takes it as the end of input: without this
+  // check "{...}\0<anything>" would parse, hiding bytes in the header.
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos)
+    fail(st::rules::kHeaderJson, "header has a NUL byte (NUL is not JSON)", in, st::kLengthPrefixSize + nul);
 
   // Duplicate keys are legal JSON but ambiguous: reject them in every object (serde
   // rejects a repeated entry field, and keeps the last of a repeated tensor name).
@@ -175,7 +180,7 @@ Checkpoint read_safetensors(const Input& in) {
     if (e.begin != cursor)
       fail(st::rules::kTiling, "tensor '" + e.name + "' starts at buffer offset " + std::to_string(e.begin) +
                                    ", expected " + std::to_string(cursor) + (e.begin < cursor ? " (overlap)" : " (gap)"),
-           in, data_start + std::min(e.begin, cursor));
+           in, data_start + std::min({e.begin, cursor, bytes.size() - data_start}));
     cursor = e.end;
   }
   const std::uint64_t buffer_len = bytes.size() - data_start;

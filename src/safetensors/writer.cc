@@ -132,6 +132,9 @@ void write_safetensors(const Value& root, const WriteOptions& options, Sink& sin
     offset = end;
   }
   header += '}';
+  if (header.size() > st::kMaxHeaderSize)  // safetensors' serialize() refuses it too
+    throw Error(st::rules::kHeaderTooLarge, "header of " + std::to_string(header.size()) + " bytes exceeds " +
+                                                std::to_string(st::kMaxHeaderSize));
   header.append((st::kHeaderAlignment - header.size() % st::kHeaderAlignment) % st::kHeaderAlignment, ' ');
 
   std::string prefix;

@@ -45,7 +45,9 @@ TEST(CoreDtype, EveryTorchDtypeIsPresentWithItsSize) {
     EXPECT_EQ(itemsize(*d), row["itemsize"].get<std::uint64_t>());
     EXPECT_EQ(info(*d).bits, 8 * row["itemsize"].get<unsigned>());
     EXPECT_EQ(info(*d).kind == DTypeKind::kComplex, row["is_complex"].get<bool>());
-    if (row["is_floating_point"].get<bool>()) EXPECT_EQ(info(*d).kind, DTypeKind::kFloat);
+    // float4_e2m1fn_x2 is a float to torch, but one element is two packed fp4 values:
+    // the table keeps it raw so no tool reads a byte as one float.
+    if (row["is_floating_point"].get<bool>() && n != "float4_e2m1fn_x2") EXPECT_EQ(info(*d).kind, DTypeKind::kFloat);
     // numpy descr where torch converts to numpy.
     if (row["numpy"].is_string()) {
       EXPECT_EQ(info(*d).numpy, row["numpy"].get<std::string>());

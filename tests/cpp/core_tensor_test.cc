@@ -60,7 +60,9 @@ TEST(CoreTensor, ValidateRejectsOverflow) {
   EXPECT_EQ(rule(view(DType::kFloat64, {std::int64_t{1} << 61}, {0}, 0, s)), rules::kSizeOverflow.id);  // bits
   EXPECT_EQ(rule(view(DType::kFloat32, {2}, {std::int64_t{1} << 62}, 0, s)), rules::kSizeOverflow.id);  // extent bytes
   EXPECT_EQ(rule(view(DType::kFloat32, {3}, {INT64_MAX}, 0, s)), rules::kSizeOverflow.id);               // extent elems
-  EXPECT_EQ(rule(view(DType::kUInt8, {2, 2}, {INT64_MAX, INT64_MAX}, 0, s)), rules::kSizeOverflow.id);
+  // Two steps of 2^63-1 still fit in u64 (then the view is out of bounds); three do not.
+  EXPECT_EQ(rule(view(DType::kUInt8, {2, 2}, {INT64_MAX, INT64_MAX}, 0, s)), rules::kViewOutOfBounds.id);
+  EXPECT_EQ(rule(view(DType::kUInt8, {2, 2, 2}, {INT64_MAX, INT64_MAX, INT64_MAX}, 0, s)), rules::kSizeOverflow.id);
 }
 
 TEST(CoreTensor, ValidateRejectsViewsOutOfBounds) {

@@ -168,13 +168,27 @@ TEST(SafetensorsRules, HeaderJson) {
   std::string nul = f;
   nul[8 + 0x90 - 1] = '\0';
   expect_rule(nul, st::rules::kHeaderJson, 8 + 0x90 - 1);
-  // Garbage, an empty header, a trailing comma, single quotes, nesting beyond 128.
-  expect_rule(make_file("{\"a\":tru}"), st::rules::kHeaderJson);
-  expect_rule(make_file(""), st::rules::kHeaderJson, 8);
-  expect_rule(make_file("{\"a\":1,}"), st::rules::kHeaderJson);
-  expect_rule(make_file("{'a':1}"), st::rules::kHeaderJson);
-  expect_rule(make_file("{\"__metadata__\":{},\"x\":" + std::string(200, '[') + std::string(200, ']') + "}"),
-              st::rules::kHeaderJson);
+  // NUL then anything: serde says "trailing characters"; nothing may hide after a NUL.
+  expect_rule(make_file(std::string("{}\0junk", 7)), st::rules::kHeaderJson, 10);
+  expect_rule(make_file(std::string("{\"a\":\"\0\"}", 8)), st::rules::kHeaderJson, 14);
+  // Garbage, an empty header, a trailing comma, single quotes.
+  for (std::string_view h : {"{\"a\":tru}", "", "{\"a\":1,}", "{'a':1}", "{\"a\":1} x", "{\"a\":\"\x01\"}"}) {
+    SCOPED_TRACE(h);
+    expect_rule(make_file(h), st::rules::kHeaderJson);
+  }
+  EXPECT_EQ(error_of(make_file(""))->offset(), 8u);
+}
+
+TEST(SafetensorsRules, HeaderJsonNestingIsCappedLikeSerde) {
+  // safetensors 0.8 accepts 127 nested levels (root object + entry + 125 arrays) and
+  // rejects 128 (serde_json's recursion limit).
+  auto nested = [](int arrays) {
+    return make_file("{\"x\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0],\"e\":" +
+                     std::string(arrays, '[') + std::string(arrays, ']') + "}}");
+  };
+  EXPECT_NO_THROW(read_codec(nested(125)));
+  expect_rule(nested(126), st::rules::kHeaderJson, 8);
+  expect_rule(nested(100000), st::rules::kHeaderJson, 8);
 }
 
 TEST(SafetensorsRules, HeaderNotObject) {
@@ -298,6 +312,10 @@ TEST(SafetensorsRules, OffsetsTiling) {
   // Two tensors at the same place.
   expect_rule(make_file("{" + entry("a", "U8", "[1]", "[0,1]") + "," + entry("b", "U8", "[1]", "[0,1]") + "}", "x"),
               st::rules::kTiling);
+  // Hostile offsets far past the file still report an offset inside the file.
+  expect_rule(make_file("{" + entry("a", "U8", "[1]", "[0,1]") + "," +
+                        entry("b", "U8", "[1]", "[18446744073709551613,18446744073709551614]") + "}", "x"),
+              st::rules::kTiling);
   // Zero-size tensors may sit anywhere a boundary is (safetensors does the same).
   EXPECT_NO_THROW(read_codec(make_file("{" + entry("a", "U8", "[1]", "[0,1]") + "," + entry("z", "U8", "[0]", "[1,1]") +
                                        "," + entry("y", "U8", "[0]", "[0,0]") + "}", "x")));
@@ -347,17 +365,15 @@ std::shared_ptr<Tensor> u8_tensor(std::vector<std::int64_t> shape, std::size_t n
 }
 
 TEST(SafetensorsWriterRules, NotFlat) {
-  EXPECT_EQ(testing::rule_of([] { (void)write_bytes(Value::list(), Format::kSafetensors); }), st::rules::kNotFlat.id);
-  Value nested = Value::dict();
-  Value inner = Value::dict();
-  nested.as_dict().set(Value::str("a"), inner);
-  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(nested, Format::kSafetensors); }), st::rules::kNotFlat.id);
-  Value int_key = Value::dict();
-  int_key.as_dict().set(Value(1), Value(u8_tensor({1}, 1)));
-  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(int_key, Format::kSafetensors); }), st::rules::kNotFlat.id);
-  Value non_tensor = Value::dict();
-  non_tensor.as_dict().set(Value::str("x"), Value(3));
-  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(non_tensor, Format::kSafetensors); }), st::rules::kNotFlat.id);
+  // Nested trees, non-str keys and non-tensor values are written as a whole checkpoint
+  // (flat tensors + __metadata__["tensorseal.structure"], src/safetensors/structure.h).
+  // What safetensors cannot hold at all is a bare storage.
+  auto storage = Storage::owned(std::vector<std::byte>(4), DType::kFloat32);
+  Value in_dict = Value::dict();
+  in_dict.as_dict().set(Value::str("s"), Value(storage));
+  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(in_dict, Format::kSafetensors); }), st::rules::kNotFlat.id);
+  Value in_list = Value::list({Value(storage)});
+  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(in_list, Format::kSafetensors); }), st::rules::kNotFlat.id);
 }
 
 TEST(SafetensorsWriterRules, DtypeUnsupported) {
@@ -374,6 +390,20 @@ TEST(SafetensorsWriterRules, ReservedName) {
   Value v = Value::dict();
   v.as_dict().set(Value::str("__metadata__"), Value(u8_tensor({1}, 1)));
   EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(v, Format::kSafetensors); }), st::rules::kReservedName.id);
+}
+
+TEST(SafetensorsWriterRules, HeaderTooLarge) {
+  // A header over 100,000,000 bytes would be unreadable (by safetensors and by us):
+  // the writer refuses it, as safetensors' serialize() does.
+  Value v = Value::dict();
+  for (int i = 0; i < 100; ++i) {
+    std::string name(1'000'000, 'n');
+    name += std::to_string(i);
+    v.as_dict().set(Value::str(std::move(name)), Value(u8_tensor({0}, 0)));
+  }
+  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(v, Format::kSafetensors); }), st::rules::kHeaderTooLarge.id);
+  v.as_dict().items.resize(99);  // 99 MB of names: fine
+  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(v, Format::kSafetensors); }), "");
 }
 
 TEST(SafetensorsWriterRules, DuplicateMetadataKey) {
