@@ -65,8 +65,9 @@ struct Parsed {
 //   builtins.bytearray() / bytearray(bytes) / bytearray(str, 'latin-1') -> bytearray
 //   builtins.getattr(Global m.a, 'b')          -> Global m.'a.b' (protocol < 4 nested names)
 // Names are Python 3 names (the VM maps Python 2 names at protocol < 3). Anything else,
-// including these callables with unexpected arguments, gives nullopt. Usable directly
-// as Hooks::reduce, or called from a richer hook.
+// including these callables with unexpected arguments, gives nullopt. Install it as
+// `hooks.reduce = [](const Object& o, std::uint64_t) { return stdlib_reduce(o); }`, or
+// call it from a richer hook.
 std::optional<Value> stdlib_reduce(const Object& obj);
 
 }  // namespace tensorseal::detail::pickle

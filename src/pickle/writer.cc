@@ -308,7 +308,12 @@ void Writer::object(const Value& v) {
       // opcode is written as is (every unpickler accepts any opcode at any protocol).
       value(callable);
       value(args);
-      value(o.kwargs ? *o.kwargs : Value::dict());
+      if (o.kwargs) {
+        value(*o.kwargs);
+      } else {  // no node to memoize under: a temporary's address could be reused
+        emit(out_, op::kEmptyDict);
+        put_memo();
+      }
       emit(out_, op::kNewObjEx);
       break;
     case Construct::kInst: {
