@@ -51,9 +51,26 @@ constexpr TopicText kTopics[] = {
                                    "from a hash map, so the order changes between runs"},
     {"safetensors.header_padding", "the safetensors header is padded with a different number of spaces"},
     {"safetensors.header_length", "the safetensors header has a different length"},
+    {"pickle.frames", "the pickle is cut into a different number of FRAMEs (protocol 4+)"},
+    {"pickle.nested_file", "a pickle embeds a whole torch file (torch.storage._load_from_bytes) of a different "
+                           "size"},
+    {"zip.records", "the archive holds different records, or the same records in a different order"},
+    {"zip.member_order", "the archive lists its members in a different order"},
+    {"zip.data_descriptors", "the zip entries differ in whether a data descriptor follows their data"},
+    {"zip.zip64", "the archive differs in whether it has zip64 end records (torch always writes them)"},
+    {"zip.zip64_end_records", "the archive differs in whether it has zip64 end records"},
+    {"zip.unaccounted_bytes", "the archive holds bytes that belong to no entry (prepended data, gaps)"},
     {"torch.version", "the files were written by different torch versions or format versions"},
+    {"torch.file_version", "the torch archive's format version record (version, .data/version) differs"},
+    {"torch.record", "a torch archive metadata record (.format_version, .storage_alignment) differs"},
     {"torch.byteorder", "the files record a different byte order"},
+    {"torch.sys_info", "the legacy torch header records different system info (type sizes, endianness)"},
+    {"safetensors.structure", "the safetensors file stores the checkpoint's structure in its metadata differently"},
     {"npy.header", "the numpy header differs (version, padding or field order)"},
+    {"npy.version", "the .npy format version differs (1.0, 2.0, 3.0)"},
+    {"npy.header_padding", "the .npy header is padded differently"},
+    {"npy.fortran_order", "the array is stored in a different memory order (C vs Fortran)"},
+    {"npy.byte_order", "the array is stored in a different byte order"},
 };
 
 constexpr std::string_view kGeneric = "the files differ in this container property";
@@ -91,6 +108,14 @@ void compare_bytes(const Checkpoint& a, const Checkpoint& b, ExplainReport& r) {
   r.bytes_identical = diffs == 0;
 }
 
+// The sentence for a fact only `has` records; across formats, say that this is why.
+std::string one_sided(const std::string& topic, const Checkpoint& has, const Checkpoint& lacks) {
+  std::string s = explain_topic(topic);
+  if (has.format != lacks.format)
+    s += " (only the " + std::string(format_name(has.format)) + " file has this property)";
+  return s;
+}
+
 void compare_facts(const Checkpoint& a, const Checkpoint& b, ExplainReport& r) {
   auto key = [](const Fact& f) { return f.topic + '\0' + f.where; };
   std::unordered_map<std::string, std::deque<std::size_t>> in_b;
@@ -99,7 +124,7 @@ void compare_facts(const Checkpoint& a, const Checkpoint& b, ExplainReport& r) {
   for (const Fact& fa : a.facts) {
     auto it = in_b.find(key(fa));
     if (it == in_b.end() || it->second.empty()) {
-      r.differences.push_back({fa.topic, fa.where, fa.value, std::nullopt, explain_topic(fa.topic)});
+      r.differences.push_back({fa.topic, fa.where, fa.value, std::nullopt, one_sided(fa.topic, a, b)});
       continue;
     }
     const Fact& fb = b.facts[it->second.front()];
@@ -110,7 +135,7 @@ void compare_facts(const Checkpoint& a, const Checkpoint& b, ExplainReport& r) {
   for (std::size_t i = 0; i < b.facts.size(); ++i)
     if (!used[i]) {
       const Fact& fb = b.facts[i];
-      r.differences.push_back({fb.topic, fb.where, std::nullopt, fb.value, explain_topic(fb.topic)});
+      r.differences.push_back({fb.topic, fb.where, std::nullopt, fb.value, one_sided(fb.topic, b, a)});
     }
 }
 

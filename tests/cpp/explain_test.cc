@@ -120,6 +120,7 @@ TEST(Explain, FactsComparedByTopicAndWhere) {
   EXPECT_NE(by["storage.key"]->explanation.find("memory address"), std::string::npos);
   EXPECT_EQ(by["zip.prefix"]->a, "a");
   EXPECT_EQ(by["zip.timestamps"]->b, std::nullopt);  // only in a
+  EXPECT_NE(by["zip.timestamps"]->explanation.find("only the torch-zip file"), std::string::npos);
   EXPECT_EQ(by["pickle.memo"]->a, std::nullopt);     // only in b
   EXPECT_EQ(by["custom.thing"]->explanation, explain_topic("no.such.topic"));  // generic
   ASSERT_TRUE(by.count("order.tensors"));
@@ -132,7 +133,9 @@ TEST(Explain, KnownTopicsHaveSentences) {
   for (const char* t : {"zip.prefix", "zip.timestamps", "zip.extra_fields", "zip.create_system",
                         "zip.serialization_id", "zip.crc_present", "storage.key", "pickle.protocol", "pickle.memo",
                         "pickle.opcodes", "safetensors.key_order", "safetensors.metadata_order",
-                        "safetensors.header_padding", "storage.slack"})
+                        "safetensors.header_padding", "storage.slack", "zip.records", "zip.zip64",
+                        "zip.data_descriptors", "torch.file_version", "torch.record", "pickle.frames",
+                        "pickle.nested_file", "npy.version", "npy.header_padding"})
     EXPECT_NE(explain_topic(t), explain_topic("unknown.topic")) << t;
 }
 
