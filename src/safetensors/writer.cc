@@ -61,9 +61,17 @@ struct Item {
 
 }  // namespace
 
+namespace {
+void write_flat(const Value& root, const WriteOptions& options, Sink& sink);
+}  // namespace
+
 void write_safetensors(const Value& root, const WriteOptions& options, Sink& sink) {
   namespace ss = safetensors_structure;
-  if (!ss::is_flat(root)) {
+  if (ss::is_flat(root)) {
+    write_flat(root, options, sink);
+    return;
+  }
+  {
     // A whole checkpoint: flat tensors plus the tree in __metadata__ (structure.h).
     for (const auto& [k, v] : options.metadata)
       if (k == ss::kStructureKey)
@@ -71,9 +79,13 @@ void write_safetensors(const Value& root, const WriteOptions& options, Sink& sin
     ss::Flattened f = ss::flatten(root);
     WriteOptions o = options;
     o.metadata.emplace_back(std::string(ss::kStructureKey), std::move(f.structure));
-    write_safetensors(f.flat, o, sink);
-    return;
+    write_flat(f.flat, o, sink);
   }
+}
+
+namespace {
+// The safetensors file itself: `root` is a dict of str -> tensor.
+void write_flat(const Value& root, const WriteOptions& options, Sink& sink) {
   if (!root.is(Value::Kind::kDict))
     throw Error(st::rules::kNotFlat, "safetensors holds a dict of named tensors; got " + std::string(kind_name(root.kind())));
   std::vector<Item> items;
@@ -143,5 +155,7 @@ void write_safetensors(const Value& root, const WriteOptions& options, Sink& sin
   sink.write(header);
   for (const Item& it : items) it.tensor->for_each_run([&](std::span<const std::byte> run) { sink.write(run); });
 }
+
+}  // namespace
 
 }  // namespace tensorseal::detail

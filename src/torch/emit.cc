@@ -19,7 +19,7 @@ void persistent_id(pickle::Writer& w, StoragePlan& plan, PlannedStorage& s, bool
   w.mark();
   w.value(Value::str("storage"));
   if (typed) w.global("torch", info(s.dtype).legacy_storage);
-  else w.global("torch", "UntypedStorage");
+  else w.global("torch.storage", "UntypedStorage");
   w.value(Value::str(key));
   w.value(Value::str("cpu"));
   const std::uint64_t item = itemsize(s.dtype);
