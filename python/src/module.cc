@@ -9,7 +9,11 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <tensorseal/diff.h>
+#include <tensorseal/explain.h>
+#include <tensorseal/scan.h>
 #include <tensorseal/tensorseal.h>
+#include <tensorseal/verify.h>
 #include <unordered_map>
 
 namespace nb = nanobind;
@@ -142,6 +146,7 @@ struct FromPy {
   std::unordered_map<std::uintptr_t, std::shared_ptr<const Storage>> storages;  // by storage identity
   std::unordered_map<PyObject*, Value> nodes;  // the same Python object -> the same node
   std::vector<nb::object> pinned;              // keeps keys of `nodes` alive
+  bool split_storages = false;                 // one storage per tensor (safetensors drop-in)
   int depth = 0;
 
   Value convert(nb::handle h) {
@@ -214,6 +219,7 @@ struct FromPy {
       return Value(s);
     }
     if (k == "tensor") return tensor(kind);
+    if (k == "storage") return Value(storage(kind));
     if (k == "global") return Value::global(nb::cast<std::string>(kind[1]), nb::cast<std::string>(kind[2]));
     if (k == "object") {
       auto o = std::make_shared<Object>();
@@ -225,6 +231,21 @@ struct FromPy {
                                              " (tensorseal saves tensors, arrays and plain Python data)");
   }
 
+  // kind = ("storage", storage_id, data_ptr, nbytes, owner, dtype): a bare torch storage
+  // (typed: its dtype; untyped: uint8) or the bytes of a numpy array.
+  std::shared_ptr<const Storage> storage(const nb::tuple& kind) {
+    const auto id = nb::cast<std::uintptr_t>(kind[1]);
+    const auto ptr = nb::cast<std::uintptr_t>(kind[2]);
+    const auto nbytes = nb::cast<std::uint64_t>(kind[3]);
+    auto dtype = dtype_from_name(nb::cast<std::string>(kind[5]));
+    if (!dtype) throw Error(rules::kInvalidArgument, "unknown dtype " + nb::cast<std::string>(kind[5]));
+    auto it = storages.find(id);
+    if (it != storages.end() && it->second->size() == nbytes && it->second->dtype == *dtype) return it->second;
+    auto s = Storage::external(reinterpret_cast<const std::byte*>(ptr), nbytes, hold(nb::borrow(kind[4])), *dtype);
+    storages[id] = s;
+    return s;
+  }
+
   // kind = ("tensor", storage_id, data_ptr, nbytes, owner, dtype, shape, strides,
   //         offset, requires_grad, is_parameter)
   Value tensor(const nb::tuple& kind) {
@@ -233,13 +254,6 @@ struct FromPy {
     const auto nbytes = nb::cast<std::uint64_t>(kind[3]);
     auto dtype = dtype_from_name(nb::cast<std::string>(kind[5]));
     if (!dtype) throw Error(rules::kInvalidArgument, "unknown dtype " + nb::cast<std::string>(kind[5]));
-    std::shared_ptr<const Storage> storage;
-    auto it = storages.find(id);
-    if (it != storages.end() && it->second->size() == nbytes) storage = it->second;
-    else {
-      storage = Storage::external(reinterpret_cast<const std::byte*>(ptr), nbytes, hold(nb::borrow(kind[4])), *dtype);
-      storages[id] = storage;
-    }
     auto t = std::make_shared<Tensor>();
     t->dtype = *dtype;
     for (nb::handle d : nb::borrow<nb::tuple>(kind[6])) t->shape.push_back(nb::cast<std::int64_t>(d));
@@ -247,6 +261,35 @@ struct FromPy {
     t->storage_offset = nb::cast<std::int64_t>(kind[8]);
     t->requires_grad = nb::cast<bool>(kind[9]);
     t->is_parameter = nb::cast<bool>(kind[10]);
+    std::shared_ptr<const Storage> storage;
+    if (split_storages) {
+      // Each tensor gets a storage of just the bytes it can reach (safetensors holds
+      // unshared tensors; views that do not overlap are separate tensors there).
+      const std::uint64_t item = itemsize(*dtype);
+      std::uint64_t extent = 0;
+      bool empty = false;
+      for (auto d : t->shape) empty = empty || d == 0;
+      if (!empty) {
+        extent = 1;
+        for (std::size_t i = 0; i < t->shape.size(); ++i) {
+          if (t->strides[i] < 0) throw Error(rules::kInvalidArgument, "negative strides are not supported");
+          extent += static_cast<std::uint64_t>(t->shape[i] - 1) * static_cast<std::uint64_t>(t->strides[i]);
+        }
+      }
+      const std::uint64_t begin = static_cast<std::uint64_t>(t->storage_offset) * item;
+      if (t->storage_offset < 0 || begin > nbytes || extent * item > nbytes - begin)
+        throw Error(rules::kViewOutOfBounds, "tensor view reaches past its storage");
+      storage = Storage::external(reinterpret_cast<const std::byte*>(ptr + begin), extent * item,
+                                  hold(nb::borrow(kind[4])), *dtype);
+      t->storage_offset = 0;
+    } else {
+      auto it = storages.find(id);
+      if (it != storages.end() && it->second->size() == nbytes) storage = it->second;
+      else {
+        storage = Storage::external(reinterpret_cast<const std::byte*>(ptr), nbytes, hold(nb::borrow(kind[4])), *dtype);
+        storages[id] = storage;
+      }
+    }
     t->storage = storage;
     t->validate();
     return Value(std::shared_ptr<const Tensor>(t));
@@ -309,6 +352,57 @@ nb::list inspect_tensors(const Value& root, unsigned threads) {
   return out;
 }
 
+
+nb::dict tensors_to_py(const Checkpoint& c, const std::string& framework) {
+  nb::dict d = checkpoint_to_py(c, framework, false);
+  ToPy conv;
+  conv.framework = framework;
+  nb::list tensors;
+  for (const auto& ref : collect_tensors(c.root)) {
+    const Tensor& t = *ref.tensor;
+    const std::uint64_t at = t.storage->file_offset() + static_cast<std::uint64_t>(t.storage_offset) * itemsize(t.dtype);
+    tensors.append(nb::make_tuple(ref.path, conv.tensor(t), std::string(name(t.dtype)), at));
+  }
+  d["tensors"] = tensors;
+  return d;
+}
+
+// A path (str / os.PathLike, already fspath'd by the caller into a str) is read from
+// disk; anything else is an in-memory object converted like save() does.
+Checkpoint checkpoint_of(nb::handle obj, const std::string& name) {
+  if (PyUnicode_Check(obj.ptr())) {
+    std::string path = nb::cast<std::string>(obj);
+    nb::gil_scoped_release nogil;
+    return read_file(path);
+  }
+  FromPy conv;
+  Checkpoint c;
+  c.file = name;
+  c.root = conv.convert(obj);
+  return c;
+}
+
+nb::dict scan_to_py(const ScanReport& r, const std::string& file) {
+  // The same fields, in the same order, as `tseal scan --json`.
+  nb::dict d;
+  d["file"] = file;
+  d["format"] = std::string(format_name(r.format));
+  d["verdict"] = std::string(verdict_name(r.verdict));
+  nb::list globals;
+  for (const auto& f : r.findings) {
+    nb::dict g;
+    g["module"] = f.module;
+    g["name"] = f.name;
+    g["class"] = std::string(verdict_name(f.verdict));
+    g["count"] = f.count;
+    g["where"] = f.where;
+    g["reason"] = f.reason;
+    globals.append(g);
+  }
+  d["globals"] = globals;
+  return d;
+}
+
 }  // namespace
 
 NB_MODULE(_tensorseal, m) {
@@ -327,36 +421,75 @@ NB_MODULE(_tensorseal, m) {
     }
   });
 
-  m.def("read_file", [](const std::string& path, const std::string& framework, bool verify, bool with_root) {
+  m.def("read_file", [](const std::string& path, const std::string& framework, bool verify, bool with_root,
+                        bool with_scan) {
         Checkpoint c;
+        std::optional<ScanReport> sr;
         {
           nb::gil_scoped_release nogil;
           ReadOptions o;
           o.verify_checksums = verify;
           c = read_file(path, o);
+          if (with_scan) sr = scan(c);
         }
-        return checkpoint_to_py(c, framework, with_root);
-      }, nb::arg("path"), nb::arg("framework") = "torch", nb::arg("verify") = true, nb::arg("with_root") = true);
+        nb::dict d = checkpoint_to_py(c, framework, with_root);
+        if (sr) d["scan"] = scan_to_py(*sr, path);
+        return d;
+      }, nb::arg("path"), nb::arg("framework") = "torch", nb::arg("verify") = true, nb::arg("with_root") = true,
+      nb::arg("with_scan") = false);
 
-  m.def("read_bytes", [](nb::bytes data, const std::string& name, const std::string& framework) {
+  // The tensors of a file as a flat list of (path, tensor, dtype, file offset), paths as
+  // in collect_tensors (for safetensors files: the tensor names). Zero-copy like read_file.
+  m.def("read_tensors", [](const std::string& path, const std::string& framework) {
+        Checkpoint c;
+        {
+          nb::gil_scoped_release nogil;
+          c = read_file(path);
+        }
+        return tensors_to_py(c, framework);
+      }, nb::arg("path"), nb::arg("framework") = "torch");
+
+  m.def("read_bytes_tensors", [](nb::bytes data, const std::string& name, const std::string& framework) {
         std::span<const std::byte> b(reinterpret_cast<const std::byte*>(data.c_str()), data.size());
-        Checkpoint c = read_bytes(b, name);
-        return checkpoint_to_py(c, framework, true);
+        Checkpoint c;
+        {
+          nb::gil_scoped_release nogil;
+          c = read_bytes(b, name);
+        }
+        return tensors_to_py(c, framework);
       }, nb::arg("data"), nb::arg("name") = "<bytes>", nb::arg("framework") = "torch");
 
+  m.def("read_bytes", [](nb::bytes data, const std::string& name, const std::string& framework, bool with_scan) {
+        std::span<const std::byte> b(reinterpret_cast<const std::byte*>(data.c_str()), data.size());
+        Checkpoint c;
+        std::optional<ScanReport> sr;
+        {
+          nb::gil_scoped_release nogil;  // `data` is immutable and held by the caller
+          c = read_bytes(b, name);
+          if (with_scan) sr = scan(c);
+        }
+        nb::dict d = checkpoint_to_py(c, framework, true);
+        if (sr) d["scan"] = scan_to_py(*sr, name);
+        return d;
+      }, nb::arg("data"), nb::arg("name") = "<bytes>", nb::arg("framework") = "torch", nb::arg("with_scan") = false);
+
   m.def("write_file", [](nb::handle obj, const std::string& path, const std::string& format,
-                         const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads) {
+                         const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads,
+                         bool split_storages) {
         FromPy conv;
+        conv.split_storages = split_storages;
         Value root = conv.convert(obj);
         Format f = parse_format(format);
         nb::gil_scoped_release nogil;
         write_file(root, path, f, write_options(metadata, threads));
       }, nb::arg("obj"), nb::arg("path"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
-      nb::arg("threads") = 0);
+      nb::arg("threads") = 0, nb::arg("split_storages") = false);
 
   m.def("write_bytes", [](nb::handle obj, const std::string& format,
-                          const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads) {
+                          const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads,
+                          bool split_storages) {
         FromPy conv;
+        conv.split_storages = split_storages;
         Value root = conv.convert(obj);
         Format f = parse_format(format);
         std::string out;
@@ -366,7 +499,7 @@ NB_MODULE(_tensorseal, m) {
         }
         return nb::bytes(out.data(), out.size());
       }, nb::arg("obj"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
-      nb::arg("threads") = 0);
+      nb::arg("threads") = 0, nb::arg("split_storages") = false);
 
   m.def("hash_file", [](const std::string& path, bool fast, unsigned threads) {
         nb::gil_scoped_release nogil;
@@ -402,6 +535,62 @@ NB_MODULE(_tensorseal, m) {
         d["tensors"] = inspect_tensors(c.root, threads);
         return d;
       }, nb::arg("path"), nb::arg("threads") = 0);
+
+
+  // Tools: each returns exactly what the CLI prints with --json (the library's own
+  // renderers), so Python and CLI results agree by construction.
+  m.def("diff_json", [](nb::handle a, nb::handle b, const std::string& name_a, const std::string& name_b,
+                        double atol, double rtol, std::uint64_t ulp, unsigned threads, const std::string& report) {
+        Checkpoint ca = checkpoint_of(a, name_a);
+        Checkpoint cb = checkpoint_of(b, name_b);
+        nb::gil_scoped_release nogil;
+        DiffOptions o;
+        o.atol = atol;
+        o.rtol = rtol;
+        o.ulp = ulp;
+        o.threads = threads;
+        o.histogram = !report.empty();
+        DiffReport r = diff(ca, cb, o);
+        r.file_a = name_a;
+        r.file_b = name_b;
+        if (!report.empty()) write_html_report(r, report);
+        return to_json(r);
+      }, nb::arg("a"), nb::arg("b"), nb::arg("name_a"), nb::arg("name_b"), nb::arg("atol") = 0.0,
+      nb::arg("rtol") = 0.0, nb::arg("ulp") = 0, nb::arg("threads") = 0, nb::arg("report") = "");
+
+  m.def("explain_json", [](nb::handle a, nb::handle b, const std::string& name_a, const std::string& name_b) {
+        Checkpoint ca = checkpoint_of(a, name_a);
+        Checkpoint cb = checkpoint_of(b, name_b);
+        nb::gil_scoped_release nogil;
+        ExplainReport r = explain(ca, cb);
+        r.file_a = name_a;
+        r.file_b = name_b;
+        return to_json(r);
+      }, nb::arg("a"), nb::arg("b"), nb::arg("name_a"), nb::arg("name_b"));
+
+  m.def("verify_json", [](const std::vector<std::string>& paths, unsigned threads) {
+        nb::gil_scoped_release nogil;
+        VerifyOptions o;
+        o.threads = threads;
+        std::vector<VerifyResult> results;
+        for (const auto& p : paths) results.push_back(verify_file(p, o));
+        return to_json(results);
+      }, nb::arg("paths"), nb::arg("threads") = 0);
+
+  m.def("scan_file", [](const std::string& path) {
+        ScanReport r;
+        {
+          nb::gil_scoped_release nogil;
+          r = scan_file(path);
+        }
+        return scan_to_py(r, path);
+      }, nb::arg("path"));
+
+  m.def("classify_global", [](const std::string& module, const std::string& name) {
+        std::string reason;
+        Verdict v = classify_global(module, name, &reason);
+        return nb::make_tuple(std::string(verdict_name(v)), reason);
+      }, nb::arg("module"), nb::arg("name"));
 
   m.def("detect_format", [](nb::bytes head) {
         return std::string(format_name(detect_format({reinterpret_cast<const std::byte*>(head.c_str()), head.size()})));

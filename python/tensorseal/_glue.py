@@ -151,6 +151,21 @@ def _describe_numpy(a: np.ndarray) -> tuple:
             tuple(s // item for s in a.strides), 0, False, False)
 
 
+def _describe_storage(s: Any) -> tuple:
+    """A bare torch storage: typed storages keep their dtype, untyped ones are bytes."""
+    if isinstance(s, torch.storage.TypedStorage):
+        dtype = dtype_name(s.dtype)
+        untyped = s._untyped_storage
+    else:
+        dtype = "uint8"
+        untyped = s
+    if untyped.device.type == "meta":
+        raise TypeError("cannot save a storage on the meta device (it has no data)")
+    if untyped.device.type != "cpu":
+        untyped = untyped.cpu()
+    return ("storage", untyped.data_ptr(), untyped.data_ptr(), untyped.nbytes(), untyped, dtype)
+
+
 def classify(obj: Any) -> tuple:
     if type(obj) is dict:
         return ("dict", 0, list(obj.items()), None)
@@ -164,6 +179,8 @@ def classify(obj: Any) -> tuple:
     if torch is not None:
         if isinstance(obj, torch.Tensor):
             return _describe_torch(obj)
+        if isinstance(obj, (torch.storage.TypedStorage, torch.UntypedStorage)):
+            return _describe_storage(obj)
         if isinstance(obj, torch.dtype):
             return ("global", "torch", dtype_name(obj))
         if isinstance(obj, torch.Size):

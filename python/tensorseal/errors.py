@@ -6,7 +6,8 @@ of it. All derive from :class:`tensorseal.Error`.
 """
 from __future__ import annotations
 
-from typing import Optional
+import pickle
+from typing import Any, Optional, Tuple
 
 
 class Error(Exception):
@@ -21,6 +22,10 @@ class Error(Exception):
         self.file = file
         self.offset = offset
         self.detail = detail
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        # Exceptions pickle their args only; keep where/what across processes.
+        return (type(self), (str(self), self.rule, self.file, self.offset, self.detail))
 
 
 class InvalidArgumentError(Error, ValueError):
@@ -38,8 +43,9 @@ class CorruptFileError(Error):
     kind = "corrupt"
 
 
-class UnsafePickleError(Error):
-    """The file asks for something tensorseal refuses to do (code execution)."""
+class UnsafePickleError(Error, pickle.UnpicklingError):
+    """The file asks for something tensorseal refuses to do (code execution). Also a
+    ``pickle.UnpicklingError``, what ``torch.load(weights_only=True)`` raises."""
     kind = "unsafe"
 
 
@@ -63,4 +69,5 @@ _BY_KIND = {c.kind: c for c in (InvalidArgumentError, IoError, CorruptFileError,
 
 
 def class_for_kind(kind: str) -> type:
+    """The exception class for an error kind (``tensorseal::kind_name``)."""
     return _BY_KIND.get(kind, InternalError)

@@ -1,0 +1,280 @@
+"""The package's functions (re-exported by ``tensorseal``). All format logic is in the
+C++ core; this module converts arguments and results."""
+from __future__ import annotations
+
+import collections
+import json
+import os
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+from . import _tensorseal as _core
+from .errors import InvalidArgumentError
+from .objects import Opaque
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+_FORMAT_ALIASES = {"pt": "torch-zip", "torch": "torch-zip", "pth": "torch-zip", "legacy": "torch-legacy"}
+
+
+def _default_framework() -> str:
+    try:
+        import torch  # noqa: F401
+        return "torch"
+    except ImportError:
+        return "numpy"
+
+
+def _framework(framework: Optional[str]) -> str:
+    if framework is None:
+        return _default_framework()
+    f = {"pt": "torch", "np": "numpy"}.get(framework, framework)
+    if f not in ("torch", "numpy"):
+        raise InvalidArgumentError(f"unknown framework {framework!r} (use 'torch' or 'numpy')", "api/invalid-argument")
+    return f
+
+
+def _format_for(path: Union[PathLike, str], format: Optional[str]) -> str:
+    if format is not None:
+        return _FORMAT_ALIASES.get(format, format)
+    fmt = _core.format_for_extension(os.fspath(path))
+    if fmt == "unknown":
+        raise InvalidArgumentError(
+            f"{os.fspath(path)}: cannot tell the format from the extension; pass format=",
+            "api/invalid-argument", os.fspath(path))
+    return fmt
+
+
+def _is_path(x: Any) -> bool:
+    return isinstance(x, (str, os.PathLike))
+
+
+class Checkpoint:
+    """Everything tensorseal read from a file: the content and container facts.
+
+    Attributes: ``format`` ("torch-zip", "safetensors", ...), ``file``, ``root`` (the
+    content), ``metadata`` (safetensors ``__metadata__``), ``facts`` (container facts
+    as ``(topic, where, value)``, what ``explain`` compares) and ``globals`` (every
+    global the file's pickles reference, as ``(module, name, where)``).
+    """
+
+    def __init__(self, d: Dict[str, Any]) -> None:
+        self.format: str = d["format"]
+        self.file: str = d["file"]
+        self.root: Any = d.get("root")
+        self.metadata: Dict[str, str] = dict(d["metadata"])
+        self.facts: List[Tuple[str, str, str]] = list(d["facts"])
+        self.globals: List[Tuple[str, str, str]] = list(d["globals"])
+
+    def __repr__(self) -> str:
+        return f"Checkpoint(format={self.format!r}, file={self.file!r})"
+
+
+def read(path: PathLike, *, framework: Optional[str] = None, verify: bool = True) -> Checkpoint:
+    """Reads any supported file (format detected from its content) into a Checkpoint."""
+    return Checkpoint(_core.read_file(os.fspath(path), _framework(framework), verify))
+
+
+def load(path: PathLike, *, mmap: bool = True, device: str = "cpu", framework: Optional[str] = None,
+         verify: bool = True) -> Any:
+    """Loads a checkpoint of any supported format without executing pickle code.
+
+    Returns the whole content: nested dicts/lists, optimizer state, ``Parameter``\\ s
+    (as Parameters), OrderedDicts with their ``_metadata``; tensors that share a
+    storage in the file share memory after loading (tied weights stay tied).
+
+    ``mmap=True``: tensors are views of the file's memory map (no copy; pages are read
+    when touched; the mapping is private, writes never reach the file).
+    ``mmap=False``: tensors are copied into memory. ``device``: torch device to move
+    tensors to (sharing is kept). ``framework``: "torch" (default when torch is
+    installed) or "numpy" (bf16/float8 through ``ml_dtypes``). ``verify``: check the
+    zip CRC32s of torch files (reads every byte once).
+    """
+    fw = _framework(framework)
+    root = _core.read_file(os.fspath(path), fw, verify)["root"]
+    if fw == "numpy" and device != "cpu":
+        raise InvalidArgumentError(f"numpy arrays live on the cpu, not {device!r}", "api/invalid-argument")
+    if not mmap or device != "cpu":
+        root = _materialise(root, fw, device, copy=not mmap)
+    return root
+
+
+def load_bytes(data: Union[bytes, bytearray, memoryview], *, framework: Optional[str] = None,
+               name: str = "<bytes>") -> Any:
+    """Like load(), from bytes in memory (copied once into a buffer the tensors view)."""
+    return _core.read_bytes(bytes(data), name, _framework(framework))["root"]
+
+
+def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
+         metadata: Optional[Dict[str, str]] = None, threads: int = 0) -> None:
+    """Writes ``obj`` canonically: the bytes depend only on the content.
+
+    ``obj``: a tensor, array, or any nesting of dicts/OrderedDicts/lists/tuples with
+    tensors, Parameters, numbers, strings, dtypes (a state_dict, optimizer state, a
+    whole training checkpoint). The format comes from ``format`` ("safetensors",
+    "torch-zip" / "pt", "torch-legacy", "npz", "npy") or the file extension. The write
+    is atomic (temp file, fsync, rename). Tensor data is read straight from the
+    tensors' memory (no copy through Python); the GIL is released while writing.
+    """
+    _core.write_file(obj, os.fspath(path), _format_for(path, format), sorted((metadata or {}).items()), threads)
+
+
+def save_bytes(obj: Any, format: str, *, metadata: Optional[Dict[str, str]] = None, threads: int = 0) -> bytes:
+    """The canonical bytes save() would write in ``format``."""
+    return _core.write_bytes(obj, _format_for("", format), sorted((metadata or {}).items()), threads)
+
+
+def hash(path_or_obj: Any, *, fast: bool = False, threads: int = 0) -> str:
+    """Content hash ("sha256:<hex>"; "xxh3:<hex>" with fast=True) of a file or of an
+    in-memory object, as ``tseal hash`` prints it. Independent of container, layout,
+    dict order and file name. The GIL is released while hashing."""
+    if _is_path(path_or_obj):
+        return _core.hash_file(os.fspath(path_or_obj), fast, threads)
+    return _core.hash_object(path_or_obj, fast, threads)
+
+
+def inspect(path: PathLike, *, threads: int = 0) -> Dict[str, Any]:
+    """What ``tseal inspect --json`` prints, as a dict: file, format, content_hash,
+    tensors (name, dtype, shape, sha256) and, when the file has any, metadata."""
+    d = _core.inspect_file(os.fspath(path), threads)
+    out = {"file": os.fspath(path), "format": d["format"], "content_hash": d["content_hash"],
+           "tensors": d["tensors"]}
+    if d["metadata"]:
+        out["metadata"] = dict(d["metadata"])
+    return out
+
+
+def _operand(x: Any) -> Tuple[Any, str]:
+    return (os.fspath(x), os.fspath(x)) if _is_path(x) else (x, "<object>")
+
+
+def diff(a: Any, b: Any, *, atol: float = 0.0, rtol: float = 0.0, ulp: int = 0, threads: int = 0,
+         report: Optional[PathLike] = None) -> Dict[str, Any]:
+    """Compares two checkpoints value by value: what ``tseal diff A B --json`` prints,
+    as a dict (schema: docs/cli.md). ``a`` and ``b`` are paths or in-memory objects.
+    ``report``: also write the self-contained HTML report there."""
+    oa, na = _operand(a)
+    ob, nb = _operand(b)
+    return json.loads(_core.diff_json(oa, ob, na, nb, float(atol), float(rtol), int(ulp), threads,
+                                      os.fspath(report) if report is not None else ""))
+
+
+def explain(a: Any, b: Any) -> Dict[str, Any]:
+    """Why the bytes of two checkpoints differ: what ``tseal explain A B --json`` prints,
+    as a dict. ``a`` and ``b`` are paths (or in-memory objects: then only content is
+    compared, there are no bytes or container facts)."""
+    oa, na = _operand(a)
+    ob, nb = _operand(b)
+    return json.loads(_core.explain_json(oa, ob, na, nb))
+
+
+def scan(path: PathLike) -> Dict[str, Any]:
+    """Every global the file's pickles reference, classed safe/unknown/dangerous: what
+    ``tseal scan FILE --json`` prints, as a dict. Never executes anything."""
+    return _core.scan_file(os.fspath(path))
+
+
+def verify(*paths: PathLike, threads: int = 0) -> Dict[str, Any]:
+    """Full validation (structure, every tensor, every checksum, embedded content hash):
+    what ``tseal verify FILE... --json`` prints, as a dict ``{"ok", "files": [...]}``.
+    Problems are reported, not raised."""
+    if not paths:
+        raise InvalidArgumentError("verify() needs at least one path", "api/invalid-argument")
+    return json.loads(_core.verify_json([os.fspath(p) for p in paths], threads))
+
+
+# ---- walking loaded objects -------------------------------------------------------
+
+def _map_tensors(obj: Any, fn: Callable[[Any], Any], memo: Optional[Dict[int, Any]] = None) -> Any:
+    """Rebuilds the containers of a loaded object with ``fn`` applied to every leaf.
+    An object referenced twice stays one object (and cycles are kept)."""
+    if memo is None:
+        memo = {}
+    key = id(obj)
+    if key in memo:
+        return memo[key]
+    t = type(obj)
+    if t in (dict, collections.OrderedDict, collections.Counter):
+        out: Any = t()
+        memo[key] = out
+        for k, v in obj.items():
+            out[k] = _map_tensors(v, fn, memo)
+        for k, v in getattr(obj, "__dict__", {}).items():
+            setattr(out, k, _map_tensors(v, fn, memo))
+        return out
+    if t is list:
+        out = []
+        memo[key] = out
+        out.extend(_map_tensors(v, fn, memo) for v in obj)
+        return out
+    if t is tuple:
+        out = tuple(_map_tensors(v, fn, memo) for v in obj)
+    elif t in (set, frozenset):
+        out = t(_map_tensors(v, fn, memo) for v in obj)
+    elif t is Opaque:
+        out = Opaque(_map_tensors(obj.callable, fn, memo), _map_tensors(obj.args, fn, memo),
+                     _map_tensors(obj.kwargs, fn, memo), obj.how, _map_tensors(obj.state, fn, memo),
+                     obj.has_state, [_map_tensors(v, fn, memo) for v in obj.list_items],
+                     [(_map_tensors(k, fn, memo), _map_tensors(v, fn, memo)) for k, v in obj.dict_items])
+    else:
+        out = fn(obj)
+    memo[key] = out
+    return out
+
+
+def _retarget(t: Any, storage: Any) -> Any:
+    """A tensor with ``t``'s view (dtype, offset, shape, strides) over ``storage``."""
+    import torch
+    out = torch.empty((0,), dtype=t.dtype, device=storage.device)
+    out.set_(storage, t.storage_offset(), t.shape, t.stride())
+    if isinstance(t, torch.nn.Parameter):
+        return torch.nn.Parameter(out, requires_grad=t.requires_grad)
+    if t.requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def _materialise(obj: Any, framework: str, device: str, copy: bool = True) -> Any:
+    """Copies mapped tensors into memory and/or moves them to ``device``, keeping
+    shared storages shared, Parameters Parameters and OrderedDict attributes."""
+    if framework == "torch":
+        import torch
+        moved: Dict[Any, Any] = {}
+
+        def move(s: Any) -> Any:
+            key = (s.data_ptr(), s.nbytes()) if s.data_ptr() else id(s)
+            if key not in moved:
+                flat = torch.empty((0,), dtype=torch.uint8, device=s.device)
+                flat.set_(s, 0, (s.nbytes(),), (1,))
+                moved[key] = flat.to(device=device, copy=copy).untyped_storage()
+            return moved[key]
+
+        def fix(x: Any) -> Any:
+            if isinstance(x, torch.Tensor):
+                return _retarget(x, move(x.untyped_storage()))
+            if isinstance(x, torch.storage.TypedStorage):
+                return torch.storage.TypedStorage(wrap_storage=move(x._untyped_storage), dtype=x.dtype,
+                                                  _internal=True)
+            if isinstance(x, torch.UntypedStorage):
+                return move(x)
+            return x
+
+        return _map_tensors(obj, fix)
+
+    import numpy as np
+    buffers: Dict[int, Any] = {}
+
+    def fix_np(x: Any) -> Any:
+        if not isinstance(x, np.ndarray):
+            return x
+        base = x
+        while isinstance(base.base, np.ndarray):
+            base = base.base
+        if id(base) not in buffers:
+            buffers[id(base)] = (base, np.array(base, copy=True))
+        src, dst = buffers[id(base)]
+        if x is src:
+            return dst
+        offset = x.__array_interface__["data"][0] - src.__array_interface__["data"][0]
+        return np.ndarray(x.shape, dtype=x.dtype, buffer=dst, offset=offset, strides=x.strides)
+
+    return _map_tensors(obj, fix_np)

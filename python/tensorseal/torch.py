@@ -1,0 +1,145 @@
+"""Drop-in replacements for ``torch.save`` / ``torch.load``.
+
+    import tensorseal.torch as tst
+    tst.save(model.state_dict(), "model.pt")       # canonical .pt: same bytes every time
+    sd = tst.load("model.pt")                        # never executes pickle code
+
+``save`` writes what ``torch.save`` writes (a zip ``.pt`` that stock ``torch.load``
+reads, or the legacy format with ``_use_new_zipfile_serialization=False``), but
+canonically: the bytes depend only on the content, not on the file name, memory
+addresses or time. ``load`` reads every torch format (and safetensors / npy / npz)
+without running pickle code. This module is ``tensorseal.torch``; the real ``torch``
+is untouched and imported here with an absolute import.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+from typing import IO, Any, Callable, Dict, Optional, Union
+
+import torch  # the real torch (absolute import)
+
+from . import _api
+from .errors import InvalidArgumentError, UnsafePickleError
+
+__all__ = ["save", "load"]
+
+FileLike = Union[str, "os.PathLike[str]", IO[bytes]]
+MapLocation = Union[None, str, "torch.device", Dict[str, str], Callable[..., Any]]
+
+
+def _is_path(f: Any) -> bool:
+    return isinstance(f, (str, os.PathLike))
+
+
+def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int = 2,
+         _use_new_zipfile_serialization: bool = True, _disable_byteorder_record: bool = False) -> None:
+    """Saves ``obj`` like ``torch.save(obj, f)``, with canonical bytes.
+
+    ``f`` is a path or a writable binary file object. The zip format is written by
+    default, the legacy format with ``_use_new_zipfile_serialization=False``.
+    ``pickle_module`` and ``pickle_protocol`` are accepted for compatibility; the
+    canonical writer always uses protocol 2 (what torch writes by default).
+    Objects must be data (tensors, containers, numbers, strings, dtypes, ...); a
+    whole ``nn.Module`` cannot be saved (save its ``state_dict()``).
+    """
+    if pickle_module is not None and pickle_module is not pickle:
+        raise InvalidArgumentError("tensorseal.torch.save: pickle_module is not supported",
+                                   "api/invalid-argument")
+    fmt = "torch-zip" if _use_new_zipfile_serialization else "torch-legacy"
+    if _is_path(f):
+        _api.save(obj, f, fmt)
+        return
+    if not hasattr(f, "write"):
+        raise InvalidArgumentError(f"tensorseal.torch.save: f must be a path or a binary file, not {type(f).__name__}",
+                                   "api/invalid-argument")
+    f.write(_api.save_bytes(obj, fmt))
+    if hasattr(f, "flush"):
+        f.flush()
+
+
+def _unsafe_findings(scan: Dict[str, Any]) -> list:
+    return [g for g in scan["globals"] if g["class"] != "safe"]
+
+
+def _raise_unsafe(scan: Dict[str, Any], name: str) -> None:
+    bad = _unsafe_findings(scan)
+    if not bad:
+        return
+    first = bad[0]
+    names = ", ".join(f"{g['module']}.{g['name']} ({g['class']})" for g in bad[:8])
+    detail = (f"weights_only load refused {len(bad)} global(s) outside the safe set: {names}; "
+              f"first at {first['where']}")
+    raise UnsafePickleError(f"{name}: [scan/{first['class']}-global] {detail}", f"scan/{first['class']}-global",
+                            name, None, detail)
+
+
+def _map_location(obj: Any, map_location: MapLocation) -> Any:
+    if map_location is None:
+        return obj
+    if isinstance(map_location, dict):
+        target = map_location.get("cpu", "cpu")
+        return obj if target == "cpu" else _api._materialise(obj, "torch", str(target), copy=False)
+    if callable(map_location) and not isinstance(map_location, (str, torch.device)):
+        memo: Dict[int, Any] = {}
+
+        def fix(t: Any) -> Any:
+            if not isinstance(t, torch.Tensor):
+                return t
+            s = t.untyped_storage()
+            key = id(s) if s.data_ptr() == 0 else s.data_ptr()
+            if key not in memo:
+                moved = map_location(s, "cpu")
+                memo[key] = s if moved is None else moved
+            return _api._retarget(t, memo[key])
+
+        return _api._map_tensors(obj, fix)
+    device = str(torch.device(map_location))
+    return obj if device == "cpu" else _api._materialise(obj, "torch", device, copy=False)
+
+
+def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = None, *,
+         weights_only: Optional[bool] = True, mmap: Optional[bool] = None, **pickle_load_args: Any) -> Any:
+    """Loads a checkpoint like ``torch.load(f)``, without executing pickle code.
+
+    ``f`` is a path or a readable binary file object. Any torch format (zip, legacy,
+    plain pickle of tensors) and safetensors / npy / npz are accepted.
+
+    * ``weights_only=True`` (the default, as in torch >= 2.6): a file that references
+      any global outside torch's safe set (``tensorseal.scan`` classes it unknown or
+      dangerous) raises :class:`tensorseal.UnsafePickleError` (also a
+      ``pickle.UnpicklingError``), as ``torch.load`` would.
+      ``weights_only=False`` never executes anything either: such objects come back as
+      :class:`tensorseal.Opaque` data instead of raising.
+    * ``map_location``: ``None`` / ``"cpu"`` keep tensors on the CPU (tensorseal does
+      not restore saved CUDA locations), a device string or ``torch.device`` moves
+      them, a dict maps ``"cpu"`` to a target, a callable is called as
+      ``fn(storage, "cpu")`` and its result used (``None`` keeps the storage).
+    * ``mmap``: ``None`` or ``True`` maps paths (tensors are zero-copy views of the
+      file, private copy-on-write), ``False`` copies them into memory. File objects
+      are read into memory.
+    """
+    if pickle_module is not None and pickle_module is not pickle:
+        raise InvalidArgumentError("tensorseal.torch.load: pickle_module is not supported", "api/invalid-argument")
+    if pickle_load_args.get("encoding", "utf-8") not in ("utf-8", "latin1", "bytes", "ASCII", "ascii"):
+        raise InvalidArgumentError("tensorseal.torch.load: unsupported encoding", "api/invalid-argument")
+    scan = weights_only is not False
+    if _is_path(f):
+        name = os.fspath(f)
+        d = _api._core.read_file(name, "torch", True, True, scan)
+        obj = d["root"]
+        if mmap is False:
+            obj = _api._materialise(obj, "torch", "cpu", copy=True)
+    else:
+        if not hasattr(f, "read"):
+            raise InvalidArgumentError(
+                f"tensorseal.torch.load: f must be a path or a binary file, not {type(f).__name__}",
+                "api/invalid-argument")
+        name = getattr(f, "name", None) if isinstance(getattr(f, "name", None), str) else "<file>"
+        data = f.read()
+        d = _api._core.read_bytes(bytes(data), name, "torch", scan)
+        obj = d["root"]
+    if scan:
+        _raise_unsafe(d["scan"], name)
+    return _map_location(obj, map_location)
+

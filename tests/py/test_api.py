@@ -1,0 +1,424 @@
+"""tensorseal's Python API: round trips of every dtype and structure through every
+format, torch.load of tensorseal files and tensorseal.load of torch files, whole
+checkpoints (Parameters, tied weights, OrderedDict _metadata, optimizer state),
+numpy/ml_dtypes, device moves, errors (one class per kind, raised for real cases),
+and hash/diff/explain/scan/verify equal to the CLI's --json output."""
+from __future__ import annotations
+
+import collections
+import importlib
+import json
+import os
+import pickle
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+import tensorseal
+from conftest import run_tseal
+
+# Every dtype torch 2.13 can hold in a strided CPU tensor and tensorseal names.
+ALL_DTYPES = [torch.bool, torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.int8, torch.int16,
+              torch.int32, torch.int64, torch.float16, torch.bfloat16, torch.float32, torch.float64,
+              torch.complex32, torch.complex64, torch.complex128, torch.float8_e4m3fn, torch.float8_e5m2,
+              torch.float8_e4m3fnuz, torch.float8_e5m2fnuz, torch.float8_e8m0fnu]
+LEGACY_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+                 torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128]
+SAFETENSORS_DTYPES = [d for d in ALL_DTYPES if d not in (torch.complex32, torch.complex128)]
+NUMPY_DTYPES = [torch.bool, torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.int8, torch.int16,
+                torch.int32, torch.int64, torch.float16, torch.float32, torch.float64, torch.complex64,
+                torch.complex128]
+FORMATS = {"torch-zip": ("pt", ALL_DTYPES), "torch-legacy": ("pt", LEGACY_DTYPES),
+           "safetensors": ("safetensors", SAFETENSORS_DTYPES), "npz": ("npz", NUMPY_DTYPES)}
+
+
+def random_tensor(dtype: torch.dtype, shape: tuple, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    n = int(np.prod(shape)) if shape else 1
+    raw = torch.randint(0, 256, (n * torch.empty((), dtype=dtype).element_size(),), dtype=torch.uint8, generator=g)
+    if dtype == torch.bool:
+        return (raw % 2).to(torch.bool).reshape(shape)
+    return raw.view(dtype).reshape(shape)
+
+
+def elem_bytes(t) -> bytes:
+    if isinstance(t, np.ndarray):
+        return np.ascontiguousarray(t).tobytes()
+    return t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+def same_tensor(a, b) -> bool:
+    return type(a) is type(b) and a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape) and \
+        elem_bytes(a) == elem_bytes(b)
+
+
+# ---- round trips ------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_every_dtype_round_trips_bit_exactly(fmt, tmp_path):
+    ext, dtypes = FORMATS[fmt]
+    tensors = {f"t{i}_{str(dt)[6:]}": random_tensor(dt, (3, 4), i) for i, dt in enumerate(dtypes)}
+    tensors["scalar"] = random_tensor(torch.float32, (), 99)
+    tensors["empty"] = torch.empty((0, 3), dtype=torch.int16)
+    path = tmp_path / f"x.{ext}"
+    tensorseal.save(tensors, path, format=fmt)
+    loaded = tensorseal.load(path)
+    assert list(loaded) == list(tensors) or set(loaded) == set(tensors)
+    for k, t in tensors.items():
+        assert same_tensor(loaded[k], t), k
+    # Writers are canonical: saving again gives the same bytes, and so does save_bytes.
+    again = tmp_path / f"y.{ext}"
+    tensorseal.save(loaded, again, format=fmt)
+    assert again.read_bytes() == path.read_bytes() == tensorseal.save_bytes(tensors, fmt)
+    assert tensorseal.hash(path) == tensorseal.hash(tensors)
+
+
+@pytest.mark.parametrize("fmt", ["torch-zip", "torch-legacy"])
+def test_torch_loads_tensorseal_files(fmt, tmp_path):
+    dtypes = FORMATS[fmt][1]
+    sd = collections.OrderedDict((f"w{i}", random_tensor(dt, (2, 3), i)) for i, dt in enumerate(dtypes))
+    sd._metadata = {"": {"version": 1}}
+    path = tmp_path / "m.pt"
+    tensorseal.save(sd, path, format=fmt)
+    back = torch.load(path, weights_only=True)
+    assert type(back) is collections.OrderedDict and back._metadata == {"": {"version": 1}}
+    for k, t in sd.items():
+        assert same_tensor(back[k], t)
+
+
+@pytest.mark.parametrize("zipfile", [True, False])
+def test_tensorseal_loads_torch_files(zipfile, tmp_path):
+    dtypes = ALL_DTYPES if zipfile else LEGACY_DTYPES
+    obj = {"tensors": [random_tensor(dt, (4,), i) for i, dt in enumerate(dtypes)],
+           "step": 7, "lr": 1e-3, "name": "run", "flags": (True, None), "big": 2 ** 80}
+    path = tmp_path / "t.pt"
+    torch.save(obj, path, _use_new_zipfile_serialization=zipfile)
+    back = tensorseal.load(path)
+    assert {k: v for k, v in back.items() if k != "tensors"} == {k: v for k, v in obj.items() if k != "tensors"}
+    for a, b in zip(back["tensors"], obj["tensors"]):
+        assert same_tensor(a, b)
+
+
+def _training_checkpoint():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 10, bias=False))
+    model[1].weight = model[0].weight  # tied weights
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.tensor([[1, 2, 3]])).sum().backward()
+    opt.step()
+    return model, opt
+
+
+@pytest.mark.parametrize("ext", ["pt", "safetensors"])
+def test_whole_checkpoint_round_trip(ext, tmp_path):
+    model, opt = _training_checkpoint()
+    params = dict(model.named_parameters(remove_duplicate=False))
+    ckpt = {"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": 3,
+            "params": [params["0.weight"], params["1.weight"]], "shape": torch.Size([2, 3]),
+            "dtype": torch.bfloat16}
+    path = tmp_path / f"ckpt.{ext}"
+    tensorseal.save(ckpt, path)
+    back = tensorseal.load(path)
+    assert type(back["model"]) is collections.OrderedDict
+    assert back["model"]._metadata == ckpt["model"]._metadata
+    assert list(back["model"]) == list(ckpt["model"])
+    # Tied weights share memory after load (safetensors: see test_safetensors_keeps_views_shared);
+    # Parameters come back as Parameters; one object saved twice is one object.
+    w0, w1 = back["model"]["0.weight"], back["model"]["1.weight"]
+    if ext == "pt":
+        assert w0.data_ptr() == w1.data_ptr() and w0.untyped_storage().data_ptr() == w1.untyped_storage().data_ptr()
+        assert back["params"][0].untyped_storage().data_ptr() == w0.untyped_storage().data_ptr()
+    p0, p1 = back["params"]
+    assert isinstance(p0, torch.nn.Parameter) and p0.requires_grad and isinstance(p1, torch.nn.Parameter)
+    assert p0.untyped_storage().data_ptr() == p1.untyped_storage().data_ptr()  # one Parameter saved twice
+    if ext == "pt":
+        assert p0 is p1
+    assert back["optimizer"]["param_groups"] == ckpt["optimizer"]["param_groups"]
+    for k, st in ckpt["optimizer"]["state"].items():
+        for name, v in st.items():
+            got = back["optimizer"]["state"][k][name]
+            assert same_tensor(got, v) if isinstance(v, torch.Tensor) else got == v
+    assert back["epoch"] == 3 and back["shape"] == torch.Size([2, 3]) and back["dtype"] is torch.bfloat16
+    # The loaded checkpoint restores into fresh objects.
+    model2, opt2 = _training_checkpoint()
+    model2.load_state_dict(back["model"])
+    opt2.load_state_dict(back["optimizer"])
+    assert tensorseal.hash(back) == tensorseal.hash(ckpt) == tensorseal.hash(path)
+
+
+@pytest.mark.xfail(reason="C++ safetensors structure writer stores each tensor object separately: distinct "
+                          "tensors viewing one storage (a tied model's state_dict, views) are copied, not shared",
+                   strict=False)
+def test_safetensors_keeps_views_shared(tmp_path):
+    base = torch.randn(4, 4)
+    path = tmp_path / "v.safetensors"
+    tensorseal.save({"a": base, "a_again": base.detach(), "row": base[1]}, path)
+    back = tensorseal.load(path)
+    ptr = back["a"].untyped_storage().data_ptr()
+    assert back["a_again"].untyped_storage().data_ptr() == ptr == back["row"].untyped_storage().data_ptr()
+
+
+def test_mmap_false_copies_and_keeps_sharing(tmp_path):
+    t = torch.arange(12, dtype=torch.float32)
+    path = tmp_path / "v.pt"
+    tensorseal.save({"a": t, "b": t[2:5], "p": torch.nn.Parameter(torch.ones(2))}, path)
+    mapped = tensorseal.load(path)
+    copied = tensorseal.load(path, mmap=False)
+    assert copied["a"].data_ptr() != mapped["a"].data_ptr()
+    assert copied["b"].untyped_storage().data_ptr() == copied["a"].untyped_storage().data_ptr()
+    assert copied["b"].storage_offset() == 2 and copied["b"].tolist() == [2.0, 3.0, 4.0]
+    assert isinstance(copied["p"], torch.nn.Parameter)
+    copied["a"][0] = 100  # writable memory of our own
+    assert copied["b"].tolist() == [2.0, 3.0, 4.0] and tensorseal.load(path)["a"][0] == 0
+
+
+def test_device_move_keeps_structure(tmp_path):
+    # The meta device stands in for an accelerator: same code path as "cuda".
+    t = torch.arange(6, dtype=torch.float32)
+    sd = collections.OrderedDict(a=t, b=t.view(2, 3), p=torch.nn.Parameter(torch.ones(3)))
+    sd._metadata = {"": {"version": 2}}
+    path = tmp_path / "d.pt"
+    tensorseal.save(sd, path)
+    back = tensorseal.load(path, device="meta")
+    assert all(v.device.type == "meta" for v in back.values())
+    assert isinstance(back["p"], torch.nn.Parameter) and back["b"].shape == (2, 3)
+    assert back._metadata == {"": {"version": 2}}
+    if torch.cuda.is_available():  # pragma: no cover - only on GPU machines
+        cuda = tensorseal.load(path, device="cuda")
+        assert cuda["a"].is_cuda and cuda["a"].untyped_storage().data_ptr() == cuda["b"].untyped_storage().data_ptr()
+        assert torch.equal(cuda["b"].cpu(), t.view(2, 3))
+
+
+def test_numpy_framework_uses_ml_dtypes(tmp_path):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    tensors = {"bf16": random_tensor(torch.bfloat16, (3,), 1), "f8": random_tensor(torch.float8_e4m3fn, (5,), 2),
+               "f8b": random_tensor(torch.float8_e5m2, (2, 2), 3), "i": torch.arange(4)}
+    path = tmp_path / "np.safetensors"
+    tensorseal.save(tensors, path)
+    arrays = tensorseal.load(path, framework="numpy")
+    assert arrays["bf16"].dtype == np.dtype(ml_dtypes.bfloat16)
+    assert arrays["f8"].dtype == np.dtype(ml_dtypes.float8_e4m3fn)
+    assert arrays["f8b"].dtype == np.dtype(ml_dtypes.float8_e5m2) and arrays["f8b"].shape == (2, 2)
+    for k, t in tensors.items():
+        assert elem_bytes(arrays[k]) == elem_bytes(t)
+    # numpy in, same canonical bytes and hash as the torch tensors.
+    assert tensorseal.save_bytes(arrays, "safetensors") == path.read_bytes()
+    assert tensorseal.hash(arrays) == tensorseal.hash(path)
+    copied = tensorseal.load(path, framework="numpy", mmap=False)
+    assert copied["i"].flags.writeable and elem_bytes(copied["i"]) == elem_bytes(tensors["i"])
+
+
+def test_load_bytes_and_save_bytes():
+    obj = {"w": torch.randn(3), "n": 1}
+    for fmt in ("torch-zip", "torch-legacy", "safetensors"):
+        if fmt == "safetensors":
+            obj = {"w": obj["w"]}
+        data = tensorseal.save_bytes(obj, fmt)
+        back = tensorseal.load_bytes(data)
+        assert same_tensor(back["w"], obj["w"])
+
+
+# ---- errors: one class per kind, each raised by a real case ----------------------------
+
+def test_error_classes_derive_from_error():
+    for cls in (tensorseal.CorruptFileError, tensorseal.UnsafePickleError, tensorseal.UnsupportedError,
+                tensorseal.LimitError, tensorseal.IoError, tensorseal.InvalidArgumentError,
+                tensorseal.InternalError):
+        assert issubclass(cls, tensorseal.Error)
+    assert issubclass(tensorseal.IoError, OSError) and issubclass(tensorseal.InvalidArgumentError, ValueError)
+    assert issubclass(tensorseal.UnsafePickleError, pickle.UnpicklingError)
+
+
+def test_corrupt_file_error(tmp_path):
+    path = tmp_path / "c.safetensors"
+    tensorseal.save({"w": torch.ones(4)}, path)
+    path.write_bytes(path.read_bytes()[:-3])
+    with pytest.raises(tensorseal.CorruptFileError) as e:
+        tensorseal.load(path)
+    err = e.value
+    assert err.file == str(path) and err.rule.startswith("safetensors/") and err.rule in str(err)
+    assert str(path) in str(err)
+
+
+def test_corrupt_error_carries_offset(tmp_path):
+    path = tmp_path / "h.safetensors"
+    header = b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
+    header += b" " * (-len(header) % 8)
+    body = struct.pack("<Q", len(header)) + header + b"\0" * 4  # 4 of 8 data bytes
+    path.write_bytes(body)
+    with pytest.raises(tensorseal.CorruptFileError) as e:
+        tensorseal.load(path)
+    assert e.value.rule.startswith("safetensors/") and e.value.file == str(path)
+    assert e.value.offset is None or isinstance(e.value.offset, int)
+
+
+def test_unsupported_error(tmp_path):
+    path = tmp_path / "u.bin"
+    path.write_bytes(b"definitely not a checkpoint format" * 4)
+    with pytest.raises(tensorseal.UnsupportedError) as e:
+        tensorseal.load(path)
+    assert e.value.rule == "detect/unknown-format" and e.value.file == str(path)
+
+
+def test_io_error(tmp_path):
+    missing = tmp_path / "missing.pt"
+    with pytest.raises(tensorseal.IoError) as e:
+        tensorseal.load(missing)
+    assert e.value.rule.startswith("io/") and isinstance(e.value, OSError)
+
+
+def test_invalid_argument_error(tmp_path):
+    with pytest.raises(tensorseal.InvalidArgumentError):
+        tensorseal.save({"m": torch.nn.Linear(2, 2)}, tmp_path / "x.pt")  # a module is code, not data
+    with pytest.raises(tensorseal.InvalidArgumentError):
+        tensorseal.save({"w": torch.ones(1)}, tmp_path / "x.unknownext")
+    with pytest.raises(tensorseal.InvalidArgumentError):
+        tensorseal.save_bytes({"w": torch.ones(1)}, "no-such-format")
+
+
+def test_limit_error(tmp_path):
+    # A pickle nesting lists 5000 deep: far past Limits::max_depth (1000).
+    data = b"\x80\x02" + b"]" * 5000 + b"a" * 4999 + b"."
+    path = tmp_path / "deep.pkl"
+    path.write_bytes(data)
+    with pytest.raises(tensorseal.LimitError) as e:
+        tensorseal.load(path)
+    assert "depth" in e.value.rule
+
+
+def test_unsafe_pickle_error(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned",))
+
+    path = tmp_path / "evil.pt"
+    torch.save({"w": torch.ones(2), "x": Evil()}, path)
+    # tensorseal.load never runs it: the call stays data.
+    obj = tensorseal.load(path)
+    assert isinstance(obj["x"], tensorseal.Opaque) and obj["x"].callable.name == "system"
+    with pytest.raises(tensorseal.UnsafePickleError) as e:
+        tensorseal.torch.load(path)  # weights_only=True, like torch.load
+    assert e.value.rule == "scan/dangerous-global" and e.value.file == str(path)
+    assert "system" in str(e.value)
+
+
+def test_errors_pickle_with_their_fields(tmp_path):
+    with pytest.raises(tensorseal.IoError) as e:
+        tensorseal.load(tmp_path / "nope.safetensors")
+    back = pickle.loads(pickle.dumps(e.value))
+    assert type(back) is tensorseal.IoError and back.rule == e.value.rule and back.file == e.value.file
+
+
+# ---- tools: same results as the CLI ---------------------------------------------------
+
+@pytest.fixture()
+def pair(tmp_path):
+    torch.manual_seed(1)
+    sd = {"a": torch.randn(8, 8), "b": torch.arange(5), "c": torch.randn(3)}
+    a = tmp_path / "a.pt"
+    torch.save(sd, a)
+    changed = dict(sd, a=sd["a"].to(torch.bfloat16).to(torch.float32), c=sd["c"] + 1)
+    b = tmp_path / "b.safetensors"
+    tensorseal.save(changed, b)
+    return a, b
+
+
+def _cli_json(*args):
+    r = run_tseal(*args, "--json")
+    assert r.returncode in (0, 1), r.stderr
+    return json.loads(r.stdout)
+
+
+def test_hash_matches_cli(pair):
+    a, b = pair
+    for p in (a, b):
+        r = run_tseal("hash", p)
+        assert r.stdout.split()[0] == tensorseal.hash(p)
+        r = run_tseal("hash", "--fast", p)
+        assert r.stdout.split()[0] == tensorseal.hash(p, fast=True)
+
+
+def test_diff_matches_cli(pair):
+    a, b = pair
+    assert tensorseal.diff(str(a), str(b)) == _cli_json("diff", a, b)
+    assert tensorseal.diff(a, b, atol=1e-2) == _cli_json("diff", a, b, "--atol", "0.01")
+    same = tensorseal.diff(a, a)
+    assert same == _cli_json("diff", a, a)
+
+
+def test_diff_of_objects(pair):
+    a, _ = pair
+    loaded = tensorseal.load(a)
+    report = tensorseal.diff(a, loaded)
+    assert report["a"] == str(a) and report["b"] == "<object>" and report["equal"] is True
+    assert {**report, "b": str(a)} == tensorseal.diff(a, a)
+    changed = dict(loaded, b=loaded["b"] + 1)
+    r = tensorseal.diff(loaded, changed)
+    assert r["equal"] is False and [t["path"] for t in r["tensors"] if not t["equal"]] == ["b"]
+
+
+def test_diff_writes_report(pair, tmp_path):
+    a, b = pair
+    html = tmp_path / "r.html"
+    tensorseal.diff(a, b, report=html)
+    assert html.read_text().lstrip().lower().startswith("<!doctype html")
+
+
+def test_explain_matches_cli(pair, tmp_path):
+    a, b = pair
+    assert tensorseal.explain(a, b) == _cli_json("explain", a, b)
+    # The classic case: the same state_dict saved by torch under two names.
+    sd = {"w": torch.ones(3)}
+    x, y = tmp_path / "x.pt", tmp_path / "y.pt"
+    torch.save(sd, x)
+    torch.save(sd, y)
+    ours = tensorseal.explain(x, y)
+    assert ours == _cli_json("explain", x, y)
+    assert any("prefix" in d["topic"] for d in ours["differences"])
+
+
+def test_scan_matches_cli(tmp_path):
+    path = tmp_path / "s.pt"
+    torch.save({"w": torch.ones(2), "f": collections.Counter(a=1)}, path)
+    assert tensorseal.scan(path) == _cli_json("scan", path)
+    evil = tmp_path / "evil.pkl"
+    evil.write_bytes(b"\x80\x02cposix\nsystem\nX\x02\x00\x00\x00id\x85R.")
+    res = tensorseal.scan(evil)
+    assert res == _cli_json("scan", evil) and res["verdict"] == "dangerous"
+
+
+def test_verify_matches_cli(pair, tmp_path):
+    a, b = pair
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b.read_bytes()[:-1])
+    res = tensorseal.verify(a, b, bad)
+    r = run_tseal("verify", a, b, bad, "--json")
+    assert res == json.loads(r.stdout)
+    assert res["ok"] is False and [f["status"] for f in res["files"]] == ["ok", "ok", "corrupt"]
+
+
+def test_inspect_matches_cli(pair):
+    for p in pair:
+        assert tensorseal.inspect(p) == _cli_json("inspect", p)
+
+
+def test_read_exposes_facts_and_globals(pair):
+    a, _ = pair
+    c = tensorseal.read(a)
+    assert c.format == "torch-zip" and c.file == str(a)
+    assert any(topic == "zip.prefix" for topic, _, _ in c.facts)
+    assert ("torch._utils", "_rebuild_tensor_v2") in {(m, n) for m, n, _ in c.globals}
+
+
+def test_typed_package():
+    pkg = os.path.dirname(tensorseal.__file__)
+    assert os.path.exists(os.path.join(pkg, "py.typed"))
+    tst = importlib.import_module("tensorseal.torch")
+    tss = importlib.import_module("tensorseal.safetensors")
+    assert tst.load.__doc__ and tss.safe_open.__doc__
+    assert tensorseal.torch is tst and tensorseal.safetensors is tss
+    # Submodules never shadow the real packages.
+    import safetensors
+    assert torch.__name__ == "torch" and safetensors.__name__ == "safetensors"
