@@ -74,6 +74,45 @@ def main() -> None:
         print("same content hash for the original and both copies:", len(hashes) == 1)
         if not same or len(hashes) != 1:
             sys.exit("demo: FAILED — canonical saves differ")
+
+        banner("3. torch.save the same model twice: different bytes, same content")
+        saver = ("import sys, torch, tensorseal; "
+                 "sd = {k: v.clone() for k, v in tensorseal.load(sys.argv[1]).items()}; "
+                 "torch.save(sd, sys.argv[2])")
+        t1 = tmp / "a" / "minilm_run1.pt"
+        t2 = tmp / "b" / "minilm_run2.pt"
+        for p in (t1, t2):
+            p.parent.mkdir()
+            subprocess.run([sys.executable, "-c", saver, str(ckpt), str(p)], check=True)
+            print(f"torch.save -> {p.name}: sha256 {sha256_file(p)}")
+        print("identical bytes:", t1.read_bytes() == t2.read_bytes())
+
+        banner("4. tseal canon: identical bytes that stock torch still loads")
+        c1, c2 = tmp / "a" / "canonical.pt", tmp / "b" / "canonical-other-name.pt"
+        tseal("canon", str(t1), "-o", str(c1))
+        tseal("canon", str(t2), "-o", str(c2))
+        print(f"{c1.name}: sha256 {sha256_file(c1)}")
+        print(f"{c2.name}: sha256 {sha256_file(c2)}")
+        if c1.read_bytes() != c2.read_bytes():
+            sys.exit("demo: FAILED — canonical .pt files differ")
+        sd = torch.load(c1, weights_only=True)
+        ref = tensorseal.load(ckpt)
+        exact = all(torch.equal(sd[k], ref[k]) for k in ref)
+        print(f"torch.load(weights_only=True) of the canonical file: {len(sd)} tensors, bit-identical: {exact}")
+        if not exact:
+            sys.exit("demo: FAILED — values changed")
+
+        banner("5. the seed's bug report: two pickles of torch.IntTensor([1])")
+        vectors = next(p for p in (ROOT / "shared" / "vectors", ROOT.parent / "shared" / "vectors") if p.exists())
+        print(tseal("explain", str(vectors / "seed_pickle_torch15_run1.bin"),
+                    str(vectors / "seed_pickle_torch15_run2.bin")), end="")
+
+        banner("6. tseal explain: why the two torch.save files differ")
+        out = subprocess.run([TSEAL, "explain", str(t1), str(t2)], capture_output=True, text=True)
+        print("$ tseal explain " + f"{t1} {t2}")
+        print(out.stdout, end="")
+        if out.returncode != 0:
+            sys.exit("demo: FAILED — explain says the content differs")
     print("\ndemo: OK")
 
 
