@@ -422,3 +422,39 @@ def test_typed_package():
     # Submodules never shadow the real packages.
     import safetensors
     assert torch.__name__ == "torch" and safetensors.__name__ == "safetensors"
+
+
+def test_bare_storages_round_trip(tmp_path):
+    import warnings
+    t = torch.arange(4, dtype=torch.int32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TypedStorage is deprecated in torch
+        obj = {"s": t.storage(), "t": t, "u": torch.ones(3).untyped_storage()}
+        path = tmp_path / "st.pt"
+        torch.save(obj, path)
+        back = tensorseal.load(path)
+        assert isinstance(back["s"], torch.storage.TypedStorage) and back["s"].dtype == torch.int32
+        assert back["s"].tolist() == [0, 1, 2, 3]
+        assert back["s"]._untyped_storage.data_ptr() == back["t"].untyped_storage().data_ptr()
+        assert bytes(back["u"]) == bytes(obj["u"])
+        ours = tmp_path / "ours.pt"
+        tensorseal.save(back, ours)
+        again = torch.load(ours, weights_only=True)
+        assert again["s"].tolist() == [0, 1, 2, 3] and again["s"].dtype == torch.int32
+    assert tensorseal.hash(ours) == tensorseal.hash(path) == tensorseal.hash(obj)
+
+
+def test_numpy_when_torch_is_not_importable(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "n.safetensors"
+    tensorseal.save({"w": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.ones(2, dtype=torch.bfloat16)},
+                    path)
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import numpy as np, tensorseal\n"
+            "d = tensorseal.load(sys.argv[1])\n"
+            "assert 'torch' not in {type(v).__module__.split('.')[0] for v in d.values()}\n"
+            "print(type(d['w']).__name__, d['w'].tolist(), d['b'].dtype, tensorseal.hash(d) == tensorseal.hash(sys.argv[1]))")
+    r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split("\n")[0] == "ndarray [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] bfloat16 True"

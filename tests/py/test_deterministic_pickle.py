@@ -93,6 +93,27 @@ def test_seed_case_exact_code(two_runs):
         assert hashes == {tensorseal.hash(tensorseal.load_bytes(data))}
 
 
+SEED_SAVE = r"""
+import io, sys, torch, tensorseal.torch as tst
+f = io.BytesIO()
+tst.save(torch.IntTensor([1]), f, _use_new_zipfile_serialization=sys.argv[1] == "zip")  # the seed's code, drop-in
+print(f.getvalue().hex())
+"""
+
+
+@pytest.mark.parametrize("fmt", ["zip", "legacy"])
+def test_seed_torch_save_is_deterministic_with_the_dropin(fmt):
+    outs = set()
+    for seed in ("1", "2"):
+        r = subprocess.run([sys.executable, "-c", SEED_SAVE, fmt], capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, PYTHONHASHSEED=seed))
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs.add(r.stdout.strip())
+    assert len(outs) == 1
+    t = torch.load(io.BytesIO(bytes.fromhex(outs.pop())), weights_only=True)
+    assert t.dtype == torch.int32 and t.tolist() == [1]
+
+
 LOADER = r"""
 import sys
 sys.modules["tensorseal"] = None  # importing tensorseal now fails: loads must not need it
