@@ -54,8 +54,10 @@ bool is_ascii(std::string_view s) {
 
 Writer::Writer(Sink& sink, Profile profile, std::uint32_t alignment)
     : sink_(sink), profile_(profile), alignment_(alignment), base_(sink.position()) {
-  if (profile_ == Profile::kTorch && (alignment_ == 0 || alignment_ > 0xFFFF))
-    throw Error(zr::kWriterMisuse, "alignment " + std::to_string(alignment_) + " must be in 1..65535");
+  // The padding (< alignment) plus a zip64 field (<= 28) and the "FB" header must fit
+  // the u16 extra length.
+  if (profile_ == Profile::kTorch && (alignment_ == 0 || alignment_ > 32768))
+    throw Error(zr::kWriterMisuse, "alignment " + std::to_string(alignment_) + " must be in 1..32768");
 }
 
 void Writer::begin_record(std::string name, std::uint64_t size, std::optional<std::uint32_t> crc) {
