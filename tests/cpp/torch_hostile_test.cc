@@ -10,6 +10,7 @@
 
 #include "test_util.h"
 #include "torch/constants.h"
+#include "util/utf8.h"
 #include "zip/constants.h"
 #include "zip/reader.h"
 
@@ -316,6 +317,27 @@ TEST(TorchHostile, LegacyStorageSmallerThanItsPersistentId) {
 
 TEST(TorchHostile, PickleTrailingBytes) {
   EXPECT_EQ(read_outcome(fixture("hostile/reduce_os_system.pkl") + "\n").rule, torchfmt::rules::kPickleTrailing.id);
+}
+
+// Every error message is one line of valid UTF-8 (the CLI prints it; the Python module
+// decodes it). DISABLED: src/pickle/vm.cc copies raw pickle bytes into some details
+// (pickle/bad-memo-index "PUT index '<bytes>'"), e.g. after flipping byte 24 of
+// tiny.legacy.pt. Enable once the VM escapes them.
+TEST(TorchHostile, DISABLED_ErrorMessagesAreOneUtf8Line) {
+  for (const char* file : {"tiny.pt", "tiny.legacy.pt"}) {
+    const std::string whole = fixture(file);
+    for (std::size_t i = 0; i < whole.size(); ++i) {
+      std::string b = whole;
+      b[i] = static_cast<char>(b[i] ^ (1 << (i % 8)));
+      try {
+        (void)read_bytes(testing::bytes_of(b), "flip");
+      } catch (const Error& e) {
+        const std::string m = e.what();
+        EXPECT_EQ(m.find('\n'), std::string::npos) << file << " byte " << i << ": " << m;
+        EXPECT_FALSE(util::first_invalid_utf8(m)) << file << " byte " << i;
+      }
+    }
+  }
 }
 
 }  // namespace

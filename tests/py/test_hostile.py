@@ -161,6 +161,24 @@ def test_nested_files_too_deep(tmp_path):
     assert fast_rule(data) == "torch/nested-files-too-deep"
 
 
+def test_one_payload_loaded_many_times_is_parsed_once(tmp_path):
+    """1500 distinct _load_from_bytes calls on one memo-shared 1 MB payload: torch.load
+    would allocate 1.5 GB; tensorseal parses (and copies) the payload once."""
+    b = io.BytesIO()
+    torch.save(torch.zeros(256 * 1024), b, _use_new_zipfile_serialization=False)
+    payload = b.getvalue()
+    path = tmp_path / "amplify.pkl"
+    path.write_bytes(pickle.dumps([Nested(payload) for _ in range(1500)], protocol=2))
+    assert path.stat().st_size < 2 * len(payload)
+    out = tseal("scan", path)  # under MEM_LIMIT address space
+    assert out.returncode == 0, out.stderr
+    assert out.seconds < 1
+    t0 = time.process_time()
+    root = tensorseal.read(path).root
+    assert time.process_time() - t0 < 1
+    assert len(root) == 1500 and root[0].untyped_storage().data_ptr() == root[-1].untyped_storage().data_ptr()
+
+
 def test_torchscript_archive_is_refused(tmp_path):
     path = tmp_path / "script.pt"
     torch.jit.script(torch.nn.Linear(2, 2)).save(str(path))
@@ -189,18 +207,21 @@ class Rebuild:
 
 class TorchPickler(pickle.Pickler):
     def persistent_id(self, obj):
-        return obj.pid if isinstance(obj, Storage) else None
+        return obj.pid if isinstance(obj, (Storage, RawPid)) else None
 
 
-def torch_zip(obj, records: dict) -> bytes:
+def torch_zip(obj, records: dict, version="3\n", extra=None, with_pkl=True) -> bytes:
     pkl = io.BytesIO()
     TorchPickler(pkl, protocol=2).dump(obj)
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
-        z.writestr("archive/data.pkl", pkl.getvalue())
+        if with_pkl:
+            z.writestr("archive/data.pkl", pkl.getvalue())
         for k, v in records.items():
             z.writestr(f"archive/data/{k}", v)
-        z.writestr("archive/version", "3\n")
+        z.writestr("archive/version", version)
+        for k, v in (extra or {}).items():
+            z.writestr(f"archive/{k}", v)
     return out.getvalue()
 
 
@@ -237,6 +258,47 @@ def test_missing_storage_record_and_unknown_storage_class():
     assert fast_rule(missing) == "torch-zip/missing-storage-record"
     odd = torch_zip({"w": Rebuild(Storage(collections.OrderedDict, "0", 4), (4,), (1,))}, {"0": b"\0" * 16})
     assert fast_rule(odd) == "torch/unknown-storage-type"
+
+
+def test_records_torch_needs():
+    assert fast_rule(torch_zip({"w": 1}, {}, with_pkl=False)) == "torch-zip/no-data-pkl"
+    assert fast_rule(torch_zip({"w": 1}, {}, version="99\n")) == "torch-zip/bad-version"
+    assert fast_rule(torch_zip({"w": 1}, {}, version="three")) == "torch-zip/bad-version"
+    assert fast_rule(torch_zip({"w": 1}, {}, extra={"byteorder": "middle"})) == "torch-zip/bad-byteorder"
+    assert tensorseal.load_bytes(torch_zip({"w": 1}, {}, extra={"byteorder": "little"})) == {"w": 1}
+
+
+class Call:
+    """Pickles as fn(*args)."""
+
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+
+    def __reduce__(self):
+        return (self.fn, self.args)
+
+
+class RawPid:
+    def __init__(self, pid):
+        self.pid = pid
+
+
+def test_malformed_persistent_ids_and_rebuild_calls():
+    rec = {"0": b"\0" * 16}
+    short = torch_zip({"w": Rebuild(RawPid(("storage", torch.FloatStorage, "0", "cpu")), (4,), (1,))}, rec)
+    assert fast_rule(short) == "torch/bad-persistent-id"
+    other = torch_zip({"w": Rebuild(RawPid(("module", torch.FloatStorage, "0", "cpu", 4)), (4,), (1,))}, rec)
+    assert fast_rule(other) == "torch/bad-persistent-id"
+    not_storage = torch_zip({"w": Call(torch._utils._rebuild_tensor_v2, "x", 0, (4,), (1,), False,
+                                       collections.OrderedDict())}, {})
+    assert fast_rule(not_storage) == "torch/bad-rebuild-args"
+    t = Rebuild(Storage(torch.FloatStorage, "0", 4), (4,), (1,))
+    with_state = torch_zip({"p": Call(torch._utils._rebuild_parameter_with_state, t, True,
+                                      collections.OrderedDict(), {"extra": 1})}, rec)
+    assert fast_rule(with_state) == "torch/unsupported-rebuild"
+    plain = torch_zip({"p": Call(torch._utils._rebuild_parameter_with_state, t, True,
+                                 collections.OrderedDict(), {})}, rec)
+    assert isinstance(tensorseal.load_bytes(plain)["p"], torch.nn.Parameter)
 
 
 def test_entry_outside_the_archive_folder():
