@@ -67,6 +67,9 @@ bool zip_first_entry_is_npy(std::span<const std::byte> b) {
 
 Format detect_format(std::span<const std::byte> b) noexcept {
   if (starts_with(b, "PK\x03\x04")) return zip_first_entry_is_npy(b) ? Format::kNpz : Format::kTorchZip;
+  // A zip with no entries at all is only an end record: what np.savez() writes with
+  // no arrays (torch never writes an empty archive).
+  if (starts_with(b, "PK\x05\x06")) return Format::kNpz;
   if (starts_with(b, "\x93NUMPY")) return Format::kNpy;
   if (starts_with(b, kLegacyMagicPickle)) return Format::kTorchLegacy;
   if (looks_like_safetensors(b)) return Format::kSafetensors;
