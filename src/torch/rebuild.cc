@@ -328,6 +328,8 @@ struct Resolution {
   }
 
   Value nested(std::string_view payload) {
+    const auto cache_key = std::pair(payload.data(), payload.size());
+    if (auto it = r.nested_cache.find(cache_key); it != r.nested_cache.end()) return it->second;
     if (in.nesting + 1 > in.options->limits.max_nested_files)
       throw Error(tr::kNestingTooDeep, "_load_from_bytes payloads nested deeper than " +
                                            std::to_string(in.options->limits.max_nested_files), in.name);
@@ -343,6 +345,7 @@ struct Resolution {
     for (auto& g : c.globals) r.out->globals.push_back({g.module, g.name, g.where});
     for (auto& f : c.facts) r.out->facts.push_back({f.topic, prefix + " " + f.where, f.value});
     r.out->facts.push_back({"pickle.nested_file", prefix, std::to_string(payload.size()) + " bytes"});
+    r.nested_cache.emplace(cache_key, c.root);
     return c.root;
   }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "io/input.h"
@@ -33,6 +34,10 @@ struct Resolver {
   const Input* in = nullptr;
   Checkpoint* out = nullptr;
   std::uint32_t nested_seen = 0;  // _load_from_bytes payloads found so far (numbering)
+  // Nested files already parsed, by payload identity (the memo-shared bytes object):
+  // a pickle may apply _load_from_bytes to one payload any number of times; it is
+  // parsed and copied once, so a 1 MB file cannot make tensorseal copy gigabytes.
+  std::map<std::pair<const char*, std::size_t>, Value> nested_cache;
 
   // Turns the VM's generic value into typed values. Shared nodes stay shared.
   Value resolve(const Value& raw);
