@@ -98,10 +98,8 @@ def make_tensor(framework: str, base: Any, dtype: str, shape: tuple, strides: tu
 
 
 def make_storage(framework: str, base: Any, dtype: str) -> Any:
-    """A bare storage: torch gives typed storages (FloatStorage...) back as TypedStorage,
-    untyped/byte ones as UntypedStorage; numpy gets the uint8 buffer."""
-    if framework == "torch" and dtype != "uint8":
-        return torch.storage.TypedStorage(wrap_storage=base, dtype=_torch_dtype(dtype), _internal=True)
+    """A bare storage: a torch UntypedStorage (TypedStorage is deprecated in torch) or
+    numpy's uint8 buffer. The declared element type is not kept."""
     return base
 
 

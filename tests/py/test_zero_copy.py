@@ -140,10 +140,15 @@ class Counter:
         self.thread.join()
 
 
-def share_during(fn) -> float:
+def share_during(fn, attempts: int = 3) -> float:
     """How much of its free-running speed a counting thread keeps while fn runs: about
-    1 when fn releases the GIL, near 0 when fn holds it (the counter then runs only in
-    the short Python parts of fn)."""
+    1 when fn releases the GIL (less on a loaded machine), near 0 when fn holds it (the
+    counter then runs only in the short Python parts of fn). Best of a few attempts, as
+    other processes may take the CPU."""
+    return max(_share_once(fn) for _ in range(attempts))
+
+
+def _share_once(fn) -> float:
     with Counter() as c:
         n0, t0 = c.n, time.perf_counter()
         time.sleep(0.2)  # sleeping releases the GIL: the counter's own speed
@@ -163,18 +168,18 @@ def big_tensor():
 def test_gil_released_during_save(big_tensor, tmp_path):
     path = tmp_path / "g.pt"
     share = share_during(lambda: tensorseal.save({"w": big_tensor}, path, threads=1))
-    assert share > 0.3, share
+    assert share > 0.15, share
     share = share_during(lambda: tensorseal.save_bytes({"w": big_tensor}, "safetensors", threads=1))
-    assert share > 0.3, share
+    assert share > 0.15, share
 
 
 def test_gil_released_during_hash(big_tensor, tmp_path):
     share = share_during(lambda: tensorseal.hash({"w": big_tensor}, threads=1))
-    assert share > 0.3, share
+    assert share > 0.15, share
     path = tmp_path / "h.safetensors"
     tensorseal.save({"w": big_tensor}, path)
     share = share_during(lambda: tensorseal.hash(path, threads=1))
-    assert share > 0.3, share
+    assert share > 0.15, share
 
 
 def test_numpy_save_is_zero_copy_and_canonical(tmp_path):
