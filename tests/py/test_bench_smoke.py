@@ -1,0 +1,61 @@
+"""Smoke test of the benchmark harness (bench/run.py): one small run of every operation
+and competitor, checking that results.json and the markdown table have them all.
+No timing assertions: the numbers of a CI machine mean nothing."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TSEAL = os.environ.get("TSEAL", os.path.join(ROOT, "build", "tseal"))
+
+EXPECTED = {
+    "save": {"tensorseal.save (.safetensors)", "tensorseal.save (.pt)", "torch.save", "safetensors save_file",
+             "numpy.savez", "raw write() loop"},
+    "load": {"tensorseal.load (.safetensors, mmap)", "tensorseal.load (.pt, mmap)", "torch.load",
+             "torch.load(mmap=True)", "safetensors load_file", "numpy.load (.npz)", "raw read() loop"},
+    "lazy": {"tensorseal safe_open + keys()", "tensorseal.load (mmap) + keys()", "safetensors safe_open + keys()",
+             "torch.load(mmap=True) + keys()"},
+    "hash": {"tseal hash", "tseal hash --threads 1", "tseal hash --fast", "openssl dgst -sha256", "sha256sum",
+             "tensorseal.hash (API)", "tensorseal.hash fast (API)", "hashlib.sha256 (1 core)", "numpy copy (memcpy)"},
+    "canon": {"tseal canon", "cp (the limit)", "torch.load + torch.save", "torch.load(mmap) + torch.save"},
+    "convert": {"tseal convert", "cp (the limit)", "torch.load + save_file", "torch.load(mmap) + save_file"},
+    "diff": {"tseal diff", "torch.load + torch.equal", "torch.load(mmap) + torch.equal"},
+}
+WORKLOADS = {"save": "abc", "load": "abc", "lazy": "b", "hash": "acd", "canon": "ad", "convert": "ad", "diff": "a"}
+
+
+@pytest.mark.skipif(not os.path.exists(TSEAL), reason=f"{TSEAL} not built")
+def test_bench_small_quick(tmp_path):
+    out = tmp_path / "results.json"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "run.py"), "--size", "small", "--quick",
+                        "--tseal", TSEAL, "--work", str(tmp_path / "work"), "--out", str(out), "--no-micro"],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-4000:]
+    doc = json.loads(out.read_text())
+    got = {}
+    for row in doc["results"]:
+        got.setdefault((row["op"], row["workload"]), set()).add(row["competitor"])
+        assert row["runs"] >= 1 and row["median_s"] > 0 and row["min_s"] <= row["median_s"] <= row["max_s"]
+        assert row["throughput_gib_s"] > 0 and row["ratio_to_tensorseal"] > 0
+        assert row["peak_anon_mib"] is not None
+    for op, names in EXPECTED.items():
+        for wl in WORKLOADS[op]:
+            assert got.get((op, wl)) == names, (op, wl, got.get((op, wl)))
+    # Every target names rows that exist, and the memory targets are there for workload d.
+    assert {(t["op"], t["workload"]) for t in doc["targets"] if t["kind"] == "MiB<="} == {
+        ("hash", "d"), ("canon", "d"), ("convert", "d")}
+    assert all(isinstance(t["met"], bool) for t in doc["targets"])
+    meta = doc["meta"]
+    assert meta["size"] == "small" and meta["page_cache"].startswith("warm") and len(meta["loadavg_before"]) == 3
+    # The markdown on stdout has a table per operation and workload, and the targets.
+    for op in EXPECTED:
+        assert r.stdout.count("| **t") >= 1
+    assert r.stdout.count("\n## ") == len(got) + 1
+    assert "## Targets" in r.stdout
+    # Inputs are deleted after the run (no --keep).
+    assert not (tmp_path / "work" / "small").exists()
