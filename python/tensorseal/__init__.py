@@ -16,7 +16,7 @@ torch.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, List
 
 from . import _tensorseal as _core
 from ._api import (Checkpoint, PathLike, diff, explain, hash, inspect, load, load_bytes, read, save, save_bytes,
@@ -44,5 +44,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def __dir__() -> list:
+def __dir__() -> List[str]:
     return sorted(list(globals()) + list(_SUBMODULES))

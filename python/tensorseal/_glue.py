@@ -13,7 +13,7 @@ from .objects import Global, Opaque
 try:  # torch is optional
     import torch
 except ImportError:  # pragma: no cover - exercised only without torch
-    torch = None
+    torch = None  # type: ignore[assignment]
 
 _DICT_KINDS = (dict, collections.OrderedDict, collections.Counter)
 

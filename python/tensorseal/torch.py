@@ -15,21 +15,18 @@ from __future__ import annotations
 
 import os
 import pickle
-from typing import IO, Any, Callable, Dict, Optional, Union
+from typing import IO, Any, Callable, Dict, List, Optional, Union
 
 import torch  # the real torch (absolute import)
 
 from . import _api
+from . import _tensorseal as _core
 from .errors import InvalidArgumentError, UnsafePickleError
 
 __all__ = ["save", "load"]
 
 FileLike = Union[str, "os.PathLike[str]", IO[bytes]]
 MapLocation = Union[None, str, "torch.device", Dict[str, str], Callable[..., Any]]
-
-
-def _is_path(f: Any) -> bool:
-    return isinstance(f, (str, os.PathLike))
 
 
 def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int = 2,
@@ -47,7 +44,7 @@ def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int 
         raise InvalidArgumentError("tensorseal.torch.save: pickle_module is not supported",
                                    "api/invalid-argument")
     fmt = "torch-zip" if _use_new_zipfile_serialization else "torch-legacy"
-    if _is_path(f):
+    if isinstance(f, (str, os.PathLike)):
         _api.save(obj, f, fmt)
         return
     if not hasattr(f, "write"):
@@ -58,7 +55,7 @@ def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int 
         f.flush()
 
 
-def _unsafe_findings(scan: Dict[str, Any]) -> list:
+def _unsafe_findings(scan: Dict[str, Any]) -> List[Dict[str, Any]]:
     return [g for g in scan["globals"] if g["class"] != "safe"]
 
 
@@ -124,9 +121,9 @@ def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = Non
     if pickle_load_args.get("encoding", "utf-8") not in ("utf-8", "latin1", "bytes", "ASCII", "ascii"):
         raise InvalidArgumentError("tensorseal.torch.load: unsupported encoding", "api/invalid-argument")
     scan = weights_only is not False
-    if _is_path(f):
+    if isinstance(f, (str, os.PathLike)):
         name = os.fspath(f)
-        d = _api._core.read_file(name, "torch", True, True, scan)
+        d = _core.read_file(name, "torch", True, True, scan)
         obj = d["root"]
         if mmap is False:
             obj = _api._materialise(obj, "torch", "cpu", copy=True)
@@ -135,9 +132,10 @@ def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = Non
             raise InvalidArgumentError(
                 f"tensorseal.torch.load: f must be a path or a binary file, not {type(f).__name__}",
                 "api/invalid-argument")
-        name = getattr(f, "name", None) if isinstance(getattr(f, "name", None), str) else "<file>"
+        given = getattr(f, "name", None)
+        name = given if isinstance(given, str) else "<file>"
         data = f.read()
-        d = _api._core.read_bytes(bytes(data), name, "torch", scan)
+        d = _core.read_bytes(bytes(data), name, "torch", scan)
         obj = d["root"]
     if scan:
         _raise_unsafe(d["scan"], name)

@@ -459,3 +459,13 @@ def test_numpy_when_torch_is_not_importable(tmp_path):
     r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split("\n")[0] == "ndarray [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] bfloat16 True"
+
+
+def test_extension_stub_lists_every_binding():
+    import ast
+    core = importlib.import_module("tensorseal._tensorseal")
+    stub = os.path.join(os.path.dirname(tensorseal.__file__), "_tensorseal.pyi")
+    tree = ast.parse(open(stub).read())
+    declared = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    bound = {k for k in dir(core) if not k.startswith("_") and callable(getattr(core, k))}
+    assert declared == bound, "regenerate python/tensorseal/_tensorseal.pyi (python -m nanobind.stubgen)"
