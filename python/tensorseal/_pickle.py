@@ -14,6 +14,11 @@ pickles. The result is the same bytes in every process and loads with plain
 reads it). The patch is process-wide (every thread sees it while enabled); nested
 enables are counted and the originals are restored when the count drops to zero.
 
+As with stock pickle, each tensor pickles its own storage: two tensors sharing a storage
+are each written with a copy of it (pickle's memo never sees the temporary storage
+wrappers), so they do not share memory after ``pickle.loads``. ``tensorseal.save`` keeps
+sharing.
+
 What it does not change:
 
 * ``torch.save`` does not reduce storages (its pickler stores them as persistent ids),
