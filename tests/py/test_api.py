@@ -250,8 +250,18 @@ def test_corrupt_error_carries_offset(tmp_path):
     path.write_bytes(body)
     with pytest.raises(tensorseal.CorruptFileError) as e:
         tensorseal.load(path)
-    assert e.value.rule.startswith("safetensors/") and e.value.file == str(path)
-    assert e.value.offset is None or isinstance(e.value.offset, int)
+    err = e.value
+    end = len(body)  # where the missing data bytes should have been
+    assert (err.rule, err.file, err.offset) == ("safetensors/buffer-length", str(path), end)
+    assert str(err) == f"{path}: byte {end}: [safetensors/buffer-length] {err.detail}"
+
+
+def test_limit_error_from_header_length(tmp_path):
+    path = tmp_path / "big.safetensors"
+    path.write_bytes(struct.pack("<Q", 1 << 41) + b"{}")
+    with pytest.raises(tensorseal.LimitError) as e:
+        tensorseal.load(path)
+    assert (e.value.rule, e.value.offset) == ("safetensors/header-too-large", 0)
 
 
 def test_unsupported_error(tmp_path):
