@@ -159,7 +159,7 @@ def run_cli(argv: List[str], ok_codes: Tuple[int, ...] = (0,)) -> Dict[str, Any]
     if rc not in ok_codes:
         with open(err_path, errors="replace") as f:
             raise RuntimeError(f"{' '.join(argv)} exited {rc}: {f.read()[-2000:]}")
-    return {"seconds": dt, "peak_rss_mib": ru.ru_maxrss / 1024, "peak_anon_mib": s.max_anon / 1024,
+    return {"seconds": dt, "cpu_seconds": ru.ru_utime + ru.ru_stime, "peak_rss_mib": ru.ru_maxrss / 1024, "peak_anon_mib": s.max_anon / 1024,
             "anon_samples": s.samples}
 
 
@@ -167,7 +167,7 @@ def run_py(worker: Worker, name: str) -> Dict[str, Any]:
     with Sampler(worker.pid) as s:
         r = worker.call(cmd="run", competitor=name)
     peak = (r["hwm_kib"] - r["rss_before_kib"]) / 1024 if r.get("hwm_kib") is not None else None
-    return {"seconds": r["seconds"], "peak_rss_mib": peak,
+    return {"seconds": r["seconds"], "cpu_seconds": r["cpu_seconds"], "peak_rss_mib": peak,
             "peak_anon_mib": max(0, s.max_anon - r["anon_before_kib"]) / 1024, "anon_samples": s.samples}
 
 
@@ -299,6 +299,7 @@ class Bench:
                 "argv": [os.path.relpath(x, ROOT) if os.path.isabs(x) and x.startswith(ROOT) else x
                          for x in argv] if argv else None,
                 "runs": len(secs), "seconds": secs, "median_s": med, "min_s": min(secs), "max_s": max(secs),
+                "cpu_s": statistics.median(x["cpu_seconds"] for x in runs[name]),
                 "bytes": nbytes, "throughput_gib_s": nbytes / med / GiB if med > 0 else None,
                 "ratio_to_tensorseal": med / ref_med if ref_med > 0 else None, "reference": ref,
                 "peak_rss_mib": max(rss) if rss else None,
@@ -358,6 +359,7 @@ class Bench:
             "mem_total_gib": round(_meminfo().get("MemTotal", 0) / GiB * 1024, 1),
             "loadavg_before": [round(x, 2) for x in load_before],
             "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+            "cpu_pressure_some_avg60": _psi_cpu(),
             "page_cache": "warm (inputs read once before timing; no cache dropping)",
             "drop_caches_writable": os.access("/proc/sys/vm/drop_caches", os.W_OK),
             "inputs": {"dir": os.path.relpath(self.work, ROOT), "fs": fs_type(self.work)},
@@ -372,10 +374,22 @@ class Bench:
                 "peak_rss": "cli: ru_maxrss from os.wait4; python: VmHWM (reset via /proc/self/clear_refs) minus "
                             "VmRSS before the call",
                 "peak_anon": "max of /proc/<pid>/status RssAnon sampled every ~2 ms (python: minus RssAnon before)",
+                "cpu": "user+sys CPU seconds of the process (all threads) during the operation, median; "
+                       "robust to a loaded machine where wall time includes waiting for a core",
                 "throughput": "tensor bytes of the workload / median time (GiB/s), for every row",
                 "ratio": "competitor median / tensorseal median in the same run (>1: tensorseal is faster)",
             },
         }
+
+
+def _psi_cpu() -> Optional[float]:
+    """Share of the last minute in which some runnable task waited for a CPU (%)."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            first = f.readline().split()
+        return float(dict(x.split("=") for x in first[1:])["avg60"])
+    except (OSError, KeyError, ValueError):
+        return None
 
 
 def _meminfo() -> Dict[str, int]:
@@ -465,7 +479,7 @@ def run_micro(args: argparse.Namespace) -> Optional[Dict[str, Any]]:
     if not os.path.exists(exe):
         log(f"microbenchmarks skipped: {exe} not built (configure with -DTENSORSEAL_BENCH=ON)")
         return None
-    r = subprocess.run([exe, "--benchmark_format=json", f"--benchmark_min_time={args.micro_min_time}s",
+    r = subprocess.run([exe, "--benchmark_format=json", f"--benchmark_min_time={args.micro_min_time}",
                         "--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true"],
                        capture_output=True, text=True)
     if r.returncode != 0:
@@ -486,8 +500,8 @@ def markdown(doc: Dict[str, Any]) -> str:
     m = doc["meta"]
     lines = [f"# tensorseal benchmark ({m['size']}, {m['date']})", "",
              f"{m['cores']} cores ({m['cpu']}), {m['mem_total_gib']} GiB RAM; load average "
-             f"{m['loadavg_before'][0]:.1f} before, {m['loadavg_after'][0]:.1f} after (shared machine: "
-             f"expect noise). Page cache: {m['page_cache']}. Inputs on {m['inputs']['fs']}, outputs on "
+             f"{m['loadavg_before'][0]:.1f} before, {m['loadavg_after'][0]:.1f} after, CPU pressure "
+             f"{m['cpu_pressure_some_avg60']}% (shared machine: expect noise; CPU s is the steadier column). Page cache: {m['page_cache']}. Inputs on {m['inputs']['fs']}, outputs on "
              f"{m['outputs']['fs']}. {m['warmup']} warm-up + {m['repeats']} measured runs per competitor, "
              f"alternating. Ratio = competitor time / tensorseal time (> 1: tensorseal faster). "
              f"Peak RSS / anon: CLI rows whole process; Python rows growth during the call.", ""]
@@ -499,12 +513,12 @@ def markdown(doc: Dict[str, Any]) -> str:
     for op, wl in seen:
         rows = [r for r in doc["results"] if (r["op"], r["workload"]) == (op, wl)]
         lines += [f"## {OP_TITLES[op]} — {doc['workloads'][wl]['title']}", "",
-                  "| competitor | median s | min s | max s | GiB/s | × tensorseal | peak RSS MiB | peak anon MiB |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| competitor | median s | min s | max s | GiB/s | × tensorseal | CPU s | peak RSS MiB | peak anon MiB |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in rows:
             name = f"**{r['competitor']}**" if r["tensorseal"] else r["competitor"]
             lines.append(f"| {name} | {fmt(r['median_s'])} | {fmt(r['min_s'])} | {fmt(r['max_s'])} | "
-                         f"{fmt(r['throughput_gib_s'], 2)} | {fmt(r['ratio_to_tensorseal'], 2)} | "
+                         f"{fmt(r['throughput_gib_s'], 2)} | {fmt(r['ratio_to_tensorseal'], 2)} | {fmt(r['cpu_s'])} | "
                          f"{fmt(r['peak_rss_mib'], 0)} | {fmt(r['peak_anon_mib'], 0)} |")
         lines.append("")
     if doc["targets"]:

@@ -9,9 +9,10 @@ stdout:
   {"cmd": "run", "competitor": "torch.save"}                         -> one measurement
   {"cmd": "teardown"} / {"cmd": "exit"}
 
-A measurement is {"seconds", "rss_before_kib", "hwm_kib", "anon_before_kib"}: the
-time of the operation alone (perf_counter around it; set-up and clean-up are not
-timed), the process's resident set just before, and its high-water mark during the
+A measurement is {"seconds", "cpu_seconds", "rss_before_kib", "hwm_kib",
+"anon_before_kib"}: the time of the operation alone (perf_counter around it; set-up and clean-up are not
+timed), the CPU time of all the process's threads during it (getrusage), the
+process's resident set just before, and its high-water mark during the
 operation (VmHWM, reset just before by writing 5 to /proc/self/clear_refs). Run
 picks the growth (hwm - rss_before) as the operation's peak memory; the parent
 samples RssAnon while the command runs.
@@ -23,6 +24,7 @@ import hashlib
 import json
 import mmap
 import os
+import resource
 import sys
 import time
 import traceback
@@ -288,9 +290,12 @@ class Session:
         gc.collect()
         before = status_kib("VmRSS", "RssAnon")
         hwm_ok = reset_hwm()
+        ru0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
         result = fn()
         dt = time.perf_counter() - t0
+        ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         hwm = status_kib("VmHWM")["VmHWM"] if hwm_ok else None
         del result
         for ext in ("safetensors", "pt", "npz", "raw"):
@@ -299,7 +304,7 @@ class Session:
             except FileNotFoundError:
                 pass
         gc.collect()
-        return {"seconds": dt, "rss_before_kib": before["VmRSS"], "anon_before_kib": before["RssAnon"],
+        return {"seconds": dt, "cpu_seconds": cpu, "rss_before_kib": before["VmRSS"], "anon_before_kib": before["RssAnon"],
                 "hwm_kib": hwm}
 
     def teardown(self) -> None:
