@@ -1,0 +1,17 @@
+// libFuzzer target: the legacy torch reader (src/torch/legacy_reader.cc: five pickles,
+// then raw storages) called directly on arbitrary bytes, then hash, scan, canonical
+// .pt re-write and re-read (fuzz_util.h). Any tensorseal::Error is accepted.
+// Seeds: fuzz/corpus/torch_legacy/ (torch.save(..., _use_new_zipfile_serialization=False)
+// from torch 2.13 and 1.13; gen_seeds.py).
+#include "fuzz_util.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace tensorseal;
+  static const ReadOptions options = fuzz::small_options();
+  try {
+    const Checkpoint c = detail::read_torch_legacy(fuzz::input_of(fuzz::as_bytes(data, size), options));
+    fuzz::exercise(c, Format::kTorchZip, options);
+  } catch (const Error&) {
+  }
+  return 0;
+}
