@@ -34,5 +34,11 @@ bench: build python
 fuzz: setup
 	bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
+# ASan+UBSan build of the whole ctest suite (build-asan/), then the concurrency test
+# under TSan (build-tsan/). SANITIZE=address|thread|all
+SANITIZE ?= all
+sanitize: setup
+	bash scripts/sanitize.sh $(SANITIZE)
+
 clean:
 	rm -rf $(BUILD) build-*
