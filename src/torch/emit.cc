@@ -85,7 +85,10 @@ pickle::Writer::Hooks make_hooks(StoragePlan& plan, bool legacy) {
   h.storage = [&plan, legacy](pickle::Writer& w, const Storage& s) {
     PlannedStorage& ps = plan.bare(s);
     const bool typed = !info(ps.dtype).legacy_storage.empty();
-    persistent_id(w, plan, ps, legacy, typed || legacy);
+    if (legacy && !typed)
+      throw Error(torchfmt::rules::kCannotWrite,
+                  "the legacy torch format cannot hold a " + std::string(name(ps.dtype)) + " storage");
+    persistent_id(w, plan, ps, legacy, typed);
   };
   return h;
 }
