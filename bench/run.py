@@ -342,7 +342,7 @@ class Bench:
         def fs_type(path: str) -> str:
             try:
                 return subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "-T", path], capture_output=True,
-                                      text=True).stdout.strip()
+                                      text=True).stdout.split("\n")[0].strip()
             except OSError:
                 return "?"
         cpu = "?"
