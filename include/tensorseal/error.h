@@ -58,6 +58,7 @@ class Error : public std::exception {
 
  private:
   void render();
+  static std::string printable(std::string_view s);
   ErrorKind kind_;
   std::string rule_, detail_, file_;
   std::uint64_t offset_;

@@ -79,6 +79,8 @@ class Value {
   Value() = default;  // None
   Value(bool b) : v_(b) {}
   Value(const char*) = delete;  // would silently become a bool; use Value::str()
+  template <typename T>
+  Value(T*) = delete;           // no pointer (or function) may become a bool either
   Value(std::int64_t i) : v_(i) {}
   Value(int i) : v_(std::int64_t{i}) {}
   Value(double d) : v_(d) {}

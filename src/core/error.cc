@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "util/utf8.h"
+
 namespace tensorseal {
 
 std::string_view kind_name(ErrorKind kind) noexcept {
@@ -37,9 +39,34 @@ void Error::render() {
   if (!file_.empty()) message_ += file_ + ": ";
   if (offset_ != kNoOffset) message_ += "byte " + std::to_string(offset_) + ": ";
   message_ += "[" + rule_ + "] " + detail_;
-  // One line, always: the CLI prints what() as the whole error report.
-  for (char& c : message_)
-    if (c == '\n' || c == '\r') c = ' ';
+  message_ = printable(message_);
+}
+
+// One line of valid UTF-8, always: the CLI prints what() as the whole report and the
+// Python binding turns it into a str. Details may quote bytes from hostile files, so
+// control characters and invalid UTF-8 are escaped as \xNN here, in the one place
+// every error passes through.
+std::string Error::printable(std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  while (!s.empty()) {
+    const auto bad = util::first_invalid_utf8(s);
+    const std::size_t good = bad ? *bad : s.size();
+    for (std::size_t i = 0; i < good; ++i) {
+      const auto c = static_cast<unsigned char>(s[i]);
+      if (c < 0x20 || c == 0x7f) {
+        out += c == '\n' || c == '\r' || c == '\t' ? std::string(" ") : std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
+      } else {
+        out += static_cast<char>(c);
+      }
+    }
+    if (!bad) break;
+    const auto c = static_cast<unsigned char>(s[good]);
+    out += std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
+    s.remove_prefix(good + 1);
+  }
+  return out;
 }
 
 }  // namespace tensorseal

@@ -16,6 +16,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "safetensors/constants.h"
 #include "tensorseal/error.h"
@@ -47,10 +48,40 @@ std::string hex(std::string_view s) {
   return out;
 }
 
+// Identity of a view: the same storage, dtype, offset, shape and strides.
+using ViewKey = std::tuple<const Storage*, DType, std::int64_t, std::vector<std::int64_t>, std::vector<std::int64_t>>;
+ViewKey view_key(const Tensor& t) { return {t.storage.get(), t.dtype, t.storage_offset, t.shape, t.strides}; }
+
 struct Encoder {
   Dict flat;                                         // name -> tensor, first occurrence
-  std::map<const Tensor*, std::string> names;        // tensor node -> flat name
+  std::map<ViewKey, std::string> names;              // a view -> its flat name (tied = one entry)
+  std::map<const Storage*, const Tensor*> bases;     // storage -> contiguous tensor covering its views
+  std::map<const Tensor*, std::string> base_names;
   std::set<std::string> used;
+
+  // Views of one storage: safetensors stores each view's own elements (stock readers
+  // see every name); the structure additionally records each view as a window of a
+  // contiguous "base" view covering it, so tensorseal restores the sharing.
+  void plan_bases(const Value& root) {
+    std::map<const Storage*, std::vector<const Tensor*>> groups;
+    for (const auto& ref : collect_tensors(root)) groups[ref.tensor->storage.get()].push_back(ref.tensor.get());
+    for (const auto& [s, g] : groups) {
+      const Tensor* best = nullptr;
+      std::uint64_t best_len = 0;
+      for (const Tensor* t : g) {
+        auto [b, e] = t->storage_extent();
+        if (t->is_contiguous() && e - b >= best_len && info(t->dtype).bits % 8 == 0) { best = t; best_len = e - b; }
+      }
+      if (!best) continue;
+      auto [bb, be] = best->storage_extent();
+      bool covers = true;
+      for (const Tensor* t : g) {
+        auto [b, e] = t->storage_extent();
+        covers &= t->dtype == best->dtype && (b == e || (b >= bb && e <= be));
+      }
+      if (covers && g.size() > 1) bases[s] = best;
+    }
+  }
 
   std::string unique(std::string base) {
     if (base.empty()) base = "tensor";
@@ -116,12 +147,13 @@ struct Encoder {
       }
       case K::kTensor: {
         const auto& t = v.as_tensor();
-        auto it = names.find(t.get());
+        auto it = names.find(view_key(*t));
         std::string name;
-        if (it != names.end()) name = it->second;
+        const bool first = it == names.end();
+        if (!first) name = it->second;
         else {
           name = unique(path);
-          names.emplace(t.get(), name);
+          names.emplace(view_key(*t), name);
           // The stored tensor carries no flags: they live in the structure.
           auto plain = std::make_shared<Tensor>(*t);
           plain->requires_grad = false;
@@ -131,6 +163,23 @@ struct Encoder {
         json j{{"t", name}};
         if (t->requires_grad) j["rg"] = true;
         if (t->is_parameter) j["param"] = true;
+        auto b = bases.find(t->storage.get());
+        if (b != bases.end() && !(view_key(*b->second) == view_key(*t))) {
+          // A window of the base view: element offset from the base's first element.
+          const Tensor& base = *b->second;
+          auto bn = names.find(view_key(base));
+          std::string base_name;
+          if (bn == names.end()) {  // make sure the base itself is stored
+            base_name = unique(path + "#base");
+            names.emplace(view_key(base), base_name);
+            flat.items.emplace_back(Value::str(base_name), Value(make_contiguous(base.dtype, base.shape,
+                Storage::slice(base.storage, base.storage_extent().first, base.nbytes()))));
+          } else base_name = bn->second;
+          j["base"] = base_name;
+          j["off"] = t->storage_offset - base.storage_offset;
+          j["strides"] = t->strides;
+        }
+        (void)first;
         return j;
       }
       case K::kStorage:
@@ -159,6 +208,7 @@ struct Encoder {
 struct Decoder {
   const Dict& flat;
   const std::string& file;
+  std::map<std::tuple<std::string, std::int64_t, std::vector<std::int64_t>, std::vector<std::int64_t>, bool, bool>, Value> views;
 
   [[noreturn]] void bad(const std::string& why) const {
     throw Error(st::rules::kBadStructure, "tensorseal.structure: " + why, file);
@@ -233,6 +283,31 @@ struct Decoder {
       const Value* t = flat.find(it->get<std::string>());
       if (!t || !t->is(Value::Kind::kTensor)) bad("names tensor '" + it->get<std::string>() + "' that the file lacks");
       const bool rg = j.value("rg", false), param = j.value("param", false);
+      if (auto b = j.find("base"); b != j.end()) {
+        // A view sharing the base tensor's storage (see Encoder::plan_bases).
+        const Value* base = flat.find(b->get<std::string>());
+        if (!base || !base->is(Value::Kind::kTensor)) bad("names base tensor '" + b->get<std::string>() + "' that the file lacks");
+        const Tensor& bt = *base->as_tensor();
+        auto view = std::make_shared<Tensor>(*t->as_tensor());
+        view->storage = bt.storage;
+        view->storage_offset = bt.storage_offset + j.value("off", std::int64_t{0});
+        view->strides = j.value("strides", std::vector<std::int64_t>{});
+        view->requires_grad = rg;
+        view->is_parameter = param;
+        if (view->dtype != bt.dtype) bad("view and base dtypes differ");
+        try {
+          view->validate();
+        } catch (const Error& e) {
+          bad(std::string("view does not fit its base: ") + e.detail());
+        }
+        // Views of one base must stay one object per distinct view.
+        auto key = std::make_tuple(b->get<std::string>(), view->storage_offset, view->shape, view->strides, rg, param);
+        auto known = views.find(key);
+        if (known != views.end()) return known->second;
+        Value out{std::shared_ptr<const Tensor>(view)};
+        views.emplace(key, out);
+        return out;
+      }
       if (!rg && !param) return *t;
       auto copy = std::make_shared<Tensor>(*t->as_tensor());
       copy->requires_grad = rg;
@@ -297,6 +372,7 @@ struct Decoder {
 
 Flattened flatten(const Value& root) {
   Encoder e;
+  e.plan_bases(root);
   json j{{"version", kVersion}, {"root", e.enc(root, "")}};
   Flattened f;
   auto d = std::make_shared<Dict>(std::move(e.flat));
@@ -314,7 +390,7 @@ Value unflatten(std::string_view structure, const Value& flat, const std::string
   }
   if (!j.is_object() || j.value("version", 0) != kVersion || !j.contains("root"))
     throw Error(st::rules::kBadStructure, "tensorseal.structure has an unknown version", file);
-  Decoder d{flat.as_dict(), file};
+  Decoder d{flat.as_dict(), file, {}};
   return d.dec(j["root"], 0);
 }
 

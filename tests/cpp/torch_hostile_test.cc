@@ -323,7 +323,7 @@ TEST(TorchHostile, PickleTrailingBytes) {
 // decodes it). DISABLED: src/pickle/vm.cc copies raw pickle bytes into some details
 // (pickle/bad-memo-index "PUT index '<bytes>'"), e.g. after flipping byte 24 of
 // tiny.legacy.pt. Enable once the VM escapes them.
-TEST(TorchHostile, DISABLED_ErrorMessagesAreOneUtf8Line) {
+TEST(TorchHostile, ErrorMessagesAreOneUtf8Line) {
   for (const char* file : {"tiny.pt", "tiny.legacy.pt"}) {
     const std::string whole = fixture(file);
     for (std::size_t i = 0; i < whole.size(); ++i) {

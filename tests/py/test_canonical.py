@@ -146,11 +146,9 @@ def test_canon_is_idempotent_and_keeps_content(produced, tmp_path):
 
 
 def test_convert_pt_to_safetensors_and_back(produced, tmp_path):
-    # safetensors holds no views: tied tensors come back tied, but views of one storage
-    # at different offsets come back as copies, so the round trip is byte-exact for the
-    # view-free checkpoint (and content-exact for every checkpoint).
-    assert tensorseal.hash(produced[("t213", "zip", 1)]) == tensorseal.hash(produced[("t213", "zip", 1, "noviews")])
-    src = produced[("t213", "zip", 1, "noviews")]
+    # Views of one storage are stored as their own elements (stock safetensors sees
+    # every name) and recorded as windows of a base view, so sharing comes back.
+    src = produced[("t213", "zip", 1)]
     st = tmp_path / "c.safetensors"
     assert run_tseal("convert", src, st).returncode == 0
     assert tensorseal.hash(st) == tensorseal.hash(src)

@@ -390,10 +390,6 @@ def test_bit_flip_in_zip_data_is_crc_mismatch():
     assert flipped > 50
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "src/pickle/vm.cc copies raw pickle bytes into error details (e.g. pickle/bad-memo-index "
-    "\"PUT index '<bytes>'\"): not UTF-8, may hold newlines; the binding then raises "
-    "RuntimeError(UnicodeDecodeError) instead of tensorseal.Error. Flip byte 24 of a legacy file."))
 def test_bit_flips_anywhere_never_crash():
     for kind, data in small_files().items():
         for i in range(len(data)):
