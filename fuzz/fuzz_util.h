@@ -1,5 +1,7 @@
-// Shared pieces of the libFuzzer harnesses: small limits (so that every input is cheap
-// and an allocation beyond them is a bug, not a slow run) and the round-trip check.
+// Shared pieces of the libFuzzer harnesses, also used by tests/cpp/fuzz_regressions_test.cc
+// to replay fuzz/regressions/<target>/*: small limits (every input stays cheap, so an
+// allocation beyond them is a bug rather than a slow run), the per-target input shaping
+// (nested pickle wrapper, safetensors framing) and the round-trip check.
 #pragma once
 
 #include <cstddef>
@@ -7,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "io/input.h"
 #include "tensorseal/checkpoint.h"
@@ -34,6 +37,9 @@ inline ReadOptions small_options() {
 inline std::span<const std::byte> as_bytes(const std::uint8_t* data, std::size_t size) {
   return {reinterpret_cast<const std::byte*>(data), size};
 }
+inline std::span<const std::byte> as_bytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
 
 // An Input over a copy of the bytes, as read_bytes builds it, for calling one
 // format's reader directly (no detection).
@@ -45,9 +51,45 @@ inline detail::Input input_of(std::span<const std::byte> bytes, const ReadOption
   return in;
 }
 
+// torch.storage._load_from_bytes(<payload>) as a protocol-4 pickle (what
+// pickle.dumps(storage) writes): PROTO 4; SHORT_BINUNICODE x2; STACK_GLOBAL;
+// BINBYTES <u32 len> <payload>; TUPLE1; REDUCE; STOP.
+inline std::string nested_pickle_of(std::span<const std::byte> payload) {
+  std::string p("\x80\x04", 2);
+  p += '\x8c';
+  p += char(13);
+  p += "torch.storage";
+  p += '\x8c';
+  p += char(16);
+  p += "_load_from_bytes";
+  p += '\x93';
+  p += 'B';
+  const auto n = static_cast<std::uint32_t>(payload.size());
+  for (int i = 0; i < 4; ++i) p += static_cast<char>((n >> (8 * i)) & 0xff);
+  p.append(reinterpret_cast<const char*>(payload.data()), payload.size());
+  p += "\x85R.";
+  return p;
+}
+
+// Input: u16 LE data-buffer length D (<= 4096, else empty result), then the header
+// text. Output: a well-framed safetensors file (u64 header length, header, D bytes).
+inline std::string safetensors_file_of(std::span<const std::byte> in) {
+  if (in.size() < 2) return {};
+  const std::size_t d = (static_cast<std::size_t>(in[0]) | (static_cast<std::size_t>(in[1]) << 8)) & 0x1fff;
+  if (d > 4096) return {};
+  const std::size_t h = in.size() - 2;
+  std::string f(8, '\0');
+  for (int i = 0; i < 8; ++i) f[i] = static_cast<char>((static_cast<std::uint64_t>(h) >> (8 * i)) & 0xff);
+  f.append(reinterpret_cast<const char*>(in.data() + 2), h);
+  for (std::size_t i = 0; i < d; ++i) f += static_cast<char>(i * 131 + 7);
+  return f;
+}
+
+enum class Outcome { kRejected, kAccepted, kRoundTripMismatch };
+
 // Whatever parsed must hash (which walks every element of every view), scan, and,
 // when the canonical writer accepts it, read back to the same content.
-inline void exercise(const Checkpoint& c, Format write_as, const ReadOptions& options) {
+inline Outcome exercise(const Checkpoint& c, Format write_as, const ReadOptions& options) {
   const std::string h = content_hash(c.root, {HashAlgo::kXxh3, 1});
   (void)scan(c);
   std::string out;
@@ -57,10 +99,48 @@ inline void exercise(const Checkpoint& c, Format write_as, const ReadOptions& op
     if (write_as == Format::kSafetensors) w.metadata = c.metadata;
     out = write_bytes(c.root, write_as, w);
   } catch (const Error&) {
-    return;  // not representable in that format (e.g. non-tensor leaves in npz)
+    return Outcome::kAccepted;  // not representable in that format (e.g. non-tensor leaves in npz)
   }
-  const Checkpoint back = read_bytes({reinterpret_cast<const std::byte*>(out.data()), out.size()}, "fuzz.out", options);
-  if (content_hash(back.root, {HashAlgo::kXxh3, 1}) != h) __builtin_trap();
+  const Checkpoint back = read_bytes(as_bytes(out), "fuzz.out", options);
+  return content_hash(back.root, {HashAlgo::kXxh3, 1}) == h ? Outcome::kAccepted : Outcome::kRoundTripMismatch;
+}
+
+inline Format family(Format f) {
+  return (f == Format::kSafetensors || f == Format::kNpy || f == Format::kNpz) ? f : Format::kTorchZip;
+}
+
+// One input through one of the harnesses in this directory (by target name, without
+// "_fuzz"), for the targets that go through the checkpoint readers. Any exception other
+// than tensorseal::Error escapes (a bug, as is a sanitizer report).
+inline Outcome run_reader_target(std::string_view target, std::span<const std::byte> data) {
+  static const ReadOptions options = small_options();
+  try {
+    if (target == "torch_zip")
+      return exercise(detail::read_torch_zip(input_of(data, options)), Format::kTorchZip, options);
+    if (target == "torch_legacy")
+      return exercise(detail::read_torch_legacy(input_of(data, options)), Format::kTorchZip, options);
+    if (target == "nested_pickle") {
+      if (data.size() > (1u << 22)) return Outcome::kRejected;
+      const std::string p = nested_pickle_of(data);
+      return exercise(read_bytes(as_bytes(p), "fuzz.pkl", options), Format::kTorchZip, options);
+    }
+    if (target == "safetensors_header") {
+      const std::string f = safetensors_file_of(data);
+      if (f.empty()) return Outcome::kRejected;
+      return exercise(detail::read_safetensors(input_of(as_bytes(f), options)), Format::kSafetensors, options);
+    }
+    // read_bytes and anything else: detection + every reader.
+    const Checkpoint c = read_bytes(data, "fuzz", options);
+    return exercise(c, family(c.format), options);
+  } catch (const Error&) {
+    return Outcome::kRejected;
+  }
+}
+
+// The libFuzzer entry for one of the targets above: a round-trip mismatch is a crash.
+inline int fuzz_one(std::string_view target, const std::uint8_t* data, std::size_t size) {
+  if (run_reader_target(target, as_bytes(data, size)) == Outcome::kRoundTripMismatch) __builtin_trap();
+  return 0;
 }
 
 }  // namespace tensorseal::fuzz

@@ -6,14 +6,5 @@
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace tensorseal;
-  static const ReadOptions options = fuzz::small_options();
-  try {
-    const Checkpoint c = read_bytes(fuzz::as_bytes(data, size), "fuzz", options);
-    Format family = Format::kTorchZip;
-    if (c.format == Format::kSafetensors || c.format == Format::kNpy || c.format == Format::kNpz) family = c.format;
-    fuzz::exercise(c, family, options);
-  } catch (const Error&) {
-  }
-  return 0;
+  return tensorseal::fuzz::fuzz_one("read_bytes", data, size);
 }

@@ -84,12 +84,12 @@ summary() {
   printf '%-20s execs=%-10s exec/s=%-6s cov=%-6s ft=%-6s %s\n' "$t" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$verdict"
 }
 
-declare -A pids=()
-results=()
+running=0
 for t in "$@"; do
   [ -x "$BUILD/fuzz/${t}_fuzz" ] || { echo "no such fuzz target: $t" >&2; exit 2; }
-  while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || true; done
+  if ((running >= JOBS)); then wait -n || true; running=$((running - 1)); fi
   ( rc=0; run_one "$t" || rc=$?; echo "$rc" >"$OUT/$t/rc" ) &
+  running=$((running + 1))
 done
 wait
 echo "fuzz: $SECONDS_PER_TARGET s per target, ASan+UBSan ($BUILD)"

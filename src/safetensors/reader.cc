@@ -189,6 +189,8 @@ Checkpoint read_safetensors(const Input& in) {
   } catch (const json::parse_error& e) {
     fail(st::rules::kHeaderJson, std::string("header is not JSON: ") + e.what(), in,
          st::kLengthPrefixSize + (e.byte > 0 ? e.byte - 1 : 0));
+  } catch (const json::exception& e) {  // out_of_range.406: a number beyond double (1e999)
+    fail(st::rules::kHeaderJson, std::string("header is not JSON: ") + e.what(), in, st::kLengthPrefixSize);
   }
   const std::vector<std::string>& header_order = sax.header_order;
   const std::vector<std::string>& metadata_order = sax.metadata_order;

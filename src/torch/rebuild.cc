@@ -169,6 +169,19 @@ struct Resolution {
   std::optional<Value> known(const Object& o) {
     const std::string fn = callable_name(o);
     if (fn.empty()) return std::nullopt;
+    if (fn == "builtins.getattr") {
+      // getattr(<global m.a>, 'b') is how protocol < 4 pickles (and the canonical
+      // writer) spell the nested name m.'a.b' that protocol 4 writes as one global:
+      // fold it back so that both spellings, and a canonical rewrite, are one value.
+      if (!o.args || !o.args->is(Value::Kind::kTuple) || o.kwargs || o.state || !o.list_items.empty() ||
+          !o.dict_items.empty())
+        return std::nullopt;
+      const auto& a = o.args->items();
+      if (a.size() != 2 || !a[0].is(Value::Kind::kGlobal) || !a[1].is(Value::Kind::kStr)) return std::nullopt;
+      const std::string_view attr = a[1].as_str();
+      if (attr.empty() || attr.find('.') != std::string_view::npos) return std::nullopt;
+      return Value::global(a[0].as_global().module, a[0].as_global().name + "." + std::string(attr));
+    }
     if (fn == "torch._utils._rebuild_tensor_v2" || fn == "torch._utils._rebuild_tensor") {
       const auto& a = tuple_args(o, fn, in, 4, 7);
       return tensor_from(fn, a[0], a[1], a[2], a[3], a.size() > 4 ? a[4] : Value(false), std::nullopt);

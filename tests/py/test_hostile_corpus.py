@@ -268,6 +268,7 @@ def hostile_shapes(d: pathlib.Path, real: dict) -> None:
         "st_bad_utf8": b'{"\xff\xfe":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
         "st_offsets_past_end": b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8000000000]}}',
         "st_metadata_not_str": b'{"__metadata__":{"a":1}}',
+        "st_number_overflow": b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":5.9e534}}',
         "st_dup_keys": b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
     }.items():
         files[name + ".safetensors"] = struct.pack("<Q", len(h)) + h + b"\0" * 8
