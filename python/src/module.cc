@@ -314,9 +314,14 @@ nb::dict checkpoint_to_py(const Checkpoint& c, const std::string& framework, boo
     d["root"] = conv.convert(c.root);
   }
   nb::list meta, facts, globals;
-  for (const auto& [k, v] : c.metadata) meta.append(nb::make_tuple(k, v));
-  for (const auto& f : c.facts) facts.append(nb::make_tuple(f.topic, f.where, f.value));
-  for (const auto& g : c.globals) globals.append(nb::make_tuple(g.module, g.name, g.where));
+  // Facts quote file content (record names, ids) that a damaged file may hold as
+  // invalid UTF-8: decode leniently so reading never fails on a description.
+  auto text = [](const std::string& s) {
+    return nb::steal<nb::str>(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "backslashreplace"));
+  };
+  for (const auto& [k, v] : c.metadata) meta.append(nb::make_tuple(text(k), text(v)));
+  for (const auto& f : c.facts) facts.append(nb::make_tuple(text(f.topic), text(f.where), text(f.value)));
+  for (const auto& g : c.globals) globals.append(nb::make_tuple(text(g.module), text(g.name), text(g.where)));
   d["metadata"] = meta;
   d["facts"] = facts;
   d["globals"] = globals;

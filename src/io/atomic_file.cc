@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <system_error>
 
@@ -18,6 +19,15 @@ constexpr std::size_t kBufferSize = 1 << 20;  // small writes are batched to 1 M
 
 [[noreturn]] void fail(const Rule& rule, const std::filesystem::path& p, int err, std::string_view what) {
   throw Error(rule, std::string(what) + ": " + std::strerror(err), p.string());
+}
+
+// A killed writer that its parent has not reaped yet still answers kill(pid, 0).
+bool is_zombie(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto close = line.rfind(')');  // "pid (comm) S ..."
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
 }
 
 // Removes temp files of earlier writers of `target` that no longer run. The temp name
@@ -34,7 +44,7 @@ void remove_stale_temps(const std::filesystem::path& dir, const std::string& bas
     char* end = nullptr;
     long pid = std::strtol(rest.c_str(), &end, 10);
     if (end != rest.c_str() + dot || pid <= 0) continue;
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) continue;  // writer alive
+    if ((::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) && !is_zombie(pid)) continue;  // writer alive
     std::filesystem::remove(e.path(), ec);
   }
 }
