@@ -82,7 +82,12 @@ struct ToPy {
                                                                               "little", nb::arg("signed") = true);
       }
       case K::kFloat: return nb::float_(v.as_float());
-      case K::kStr: return nb::str(v.as_str().data(), v.as_str().size());
+      case K::kStr: {
+        // Readers hand out UTF-8; names taken from a damaged container (zip member
+        // names) may not be: surrogateescape keeps every byte instead of failing.
+        const auto sv = v.as_str();
+        return nb::steal<nb::str>(PyUnicode_DecodeUTF8(sv.data(), static_cast<Py_ssize_t>(sv.size()), "surrogateescape"));
+      }
       case K::kBytes: {
         nb::bytes b(v.as_bytes().data(), v.as_bytes().size());
         if (v.is_bytearray()) return nb::module_::import_("builtins").attr("bytearray")(b);
