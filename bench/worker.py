@@ -126,8 +126,8 @@ def generate(workload: str, d: str, size: str) -> Dict[str, Any]:
         files["safetensors"] = minilm_path()
         sd = {k: v.clone() for k, v in st.load_file(files["safetensors"]).items()}
     elif workload == "d":
-        # 64 tensors of 4 MiB (small) or 64 MiB (full): 256 MiB / 4 GiB of float32.
-        sd = _float_tensors((256 if small else 4096) * MiB, 64, 4)
+        # 64 tensors of 2 MiB (small) or 64 MiB (full): 128 MiB / 4 GiB of float32.
+        sd = _float_tensors((128 if small else 4096) * MiB, 64, 4)
     else:
         raise ValueError(workload)
     nbytes = sum(t.numel() * t.element_size() for t in sd.values())
@@ -202,12 +202,14 @@ class Session:
         self.scratch = ""
         self.state: Dict[str, Any] = {}
         self.competitors: Dict[str, Callable[[], Any]] = {}
+        self.bytes: Dict[str, int] = {}  # competitors that process other than the workload's bytes
 
     def out(self, ext: str) -> str:
         return os.path.join(self.scratch, f"py-out.{ext}")
 
     def setup(self, op: str, files: Dict[str, str], scratch: str) -> None:
         self.teardown()
+        self.bytes = {}
         self.op, self.files, self.scratch = op, files, scratch
         f = files
         c: Dict[str, Callable[[], Any]] = {}
@@ -263,6 +265,7 @@ class Session:
             c["tensorseal.hash fast (API)"] = lambda: tensorseal.hash(src, fast=True)
             c["hashlib.sha256 (1 core)"] = lambda: hashlib_sha256(src)
             c["numpy copy (memcpy)"] = lambda: np.copyto(b, a)
+            self.bytes = {"numpy copy (memcpy)": n}  # copies at most 1 GiB, not the file
         elif op in ("canon", "convert"):
             src = f["pt"]
             if op == "canon":
@@ -314,7 +317,10 @@ class Session:
 
 
 def main() -> None:
-    torch.set_num_threads(int(os.environ.get("BENCH_TORCH_THREADS", os.cpu_count() or 1)))
+    # One torch thread: loading/saving in torch is single-threaded anyway, and a 2-thread
+    # "touch" on a loaded 2-core machine waits for its slower thread (and spins), which
+    # made load timings bimodal. Every competitor touches with the same single thread.
+    torch.set_num_threads(int(os.environ.get("BENCH_TORCH_THREADS", "1")))
     # Everything imported so far is long-lived: freezing it makes each gc.collect()
     # below take microseconds instead of ~0.2 s (torch's object graph).
     gc.collect()
@@ -334,7 +340,7 @@ def main() -> None:
                 reply = generate(msg["workload"], msg["dir"], msg["size"])
             elif cmd == "setup":
                 s.setup(msg["op"], msg["files"], msg["scratch"])
-                reply = {"competitors": list(s.competitors)}
+                reply = {"competitors": list(s.competitors), "bytes": s.bytes}
             elif cmd == "run":
                 reply = s.run(msg["competitor"])
             elif cmd == "teardown":
