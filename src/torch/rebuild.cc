@@ -178,8 +178,9 @@ struct Resolution {
         return std::nullopt;
       const auto& a = o.args->items();
       if (a.size() != 2 || !a[0].is(Value::Kind::kGlobal) || !a[1].is(Value::Kind::kStr)) return std::nullopt;
+      // Exactly the inverse of the writer's split at the last dot (so "a." <-> (a, '')).
       const std::string_view attr = a[1].as_str();
-      if (attr.empty() || attr.find('.') != std::string_view::npos) return std::nullopt;
+      if (attr.find('.') != std::string_view::npos) return std::nullopt;
       return Value::global(a[0].as_global().module, a[0].as_global().name + "." + std::string(attr));
     }
     if (fn == "torch._utils._rebuild_tensor_v2" || fn == "torch._utils._rebuild_tensor") {

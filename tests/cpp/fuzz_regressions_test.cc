@@ -9,6 +9,8 @@
 //     the canonical protocol-2 writer as getattr(m.a, 'b'), which the torch resolver
 //     read back as an opaque getattr object: canon changed the content hash.
 //     Fixed in src/torch/rebuild.cc (fold builtins.getattr(<global>, '<attr>')).
+//   nested_pickle/dotted-global-name-trailing-dot: the same with a name ending in '.'
+//     (written as getattr(m.a, '')): the fold is the exact inverse of the writer's split.
 //   read_bytes/dotted-global-name-roundtrip, torch_legacy/dotted-global-name-roundtrip:
 //     the same bug reached through a plain pickle and a legacy file.
 //   safetensors_header/json-number-overflow: a header number beyond double range
