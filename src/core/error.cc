@@ -35,6 +35,8 @@ Error Error::located(std::string file, std::uint64_t base_offset) const {
 }
 
 void Error::render() {
+  detail_ = printable(detail_);  // detail() is handed out on its own too (Python .detail)
+  file_ = printable(file_);
   message_.clear();
   if (!file_.empty()) message_ += file_ + ": ";
   if (offset_ != kNoOffset) message_ += "byte " + std::to_string(offset_) + ": ";
