@@ -147,7 +147,9 @@ TEST(CoreError, WhatIsOneLineWithFileOffsetAndRule) {
   EXPECT_EQ(e.kind(), ErrorKind::kCorrupt);
   EXPECT_EQ(e.file(), "model.bin");
   EXPECT_EQ(e.offset(), 1234u);
-  EXPECT_EQ(e.detail(), "bad value 7\nsecond line\r");  // detail itself untouched
+  // detail() is printable too: the Python exception hands it out as a str.
+  EXPECT_EQ(e.detail(), "bad value 7 second line ");
+  EXPECT_EQ(Error(r, std::string("\xe9\x01")).detail(), "\\xe9\\x01");
   EXPECT_STREQ(Error(r, "d").what(), "[fmt/some-rule] d");
   EXPECT_STREQ(Error(r, "d", "f").what(), "f: [fmt/some-rule] d");
   EXPECT_STREQ(Error(r, "d", "", 0).what(), "byte 0: [fmt/some-rule] d");
