@@ -30,25 +30,29 @@ bool same_view(const Tensor& a, const Tensor& b) {
   return a.dtype == b.dtype && a.shape == b.shape && a.strides == b.strides && a.storage_offset == b.storage_offset;
 }
 
-// Every Storage value (outside tensors) reachable from root.
+// Every Storage value (outside tensors) and every tensor reachable from root, also
+// where collect_tensors does not look (dict keys, OrderedDict attributes, callables)
+// but the writer does: every tensor the writer meets must have a planned view.
 void collect_storages(const Value& v, std::vector<std::shared_ptr<const Storage>>& out,
-                      std::unordered_set<const void*>& seen) {
+                      std::vector<const Tensor*>& tensors, std::unordered_set<const void*>& seen) {
   using K = Value::Kind;
   const void* node = v.node();
   if (node && v.kind() != K::kStr && v.kind() != K::kBytes && !seen.insert(node).second) return;
+  auto collect = [&](const Value& x) { collect_storages(x, out, tensors, seen); };
   switch (v.kind()) {
     case K::kStorage: out.push_back(v.as_storage()); return;
-    case K::kList: case K::kTuple: for (const auto& x : v.items()) collect_storages(x, out, seen); return;
-    case K::kSet: for (const auto& x : v.as_set().items) collect_storages(x, out, seen); return;
+    case K::kTensor: tensors.push_back(v.as_tensor().get()); return;
+    case K::kList: case K::kTuple: for (const auto& x : v.items()) collect(x); return;
+    case K::kSet: for (const auto& x : v.as_set().items) collect(x); return;
     case K::kDict:
-      for (const auto& [k, x] : v.as_dict().items) { collect_storages(k, out, seen); collect_storages(x, out, seen); }
-      if (v.as_dict().attrs) for (const auto& [k, x] : v.as_dict().attrs->items) collect_storages(x, out, seen);
+      for (const auto& [k, x] : v.as_dict().items) { collect(k); collect(x); }
+      if (v.as_dict().attrs) for (const auto& [k, x] : v.as_dict().attrs->items) { collect(k); collect(x); }
       return;
     case K::kObject: {
       const Object& o = v.as_object();
-      for (const auto* p : {&o.callable, &o.args, &o.kwargs, &o.state}) if (*p) collect_storages(**p, out, seen);
-      for (const auto& x : o.list_items) collect_storages(x, out, seen);
-      for (const auto& [k, x] : o.dict_items) { collect_storages(k, out, seen); collect_storages(x, out, seen); }
+      for (const auto* p : {&o.callable, &o.args, &o.kwargs, &o.state}) if (*p) collect(**p);
+      for (const auto& x : o.list_items) collect(x);
+      for (const auto& [k, x] : o.dict_items) { collect(k); collect(x); }
       return;
     }
     default: return;
@@ -61,8 +65,18 @@ StoragePlan::StoragePlan(const Value& root) {
   // Group tensors by the storage they view, in tree order.
   std::vector<const Storage*> order;
   std::map<const Storage*, std::vector<const Tensor*>> groups;
-  for (const auto& ref : collect_tensors(root)) {
-    const Tensor* t = ref.tensor.get();
+  std::vector<std::shared_ptr<const Storage>> bare;
+  std::vector<const Tensor*> anywhere;
+  std::unordered_set<const void*> seen;
+  collect_storages(root, bare, anywhere, seen);
+  // collect_tensors' order first (it names the tensors), then any it does not reach.
+  std::vector<const Tensor*> tensors;
+  std::unordered_set<const Tensor*> listed;
+  for (const auto& ref : collect_tensors(root))
+    if (listed.insert(ref.tensor.get()).second) tensors.push_back(ref.tensor.get());
+  for (const Tensor* t : anywhere)
+    if (listed.insert(t).second) tensors.push_back(t);
+  for (const Tensor* t : tensors) {
     t->validate();
     auto& g = groups[t->storage.get()];
     if (g.empty()) order.push_back(t->storage.get());
@@ -105,9 +119,6 @@ StoragePlan::StoragePlan(const Value& root) {
     }
     storages_.push_back(std::move(ps));
   }
-  std::vector<std::shared_ptr<const Storage>> bare;
-  std::unordered_set<const void*> seen;
-  collect_storages(root, bare, seen);
   for (const auto& s : bare) {
     if (bare_.count(s.get())) continue;
     auto ps = std::make_unique<PlannedStorage>();

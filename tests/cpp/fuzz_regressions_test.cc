@@ -13,6 +13,13 @@
 //     (written as getattr(m.a, '')): the fold is the exact inverse of the writer's split.
 //   read_bytes/dotted-global-name-roundtrip, torch_legacy/dotted-global-name-roundtrip:
 //     the same bug reached through a plain pickle and a legacy file.
+//   read_bytes/tensor-where-collect-tensors-does-not-look: a tensor reachable only
+//     through a place collect_tensors does not walk (a dict key, dict attributes, a
+//     callable); the canonical .pt writer met it without a planned view: map::at threw
+//     std::out_of_range ("[internal]" in the CLI). Fixed in src/torch/plan.cc (the
+//     planner also walks everything the writer walks).
+//   torch_legacy/roundtrip-2: a round-trip mismatch from the second long run (fixed by
+//     the getattr fold changes above).
 //   safetensors_header/json-number-overflow: a header number beyond double range
 //     (5.9e534) made nlohmann_json throw out_of_range, which escaped read_safetensors
 //     as a non-tensorseal exception (std::terminate in the fuzzer, "[internal]" in the
