@@ -3,11 +3,12 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 BUILD := build
-JOBS ?= 2
+# Build and test jobs: the machine's cores, at most 8 (a clang ASan compile takes ~1.5 GiB).
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$((n > 8 ? 8 : n)))
 SIZE ?= full
 FUZZ_SECONDS ?= 30
 
-.PHONY: setup build test test-cpp test-py demo bench fuzz sanitize clean python
+.PHONY: setup build test check demo bench fuzz sanitize clean python
 
 setup:
 	bash scripts/setup.sh
@@ -21,7 +22,15 @@ build: setup $(BUILD)/build.ninja
 python: setup
 	$(PY) -m pip install -q --no-build-isolation ./ 
 
-test: build python
+# The README's test command (and CI's): the suite, then the same C++ suite under
+# ASan+UBSan and the concurrency test under TSan, then every fuzz target for
+# FUZZ_SECONDS (default 30 s each, regression inputs replayed first).
+test: check
+	JOBS=$(JOBS) bash scripts/sanitize.sh all
+	FUZZ_JOBS=$(JOBS) BUILD_JOBS=$(JOBS) bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# The suite alone (GoogleTest via ctest, then pytest): the quick loop while developing.
+check: build python
 	cd $(BUILD) && ../$(VENV)/bin/ctest --output-on-failure -j $(JOBS)
 	$(PY) -m pytest -q tests/py
 
@@ -32,13 +41,13 @@ bench: build python
 	$(PY) bench/run.py --size $(SIZE)
 
 fuzz: setup
-	bash scripts/fuzz.sh $(FUZZ_SECONDS)
+	FUZZ_JOBS=$(JOBS) BUILD_JOBS=$(JOBS) bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # ASan+UBSan build of the whole ctest suite (build-asan/), then the concurrency test
 # under TSan (build-tsan/). SANITIZE=address|thread|all
 SANITIZE ?= all
 sanitize: setup
-	bash scripts/sanitize.sh $(SANITIZE)
+	JOBS=$(JOBS) bash scripts/sanitize.sh $(SANITIZE)
 
 clean:
 	rm -rf $(BUILD) build-*

@@ -6,6 +6,8 @@
 #   env: FUZZ_JOBS    targets run at once (default 1)
 #        FUZZ_OUT     working corpora, logs, crash artifacts (default fuzz/out/)
 #        FUZZ_NICE    nice level (default 10)
+#        FUZZ_RUNS    also stop a target after this many executions (default: no cap);
+#                     the long runs use FUZZ_RUNS=10000000 with SECONDS=1800
 #        CC/CXX       compilers (default clang-14 / clang++-14, else clang / clang++)
 #
 # First every file in fuzz/regressions/<name>/ is replayed through its target (inputs
@@ -20,6 +22,7 @@ shift || true
 OUT=${FUZZ_OUT:-fuzz/out}
 JOBS=${FUZZ_JOBS:-1}
 NICE=${FUZZ_NICE:-10}
+RUNS=${FUZZ_RUNS:--1}
 BUILD=build-fuzz
 CMAKE=.venv/bin/cmake; [ -x "$CMAKE" ] || CMAKE=cmake
 
@@ -65,7 +68,7 @@ run_one() {
   mkdir -p "$dir/corpus"
   local seeds=fuzz/corpus/$t
   [ -d "$seeds" ] || seeds=""
-  nice -n "$NICE" "$BUILD/fuzz/${t}_fuzz" -max_total_time="$SECONDS_PER_TARGET" -timeout=25 \
+  nice -n "$NICE" "$BUILD/fuzz/${t}_fuzz" -max_total_time="$SECONDS_PER_TARGET" -runs="$RUNS" -timeout=25 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/" \
     "$dir/corpus" $seeds >"$dir/log" 2>&1
 }
