@@ -324,7 +324,8 @@ def real_files(d: pathlib.Path) -> dict:
         def forward(self, x):
             return self.lin(x)
     buf = io.BytesIO()
-    torch.jit.script(M()).save(buf)
+    torch.jit.save(torch.jit.script(M()), buf)  # ScriptModule.save(x) would take str(x) as a file name
+    assert buf.getvalue()[:2] == b"PK"
     out["torchscript.pt"] = buf.getvalue()
     for name, data in out.items():
         (d / ("real_" + name)).write_bytes(data)
