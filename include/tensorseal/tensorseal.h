@@ -7,6 +7,7 @@
 #include "tensorseal/error.h"
 #include "tensorseal/hash.h"
 #include "tensorseal/limits.h"
+#include "tensorseal/safetensors.h"
 #include "tensorseal/storage.h"
 #include "tensorseal/tensor.h"
 #include "tensorseal/value.h"

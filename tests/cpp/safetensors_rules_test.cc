@@ -8,6 +8,7 @@
 
 #include "io/input.h"
 #include "safetensors/constants.h"
+#include "safetensors/header.h"
 #include "test_util.h"
 #include "util/endian.h"
 
@@ -86,6 +87,27 @@ void expect_rule(const std::string& bytes, const Rule& rule, std::optional<std::
   EXPECT_EQ(what.find('\n'), std::string::npos);
   if (detect_format(testing::bytes_of(bytes)) == Format::kSafetensors)
     EXPECT_EQ(testing::rule_of([&] { (void)read_bytes(testing::bytes_of(bytes), kName, opt); }), rule.id);
+  // The header index (lazy access) is the same validator: the same error, word for word,
+  // also when the fast scanner is skipped.
+  std::string index_what, slow_what;
+  try {
+    (void)read_safetensors_index(testing::bytes_of(bytes), kName, opt);
+  } catch (const Error& x) {
+    index_what = x.what();
+  }
+  try {
+    detail::Input in;
+    in.whole = Storage::owned(std::vector<std::byte>(testing::bytes_of(bytes).begin(), testing::bytes_of(bytes).end()));
+    in.name = kName;
+    in.options = &opt;
+    (void)detail::index_safetensors(in, /*fast_scan=*/false);
+  } catch (const Error& x) {
+    slow_what = x.what();
+  }
+  if (rule.id != st::rules::kBadStructure.id) {  // the tree, not the header: read_file only
+    EXPECT_EQ(index_what, what);
+    EXPECT_EQ(slow_what, what);
+  }
 }
 
 std::string entry(std::string_view name, std::string_view dtype, std::string_view shape, std::string_view offsets) {
