@@ -512,17 +512,7 @@ TEST(DiffTorch, PtPairsGiveTheSameReportsAsSafetensors) {
 
 // ---- the CLI ------------------------------------------------------------------------
 
-int run_cli(const std::string& args, std::string* out = nullptr) {
-  const std::string cmd = std::string(TENSORSEAL_BINARY_DIR) + "/tseal " + args + " 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  std::string text;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, n);
-  const int status = ::pclose(p);
-  if (out) *out = text;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+using testing::run_cli;
 
 TEST(DiffCli, ExitStatusAndSummary) {
   if (!std::filesystem::exists(std::string(TENSORSEAL_BINARY_DIR) + "/tseal")) FAIL() << "tseal not built";

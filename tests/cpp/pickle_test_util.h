@@ -15,12 +15,7 @@ namespace tensorseal::testing {
 
 namespace pk = tensorseal::detail::pickle;
 
-inline std::string hex(std::string_view s) {
-  static const char* d = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) { out += d[c >> 4]; out += d[c & 15]; }
-  return out;
-}
+inline std::string hex(std::string_view s) { return hex_of(s); }
 
 // The canonical text form tests/fixtures/gen_pickle.py's describe() writes for the
 // same Python value (plus G/R forms for globals and objects, which Python never writes).

@@ -172,21 +172,13 @@ constexpr std::string_view kGoldenHex =
     "7473223a5b382c31305d7d2c2263223a7b226474797065223a22424f4f4c222c227368617065223a5b5d2c2264"
     "6174615f6f666673657473223a5b31302c31315d7d7d20202020202001000000ffffffff003801";
 
-std::string hex(const std::string& s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
+using testing::hex_of;
 
 TEST(SafetensorsWriter, GoldenBytes) {
   WriteOptions o;
   o.metadata = {{"format", "pt"}};
   const std::string ours = write_bytes(golden_tree(), Format::kSafetensors, o);
-  EXPECT_EQ(hex(ours), kGoldenHex);
+  EXPECT_EQ(hex_of(ours), kGoldenHex);
   // Readable form of the same bytes: I32 first (descending dtype order), then F16, BOOL;
   // the header padded with 6 spaces to 200 bytes.
   EXPECT_EQ(ours.substr(8, 200),

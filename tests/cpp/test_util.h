@@ -1,6 +1,9 @@
 // Helpers shared by the C++ tests.
 #pragma once
 
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -40,6 +43,31 @@ std::string rule_of(F&& fn) {
     return e.rule();
   }
   return "";
+}
+
+// Runs `tseal <args>` from the build tree (stderr dropped); returns its exit status (-1
+// when it did not exit normally) and, when `out` is given, its stdout.
+inline int run_cli(const std::string& args, std::string* out = nullptr) {
+  const std::string cmd = std::string(TENSORSEAL_BINARY_DIR) + "/tseal " + args + " 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  std::string text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, n);
+  const int status = ::pclose(p);
+  if (out) *out = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Lower-case hex of raw bytes.
+inline std::string hex_of(std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
 }
 
 inline std::string shared_dir() {

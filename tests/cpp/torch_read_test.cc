@@ -50,15 +50,7 @@ std::string key_text(const Value& k) {
   return repr(k, 80);
 }
 
-std::string hex(std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
+using testing::hex_of;
 
 // The non-tensor leaves of plain containers, encoded as gen_torch.py's leaf() does.
 void leaves(const Value& v, const std::string& path, json& out) {
@@ -81,7 +73,7 @@ void leaves(const Value& v, const std::string& path, json& out) {
       return;
     }
     case K::kStr: out.push_back({{"path", path}, {"type", "str"}, {"value", std::string(v.as_str())}}); return;
-    case K::kBytes: out.push_back({{"path", path}, {"type", "bytes"}, {"value", hex(v.as_bytes())}}); return;
+    case K::kBytes: out.push_back({{"path", path}, {"type", "bytes"}, {"value", hex_of(v.as_bytes())}}); return;
     case K::kSet: {
       std::vector<std::string> items;
       for (const auto& x : v.as_set().items) items.push_back(repr(x));

@@ -21,15 +21,7 @@ json manifest() {
   return text.empty() ? json::object() : json::parse(text);
 }
 
-std::string hex_of(std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
+using testing::hex_of;
 
 const json* find_file(const json& m, const std::string& name) {
   for (const auto& f : m["files"])
