@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,7 +32,9 @@ class MappedFile {
   std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
   std::uint64_t size() const noexcept { return size_; }
   const std::string& path() const noexcept { return path_; }
-  // Hint the kernel about the access pattern of a byte range (madvise).
+  // Hint that a byte range will be read once, front to back, soon: madvise
+  // MADV_SEQUENTIAL (aggressive readahead) and then MADV_WILLNEED (start reading it
+  // in), two separate calls; they are advice values, not flags. Best effort.
   void advise_sequential(std::uint64_t offset, std::uint64_t length) const noexcept;
 
  private:
@@ -67,6 +70,15 @@ class Storage {
   // Offset of the first byte inside file() when mapped.
   std::uint64_t file_offset() const noexcept { return file_offset_; }
 
+  // CRC-32 (zip polynomial) of exactly bytes(), when it is known to be right: a
+  // reader computed it over these very bytes and it agreed with the container's
+  // checksum (torch zip records). Writers of zip records reuse it instead of computing
+  // it again. Never inherited by slice() or copies; nullopt when unknown.
+  std::optional<std::uint32_t> verified_crc32() const noexcept { return verified_crc32_; }
+  // For readers only: `crc` must have been computed over bytes() (not taken from a
+  // file unchecked).
+  void set_verified_crc32(std::uint32_t crc) noexcept { verified_crc32_ = crc; }
+
   // Element type the producer declared (typed storages in torch; uint8 when untyped).
   DType dtype = DType::kUInt8;
   // Byte order of the elements as stored. Readers convert big-endian data on read, so
@@ -83,6 +95,7 @@ class Storage {
   const std::byte* data_ = nullptr;
   std::uint64_t size_ = 0;
   std::uint64_t file_offset_ = 0;
+  std::optional<std::uint32_t> verified_crc32_;
 };
 
 }  // namespace tensorseal

@@ -53,7 +53,15 @@ void MappedFile::advise_sequential(std::uint64_t offset, std::uint64_t length) c
   const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   std::uint64_t start = offset / page * page;
   std::uint64_t end = std::min(size_, offset + length);
-  ::madvise(const_cast<std::byte*>(data_) + start, end - start, MADV_SEQUENTIAL | MADV_WILLNEED);
+  // Not called by the library's own passes (hash, canon, convert): measured on a 1 GiB
+  // torch file, `tseal hash --fast` took the same time with and without this advice,
+  // warm (page cache: nothing to read ahead) and cold (the kernel's fault-driven
+  // read-around already streams a sequential mmap reader).
+  auto* p = const_cast<std::byte*>(data_) + start;
+  // Two calls: madvise takes one advice value. (MADV_SEQUENTIAL | MADV_WILLNEED is
+  // 2 | 3 == 3, i.e. only MADV_WILLNEED.)
+  ::madvise(p, end - start, MADV_SEQUENTIAL);
+  ::madvise(p, end - start, MADV_WILLNEED);
 }
 
 std::shared_ptr<Storage> Storage::owned(std::vector<std::byte> bytes, DType dtype) {

@@ -26,15 +26,27 @@
 //
 // Chunked leaves let one large tensor be hashed on every core; the result does not
 // depend on the thread count, on strides, on storage sharing or on the file layout.
+//
+// hash_file and zip CRCs: the torch zip reader hands the CRC32 checks of the storage
+// records to the hasher (Input::deferred_crcs) instead of running them first. Each
+// record is tiled exactly by pieces: the hash chunks that lie in it (front to back,
+// without overlap) and, for bytes no chunk covers (slack, strided or shared views),
+// CRC-only pieces of at most 1 MiB. A fused job checksums its chunk and then hashes
+// it while it is in cache, so the data is read from memory once; the piece CRCs are
+// combined per record (zip::crc32_combine) and compared before any digest is formed.
+// A mismatch throws the reader's own Error{zip/crc-mismatch} (entry, offset).
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
 #include "hash/digest.h"
+#include "io/input.h"
+#include "tensorseal/checkpoint.h"
 #include "tensorseal/error.h"
 #include "tensorseal/hash.h"
 #include "util/endian.h"
 #include "util/parallel.h"
+#include "zip/reader.h"
 
 namespace tensorseal {
 namespace {
@@ -60,9 +72,18 @@ struct Leaf {
   std::string digest;
 };
 
+// A run of a record's bytes whose CRC32 is computed on its own, then combined.
+struct CrcPiece {
+  std::size_t check;  // index into the checks
+  std::span<const std::byte> bytes;
+  std::uint32_t crc = 0;
+};
+
 class ContentHasher {
  public:
-  explicit ContentHasher(const HashOptions& o) : opt_(o) {}
+  explicit ContentHasher(const HashOptions& o, const std::vector<detail::zip::CrcCheck>* checks = nullptr,
+                         std::string file = {})
+      : opt_(o), checks_(checks), file_(std::move(file)) {}
 
   std::string run(const Value& root) {
     plan(root, 0);
@@ -127,9 +148,18 @@ class ContentHasher {
       for (std::uint64_t c = 0; c < chunks; ++c)
         jobs.push_back({i, c, bytes.subspan(c * kChunk, std::min(kChunk, l.nbytes - c * kChunk))});
     }
-    util::parallel_for(jobs.size(), opt_.threads, [&](std::size_t j) {
+    std::vector<CrcPiece> pieces;
+    std::vector<std::size_t> fused(jobs.size(), kNoPiece), crc_only;
+    if (checks_ != nullptr) tile_records(jobs, pieces, fused, crc_only);
+    util::parallel_for(jobs.size() + crc_only.size(), opt_.threads, [&](std::size_t j) {
+      if (j >= jobs.size()) {
+        CrcPiece& p = pieces[crc_only[j - jobs.size()]];
+        p.crc = detail::zip::crc32(0, p.bytes);
+        return;
+      }
       const Job& job = jobs[j];
       Leaf& l = leaves_[job.leaf];
+      if (fused[j] != kNoPiece) pieces[fused[j]].crc = detail::zip::crc32(0, job.bytes);  // then hashed from cache
       if (!job.bytes.empty() || l.tensor == nullptr || l.tensor->is_contiguous()) {
         l.chunk_digests[job.chunk] = Digest::oneshot(opt_.algo, job.bytes);
         return;
@@ -139,6 +169,12 @@ class ContentHasher {
       for (std::size_t c = 0; c < l.chunk_digests.size(); ++c)
         l.chunk_digests[c] = Digest::oneshot(opt_.algo, bytes.subspan(c * kChunk, std::min(kChunk, l.nbytes - c * kChunk)));
     });
+    if (checks_ != nullptr) {
+      // Pieces are in order within each record; a record without pieces is empty.
+      std::vector<std::uint32_t> crcs(checks_->size(), 0);
+      for (const CrcPiece& p : pieces) crcs[p.check] = detail::zip::crc32_combine(crcs[p.check], p.crc, p.bytes.size());
+      for (std::size_t i = 0; i < checks_->size(); ++i) detail::zip::check_crc((*checks_)[i].entry, crcs[i], file_);
+    }
     for (Leaf& l : leaves_) {
       Digest d(opt_.algo);
       d.update(kTensorDomain);
@@ -148,6 +184,59 @@ class ContentHasher {
       for (const auto& c : l.chunk_digests) d.update(c);
       l.digest = d.finish();
       l.chunk_digests.clear();
+    }
+  }
+
+  static constexpr std::size_t kNoPiece = static_cast<std::size_t>(-1);
+
+  // Cuts every record of checks_ into pieces (see the top of the file): the jobs whose
+  // bytes lie inside it become fused pieces (fused[job] = piece), the rest of its
+  // bytes CRC-only pieces (listed in crc_only). Pieces of one record are consecutive
+  // in `pieces` and in file order, and together cover the record exactly once.
+  void tile_records(const std::vector<Job>& jobs, std::vector<CrcPiece>& pieces, std::vector<std::size_t>& fused,
+                    std::vector<std::size_t>& crc_only) const {
+    const auto& checks = *checks_;
+    auto addr = [](const std::byte* p) { return reinterpret_cast<std::uintptr_t>(p); };
+    // Records by start address (they never overlap: the zip reader checks the layout).
+    std::vector<std::size_t> order(checks.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return addr(checks[a].data.data()) < addr(checks[b].data.data()); });
+    // Jobs inside each record.
+    std::vector<std::vector<std::size_t>> inside(checks.size());
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      const auto& b = jobs[j].bytes;
+      if (b.empty()) continue;
+      const std::uintptr_t lo = addr(b.data()), hi = lo + b.size();
+      auto it = std::upper_bound(order.begin(), order.end(), lo,
+                                 [&](std::uintptr_t v, std::size_t c) { return v < addr(checks[c].data.data()); });
+      if (it == order.begin()) continue;
+      const auto& rec = checks[*std::prev(it)].data;
+      if (hi <= addr(rec.data()) + rec.size()) inside[*std::prev(it)].push_back(j);
+    }
+    auto add_gap = [&](std::size_t c, const std::byte* from, const std::byte* to) {
+      while (from < to) {
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, static_cast<std::uint64_t>(to - from)));
+        crc_only.push_back(pieces.size());
+        pieces.push_back({c, {from, n}});
+        from += n;
+      }
+    };
+    for (std::size_t c = 0; c < checks.size(); ++c) {
+      auto& js = inside[c];
+      std::sort(js.begin(), js.end(), [&](std::size_t a, std::size_t b) {
+        return addr(jobs[a].bytes.data()) < addr(jobs[b].bytes.data());
+      });
+      const std::byte* cursor = checks[c].data.data();
+      for (std::size_t j : js) {
+        const std::byte* start = jobs[j].bytes.data();
+        if (addr(start) < addr(cursor)) continue;  // overlaps a piece already taken: hashed only
+        add_gap(c, cursor, start);
+        fused[j] = pieces.size();
+        pieces.push_back({c, jobs[j].bytes});
+        cursor = start + jobs[j].bytes.size();
+      }
+      add_gap(c, cursor, checks[c].data.data() + checks[c].data.size());
     }
   }
 
@@ -274,6 +363,8 @@ class ContentHasher {
   }
 
   HashOptions opt_;
+  const std::vector<detail::zip::CrcCheck>* checks_ = nullptr;  // records to verify while hashing
+  std::string file_;                                              // for their messages
   std::vector<Leaf> leaves_;
   std::unordered_map<const void*, std::size_t> index_;
 };
@@ -282,6 +373,19 @@ class ContentHasher {
 
 std::string content_hash(const Value& root, const HashOptions& options) {
   return ContentHasher(options).run(root);
+}
+
+std::string hash_file(const std::filesystem::path& path, const HashOptions& options) {
+  std::shared_ptr<const MappedFile> file = MappedFile::open(path);
+  const ReadOptions read_options;  // every checksum checked; storage records below
+  std::vector<detail::zip::CrcCheck> deferred;
+  detail::Input in;
+  in.name = file->path();
+  in.whole = Storage::mapped(file, 0, file->size());
+  in.options = &read_options;
+  in.deferred_crcs = &deferred;
+  const Checkpoint c = detail::read_input(in);
+  return ContentHasher(options, &deferred, in.name).run(c.root);
 }
 
 std::string tensor_sha256(const Tensor& t) {

@@ -4,17 +4,27 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/storage.h"
 
 namespace tensorseal::detail {
 
+namespace zip {
+struct CrcCheck;
+}
+
 struct Input {
   std::shared_ptr<const Storage> whole;  // every byte of the file
   std::string name;                      // for messages
   const ReadOptions* options = nullptr;
   std::uint32_t nesting = 0;             // depth of nested files (_load_from_bytes)
+  // Set only by tensorseal::hash_file (src/hash/content_hash.cc): the torch zip reader
+  // then leaves the CRC32 of the storage records (not of data.pkl and the small
+  // records, which it parses) to the caller, which must verify them before anything
+  // computed from their bytes leaves the library. Never set for nested files.
+  std::vector<zip::CrcCheck>* deferred_crcs = nullptr;
 
   std::span<const std::byte> bytes() const { return whole->bytes(); }
   std::uint64_t size() const { return whole->size(); }

@@ -29,6 +29,16 @@ struct PlannedStorage {
   std::shared_ptr<const Storage> whole;   // bytes = all of this storage (bare storages)
   std::vector<std::byte> gathered;        // bytes = this buffer (sparse/overlapping groups)
   std::string key;                        // assigned on first use
+  // The storage whose bytes() are exactly this storage's bytes, when there is one: a
+  // bare storage written whole, or a dense contiguous tensor covering all of its
+  // storage from offset 0. Null otherwise (windows, gathers, strided copies).
+  const Storage* exact_source() const {
+    if (whole) return whole.get();
+    if (dense_source && dense_source->storage && dense_source->storage_offset == 0 && dense_source->is_contiguous() &&
+        dense_source->nbytes() == dense_source->storage->size() && nbytes == dense_source->storage->size())
+      return dense_source->storage.get();
+    return nullptr;
+  }
   // Streams the bytes (zero-copy where possible).
   template <typename F>
   void for_each_run(F&& sink) const {

@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 
 #include "io/writers.h"
+#include "tensorseal/error.h"
 #include "pickle/writer.h"
 #include "torch/emit.h"
 #include "torch/plan.h"
@@ -64,7 +65,7 @@ void write_torch_zip(const Value& root, const WriteOptions&, Sink& sink) {
   auto small = [&](std::string_view name, std::string_view data) {
     std::string full = std::string(kPrefix) + std::string(name);
     z.record(full, data);
-    written.emplace_back(full, data.size(), zip::crc32(0, util::as_bytes(data)));
+    written.emplace_back(full, data.size(), z.last_crc());
   };
   small("data.pkl", pkl);
   small(".format_version", "1");
@@ -72,14 +73,24 @@ void write_torch_zip(const Value& root, const WriteOptions&, Sink& sink) {
   small("byteorder", "little");
   for (torch::PlannedStorage* s : plan.used()) {
     std::string full = std::string(kPrefix) + "data/" + s->key;
-    z.begin_record(full, s->nbytes);
-    std::uint32_t crc = 0;
+    // A record that is exactly a storage a reader verified (a whole torch zip record,
+    // or its prefix) reuses the CRC32 computed while verifying: canon .pt -> .pt then
+    // checksums the data once, not twice. Anything else (windows, gathers, owned or
+    // borrowed memory) is checksummed as it is written.
+    const Storage* source = s->exact_source();
+    const std::optional<std::uint32_t> known =
+        source != nullptr && s->nbytes > 0 ? source->verified_crc32() : std::nullopt;
+    if (known) z.begin_record_known_crc(full, s->nbytes, *known);
+    else z.begin_record(full, s->nbytes);
+    std::size_t runs = 0;
     s->for_each_run([&](std::span<const std::byte> run) {
+      // The reused CRC covers source->bytes(); the data must be exactly that one run.
+      if (known && (++runs > 1 || run.data() != source->bytes().data() || run.size() != source->size()))
+        throw Error(rules::kInternal, "canonical .pt writer: record '" + full + "' is not the verified storage's bytes");
       z.write(run);
-      crc = zip::crc32(crc, run);
     });
     z.end_record();
-    written.emplace_back(full, s->nbytes, crc);
+    written.emplace_back(full, s->nbytes, z.last_crc());
   }
   small("version", "3\n");
   const std::string id = serialization_id(written);

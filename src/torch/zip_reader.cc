@@ -10,7 +10,7 @@
 //   TorchScript archives (constants.pkl, code/) are programs and are refused.
 //
 // Checks beyond torch's own loader: every entry under the prefix, CRC32 of every record
-// read (torch never checks), storage numel * itemsize within its record (the
+// read (torch never checks; storage records on every core, see below), storage numel * itemsize within its record (the
 // CVE-2026-24747 shape), every view inside its storage (Tensor::validate).
 #include <map>
 
@@ -134,7 +134,15 @@ Checkpoint read_torch_zip(const Input& in) {
   // Storages: one per (key, dtype), created on first use, windows of their records.
   std::map<std::pair<std::string, DType>, std::shared_ptr<const Storage>> storages;
   std::map<const Storage*, std::string> storage_keys;
-  std::vector<const zip::Entry*> to_verify;
+  // Storage records to verify, and for each the storages whose bytes are exactly a
+  // prefix [0, need) of it (not byte-swapped copies): they keep the CRC of that prefix.
+  struct RecordUse {
+    const zip::Entry* entry;
+    std::uint64_t need;
+    std::vector<Storage*> storages;
+  };
+  std::vector<RecordUse> to_verify;
+  std::map<const zip::Entry*, std::size_t> record_index;
   std::vector<std::string> key_order;
   auto persistent_load = [&](const Value& pid, std::uint64_t offset) -> Value {
     torch::StorageRef ref = torch::parse_storage_pid(pid, false, in.name, offset);
@@ -155,6 +163,12 @@ Checkpoint read_torch_zip(const Input& in) {
     std::shared_ptr<Storage> s = in.window(e.data_offset, need);
     s->dtype = ref.dtype;
     s->location = ref.location;
+    auto [use, fresh] = record_index.emplace(&e, to_verify.size());
+    if (fresh) to_verify.push_back({&e, need, {}});
+    if (!big_endian) {
+      RecordUse& u = to_verify[use->second];
+      if (u.need == need) u.storages.push_back(s.get());  // same key, other dtype: same window
+    }
     if (big_endian) {
       if (!ref.typed)
         throw Error(tr::kBadByteOrder, "big-endian untyped storages are not supported", in.name, e.data_offset);
@@ -170,16 +184,29 @@ Checkpoint read_torch_zip(const Input& in) {
     storage_keys.emplace(s.get(), ref.key);
     key_order.push_back(ref.key);
     c.facts.push_back({"storage.key", "storage #" + std::to_string(key_order.size() - 1), ref.key});
-    to_verify.push_back(&e);
     return Value(std::shared_ptr<const Storage>(s));
   };
   c.root = torch::unpickle(in, pkl_bytes, pkl_entry.data_offset, std::string(tc::kDataPkl), persistent_load, c);
 
+  // Storage records: the bulk of the file. Verified here on every core, in 8 MiB
+  // pieces combined per record (zip::verify_crcs), and each storage that is a plain
+  // window of its record keeps the CRC32 of its bytes, computed in the same pass, so
+  // that the canonical .pt writer need not compute it again. tensorseal::hash_file
+  // instead takes the checks (in.deferred_crcs) and verifies every record while it
+  // hashes, chunk by chunk, so the data crosses memory once; it reports no digest
+  // unless every record verified. Nothing else ever sees unverified bytes.
   if (in.options->verify_checksums) {
-    util::parallel_for(to_verify.size(), 0, [&](std::size_t i) {
-      const zip::Entry& e = *to_verify[i];
-      zip::verify_crc(e, file.subspan(e.data_offset, e.size), in.name);
-    });
+    std::vector<zip::CrcCheck> checks;
+    checks.reserve(to_verify.size());
+    for (const RecordUse& u : to_verify)
+      checks.push_back({*u.entry, file.subspan(u.entry->data_offset, u.entry->size), u.need});
+    if (in.deferred_crcs != nullptr && in.nesting == 0) {
+      for (auto& ch : checks) in.deferred_crcs->push_back(std::move(ch));
+    } else {
+      const std::vector<std::uint32_t> prefix_crcs = zip::verify_crcs(checks, in.name);
+      for (std::size_t i = 0; i < to_verify.size(); ++i)
+        for (Storage* s : to_verify[i].storages) s->set_verified_crc32(prefix_crcs[i]);
+    }
   }
 
   // Container facts for `explain`.

@@ -24,6 +24,7 @@
 #include "tensorseal/error.h"
 #include "util/checked.h"
 #include "util/endian.h"
+#include "util/parallel.h"
 #include "zip/constants.h"
 
 namespace tensorseal::detail::zip {
@@ -504,7 +505,10 @@ std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const En
 }
 
 void verify_crc(const Entry& e, std::span<const std::byte> data, const std::string& name) {
-  const std::uint32_t got = crc32(0, data);
+  check_crc(e, crc32(0, data), name);
+}
+
+void check_crc(const Entry& e, std::uint32_t got, const std::string& name) {
   if (got != e.crc32)
     throw Error(zr::kCrcMismatch, "entry " + show(e.name) + ": CRC32 of the data is " + hex(got) + ", the archive says " + hex(e.crc32), name,
                 e.data_offset);
@@ -512,6 +516,76 @@ void verify_crc(const Entry& e, std::span<const std::byte> data, const std::stri
 
 std::uint32_t crc32(std::uint32_t crc, std::span<const std::byte> data) {
   return libdeflate_crc32(crc, data.data(), data.size());
+}
+
+namespace {
+
+// GF(2) polynomials mod the CRC-32 polynomial in the reflected bit order zip uses
+// (bit 31 is x^0). The CRC of a+b is the CRC of a shifted by 8*len(b) zero bits
+// (multiplied by x^(8 len_b) mod P), XORed with the CRC of b: pre/post inversion
+// cancel out because both CRCs carry them.
+constexpr u32 kPolyReflected = 0xEDB88320u;
+
+u32 mul_mod_p(u32 a, u32 b) {
+  u32 product = 0;
+  for (u32 bit = u32{1} << 31; bit != 0; bit >>= 1) {  // a's terms x^0, x^1, ...
+    if (a & bit) product ^= b;
+    b = (b & 1) ? (b >> 1) ^ kPolyReflected : b >> 1;  // b *= x
+  }
+  return product;
+}
+
+// x^(2^k) mod P for k = 0..66 (8 n < 2^67 for a 64-bit n).
+struct PowerTable {
+  u32 x2k[67];
+  PowerTable() {
+    x2k[0] = u32{1} << 30;  // x^1
+    for (int k = 1; k < 67; ++k) x2k[k] = mul_mod_p(x2k[k - 1], x2k[k - 1]);
+  }
+};
+
+// x^(8 n) mod P.
+u32 x_pow_8n(u64 n) {
+  static const PowerTable table;
+  u32 p = u32{1} << 31;  // x^0
+  for (int k = 3; n != 0; n >>= 1, ++k)
+    if (n & 1) p = mul_mod_p(table.x2k[k], p);
+  return p;
+}
+
+}  // namespace
+
+std::uint32_t crc32_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b) {
+  return mul_mod_p(x_pow_8n(len_b), crc_a) ^ crc_b;
+}
+
+std::vector<std::uint32_t> verify_crcs(const std::vector<CrcCheck>& checks, const std::string& name, unsigned threads) {
+  struct Piece {
+    std::size_t check;
+    u64 begin, end;
+    u32 crc = 0;
+  };
+  std::vector<Piece> pieces;
+  for (std::size_t i = 0; i < checks.size(); ++i) {
+    const u64 size = checks[i].data.size(), cut = std::min<u64>(checks[i].cut, size);
+    for (u64 pos = 0; pos < size;) {
+      u64 end = std::min(size, pos + kCrcPiece);
+      if (pos < cut && cut < end) end = cut;
+      pieces.push_back({i, pos, end});
+      pos = end;
+    }
+  }
+  util::parallel_for(pieces.size(), threads, [&](std::size_t j) {
+    Piece& p = pieces[j];
+    p.crc = crc32(0, checks[p.check].data.subspan(p.begin, p.end - p.begin));
+  });
+  std::vector<u32> full(checks.size(), 0), prefix(checks.size(), 0);
+  for (const Piece& p : pieces) {  // in order within each check
+    if (p.end <= checks[p.check].cut) prefix[p.check] = crc32_combine(full[p.check], p.crc, p.end - p.begin);
+    full[p.check] = crc32_combine(full[p.check], p.crc, p.end - p.begin);
+  }
+  for (std::size_t i = 0; i < checks.size(); ++i) check_crc(checks[i].entry, full[i], name);
+  return prefix;
 }
 
 }  // namespace tensorseal::detail::zip

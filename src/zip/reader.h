@@ -66,8 +66,28 @@ std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const En
 
 // Throws Error{zip/crc-mismatch} naming the entry when CRC32 of `data` != e.crc32.
 void verify_crc(const Entry& e, std::span<const std::byte> data, const std::string& name);
+// The same check when the CRC32 of the entry's data was computed elsewhere (`got`).
+void check_crc(const Entry& e, std::uint32_t got, const std::string& name);
 
 // CRC32 (zip polynomial) via libdeflate, chainable: crc32(crc32(0, a), b) == crc32(0, a+b).
 std::uint32_t crc32(std::uint32_t crc, std::span<const std::byte> data);
+// crc32(0, a+b) from crc_a = crc32(0, a), crc_b = crc32(0, b) and b's length, in
+// O(log len_b) (polynomial arithmetic mod the CRC polynomial; libdeflate has no combine).
+std::uint32_t crc32_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b);
+
+// Verification of many records at once (docs/formats/zip.md, "When CRCs are checked").
+// Each record's data is cut into pieces of at most kCrcPiece bytes (and at `cut`), the
+// pieces are checksummed on up to `threads` threads (0: all cores) and combined per
+// record, so one huge record uses every core as well as many small ones. Throws
+// Error{zip/crc-mismatch} for the record of lowest index that fails (after all pieces
+// finished). Returns, per record, the CRC32 of data[0, cut): a checksum computed over
+// verified bytes, which callers may keep (e.g. Storage::set_verified_crc32).
+inline constexpr std::uint64_t kCrcPiece = std::uint64_t{8} << 20;
+struct CrcCheck {
+  Entry entry;                        // expected CRC, name and offset for the message
+  std::span<const std::byte> data;    // the entry's (stored) data
+  std::uint64_t cut = 0;              // also report the CRC of data[0, cut); <= data.size()
+};
+std::vector<std::uint32_t> verify_crcs(const std::vector<CrcCheck>& checks, const std::string& name, unsigned threads = 0);
 
 }  // namespace tensorseal::detail::zip

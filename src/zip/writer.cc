@@ -131,14 +131,21 @@ void Writer::begin_record(std::string name, std::uint64_t size, std::optional<st
   written_ = 0;
   crc_ = 0;
   expected_crc_ = crc;
+  known_crc_ = false;
   open_ = true;
+}
+
+void Writer::begin_record_known_crc(std::string name, std::uint64_t size, std::uint32_t crc) {
+  begin_record(std::move(name), size, crc);
+  crc_ = crc;
+  known_crc_ = true;
 }
 
 void Writer::write(std::span<const std::byte> data) {
   if (!open_) misuse("write without begin_record");
   if (data.size() > current_.size - written_)
     misuse("record '" + current_.name + "' declared " + std::to_string(current_.size) + " bytes, got more");
-  crc_ = crc32(crc_, data);
+  if (!known_crc_) crc_ = crc32(crc_, data);
   written_ += data.size();
   sink_.write(data);
 }

@@ -25,7 +25,8 @@
 //   The local header holds the CRC, so begin_record() needs it up front.
 //
 // Data is streamed to the sink; the CRC32 is computed on the way (and checked against
-// the one given up front in the numpy profile).
+// the one given up front in the numpy profile), unless the caller already holds the
+// CRC32 of exactly those bytes (begin_record_known_crc).
 #pragma once
 
 #include <cstdint>
@@ -48,8 +49,14 @@ class Writer {
   // on it); then call write() until `size` bytes were given, then end_record().
   // `crc` (CRC32 of the whole record) is required by Profile::kNumpy.
   void begin_record(std::string name, std::uint64_t size, std::optional<std::uint32_t> crc = std::nullopt);
+  // Same, for bytes whose CRC32 the caller already holds because it was computed over
+  // exactly these bytes (Storage::verified_crc32): write() then does not checksum
+  // them again. Never pass a CRC read from a file without computing it.
+  void begin_record_known_crc(std::string name, std::uint64_t size, std::uint32_t crc);
   void write(std::span<const std::byte> data);
   void end_record();
+  // CRC32 of the record last ended (what its descriptor and central entry say).
+  std::uint32_t last_crc() const noexcept { return done_.empty() ? 0 : done_.back().crc; }
   // Convenience: a whole small record.
   void record(std::string name, std::string_view data);
   // Writes the central directory and end records. Call once.
@@ -71,6 +78,7 @@ class Writer {
   std::uint64_t written_ = 0;
   std::uint32_t crc_ = 0;
   std::optional<std::uint32_t> expected_crc_;
+  bool known_crc_ = false;  // crc_ was given (begin_record_known_crc), not computed
   bool open_ = false, finished_ = false;
 };
 
