@@ -11,6 +11,7 @@
 
 #include <tensorseal/diff.h>
 #include <tensorseal/explain.h>
+#include <tensorseal/safetensors.h>
 #include <tensorseal/scan.h>
 #include <tensorseal/tensorseal.h>
 #include <tensorseal/verify.h>
@@ -413,6 +414,20 @@ nb::dict scan_to_py(const ScanReport& r, const std::string& file) {
   return d;
 }
 
+// A list of str built in one pass (10,000 tensor names: no per-item append).
+nb::list names_to_py(const SafetensorsIndex& idx, const std::vector<std::uint32_t>& order) {
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(order.size()));
+  if (list == nullptr) throw nb::python_error();
+  nb::list out = nb::steal<nb::list>(list);
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const std::string& n = idx.entries[order[i]].name;
+    PyObject* s = PyUnicode_DecodeUTF8(n.data(), static_cast<Py_ssize_t>(n.size()), nullptr);
+    if (s == nullptr) throw nb::python_error();
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), s);
+  }
+  return out;
+}
+
 }  // namespace
 
 NB_MODULE(_tensorseal, m) {
@@ -458,6 +473,46 @@ NB_MODULE(_tensorseal, m) {
         }
         return tensors_to_py(c, framework);
       }, nb::arg("path"), nb::arg("framework") = "torch");
+
+  // Lazy access to a safetensors file (tensorseal.safetensors.safe_open): the header
+  // parsed and validated, the file mapped, a tensor made on request.
+  nb::class_<SafetensorsIndex>(m, "SafetensorsIndex")
+      .def("__len__", [](const SafetensorsIndex& idx) { return idx.entries.size(); })
+      .def("keys", [](const SafetensorsIndex& idx) { return names_to_py(idx, idx.by_name); },
+           "Tensor names, sorted (bytewise = code point order).")
+      .def("offset_keys", [](const SafetensorsIndex& idx) {
+             std::vector<std::uint32_t> order = idx.by_name;  // by (data offset, name)
+             std::stable_sort(order.begin(), order.end(),
+                              [&](std::uint32_t a, std::uint32_t b) { return idx.entries[a].begin < idx.entries[b].begin; });
+             return names_to_py(idx, order);
+           }, "Tensor names in the order of their data in the file.")
+      .def("metadata", [](const SafetensorsIndex& idx) {
+             nb::list out;
+             for (const auto& [k, v] : idx.metadata)
+               out.append(nb::make_tuple(
+                   nb::steal<nb::str>(PyUnicode_DecodeUTF8(k.data(), static_cast<Py_ssize_t>(k.size()), "backslashreplace")),
+                   nb::steal<nb::str>(PyUnicode_DecodeUTF8(v.data(), static_cast<Py_ssize_t>(v.size()), "backslashreplace"))));
+             return out;
+           }, "__metadata__ as (key, value) pairs in file order.")
+      .def("structured", &SafetensorsIndex::structured,
+           "A whole checkpoint written by tensorseal (read it with read_tensors to get its tree).")
+      .def("tensor", [](const SafetensorsIndex& idx, const std::string& key, const std::string& framework) -> nb::object {
+             const SafetensorsEntry* e = idx.find(key);
+             if (e == nullptr) return nb::none();
+             auto t = idx.tensor(*e);
+             ToPy conv;
+             conv.framework = framework;
+             return nb::make_tuple(conv.tensor(*t), std::string(name(e->dtype)));
+           }, nb::arg("name"), nb::arg("framework") = "torch",
+           "(tensor, dtype name) of one entry, a zero-copy view of the mapping; None when absent.");
+
+  // The index of a safetensors file, or None when the file is another format.
+  m.def("safetensors_index", [](const std::string& path) -> std::optional<SafetensorsIndex> {
+        nb::gil_scoped_release nogil;
+        auto file = MappedFile::open(path);
+        if (detect_format(file->bytes()) != Format::kSafetensors) return std::nullopt;
+        return read_safetensors_index(std::move(file));
+      }, nb::arg("path"));
 
   m.def("read_bytes_tensors", [](nb::bytes data, const std::string& name, const std::string& framework) {
         std::span<const std::byte> b(reinterpret_cast<const std::byte*>(data.c_str()), data.size());

@@ -10,6 +10,26 @@ def read_file(path: str, framework: str = 'torch', verify: bool = True, with_roo
 
 def read_tensors(path: str, framework: str = 'torch') -> dict: ...
 
+class SafetensorsIndex:
+    def __len__(self) -> int: ...
+
+    def keys(self) -> list:
+        """Tensor names, sorted (bytewise = code point order)."""
+
+    def offset_keys(self) -> list:
+        """Tensor names in the order of their data in the file."""
+
+    def metadata(self) -> list:
+        """__metadata__ as (key, value) pairs in file order."""
+
+    def structured(self) -> bool:
+        """A whole checkpoint written by tensorseal (read it with read_tensors to get its tree)."""
+
+    def tensor(self, name: str, framework: str = 'torch') -> object:
+        """(tensor, dtype name) of one entry, a zero-copy view of the mapping; None when absent."""
+
+def safetensors_index(path: str) -> SafetensorsIndex | None: ...
+
 def read_bytes_tensors(data: bytes, name: str = '<bytes>', framework: str = 'torch') -> dict: ...
 
 def read_bytes(data: bytes, name: str = '<bytes>', framework: str = 'torch', with_scan: bool = False) -> dict: ...

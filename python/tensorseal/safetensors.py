@@ -160,6 +160,12 @@ class safe_open:  # noqa: N801 - the name safetensors users know
 
     ``framework``: "pt" (torch tensors) or "np"/"numpy" (numpy arrays). ``device``:
     where ``get_tensor`` puts tensors (torch only). Usable as a context manager.
+
+    Lazy for safetensors files: opening maps the file and parses and validates its
+    header only (the same rules, and errors, as ``tensorseal.load``); ``get_tensor``
+    makes one zero-copy tensor when asked, so a tensor's bytes are not read before it
+    is used. Other formats (and whole checkpoints saved by ``tensorseal.save``) are
+    read whole when opened.
     """
 
     def __init__(self, filename: Union[str, "os.PathLike[str]"], framework: str = "pt",
@@ -170,10 +176,23 @@ class safe_open:  # noqa: N801 - the name safetensors users know
                                        "api/invalid-argument")
         self._framework = fw
         self._device = device
-        d = _core.read_tensors(os.fspath(filename), fw)
-        self._format: str = d["format"]
-        self._meta: Dict[str, str] = dict(d["metadata"])
-        self._tensors: Dict[str, Tuple[Any, str, int]] = {name: (t, dt, at) for name, t, dt, at in d["tensors"]}
+        path = os.fspath(filename)
+        # name -> (tensor, dtype, file offset): every tensor when read whole, the ones
+        # asked for so far when lazy (a name gives the same tensor every time).
+        self._tensors: Dict[str, Tuple[Any, str, int]] = {}
+        index = _core.safetensors_index(path)
+        if index is not None and not index.structured():
+            self._index: Any = index
+            self._format = "safetensors"
+            self._meta: Dict[str, str] = dict(index.metadata())
+            self._keys: List[str] = index.keys()
+            return
+        self._index = None
+        d = _core.read_tensors(path, fw)
+        self._format = d["format"]
+        self._meta = dict(d["metadata"])
+        self._tensors = {name: (t, dt, at) for name, t, dt, at in d["tensors"]}
+        self._keys = sorted(self._tensors)
 
     def __enter__(self) -> "safe_open":
         return self
@@ -183,10 +202,12 @@ class safe_open:  # noqa: N801 - the name safetensors users know
 
     def keys(self) -> List[str]:
         """Tensor names, sorted."""
-        return sorted(self._tensors)
+        return list(self._keys)
 
     def offset_keys(self) -> List[str]:
         """Tensor names in the order of their data in the file."""
+        if self._index is not None:
+            return self._index.offset_keys()
         return [k for k, _ in sorted(self._tensors.items(), key=lambda kv: (kv[1][2], kv[0]))]
 
     def metadata(self) -> Optional[Dict[str, str]]:
@@ -197,7 +218,12 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         try:
             return self._tensors[name]
         except KeyError:
-            raise KeyError(f"File does not contain tensor {name}") from None
+            found = self._index.tensor(name, self._framework) \
+                if self._index is not None and isinstance(name, str) else None
+            if found is None:
+                raise KeyError(f"File does not contain tensor {name}") from None
+        entry = self._tensors[name] = (found[0], found[1], 0)
+        return entry
 
     def get_tensor(self, name: str) -> Any:
         t = self._get(name)[0]
@@ -213,4 +239,4 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         return iter(self.keys())
 
     def __repr__(self) -> str:
-        return f"safe_open(format={self._format!r}, tensors={len(self._tensors)})"
+        return f"safe_open(format={self._format!r}, tensors={len(self._keys)})"
