@@ -266,6 +266,42 @@ TEST_F(ZipCrcTest, OneCorruptByteFailsReadHashCanonAndConvert) {
   }
 }
 
+// Views, tied weights and slices (shared storages, offsets, overlapping chunks): a flip
+// of the first, middle or last byte of any storage record fails hash_file exactly as it
+// fails read_file.
+TEST_F(ZipCrcTest, HashFileCatchesAFlipInEveryStorageRecordOfRealFiles) {
+  int flips = 0;
+  for (const char* name : {"views.pt", "tied.pt", "state_dict.pt", "params.pt", "dtypes.pt"}) {
+    const fs::path src = testing::fixture_dir("gen_torch") / name;
+    const std::string bytes = testing::read_all(src);
+    const zip::Archive ar = zip::read(testing::bytes_of(bytes), name, Limits{});
+    for (const zip::Entry& e : ar.entries) {
+      if (e.name.find("/data/") == std::string::npos || e.size == 0) continue;
+      for (std::uint64_t at : {std::uint64_t{0}, e.size / 2, e.size - 1}) {
+        std::string bad = bytes;
+        bad[e.data_offset + at] = static_cast<char>(bad[e.data_offset + at] ^ 1);
+        const fs::path p = dir_ / name;
+        std::ofstream(p, std::ios::binary | std::ios::trunc) << bad;
+        std::string want, got;
+        try {
+          (void)read_file(p);
+        } catch (const Error& err) {
+          want = err.what();
+        }
+        try {
+          (void)hash_file(p, HashOptions{HashAlgo::kXxh3, 2});
+        } catch (const Error& err) {
+          got = err.what();
+        }
+        EXPECT_NE(want.find("zip/crc-mismatch"), std::string::npos) << name << " " << e.name << " @" << at;
+        EXPECT_EQ(got, want) << name << " " << e.name << " @" << at;
+        ++flips;
+      }
+    }
+  }
+  EXPECT_GT(flips, 30);
+}
+
 TEST_F(ZipCrcTest, CliHashOfAGoodFileMatchesTheLibrary) {
   const fs::path tseal = fs::path(TENSORSEAL_BINARY_DIR) / "tseal";
   ASSERT_TRUE(fs::exists(tseal)) << "tseal not built";
