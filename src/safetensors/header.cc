@@ -19,8 +19,11 @@
 //      JSON, and the handler rejects duplicate keys and deep nesting as it goes.
 // Both fill one RawHeader (the header's values, unjudged), and validate() checks the
 // rules on it in the file's order. So every file gets the same result and the same
-// error either way; the scanner only saves time (10,000 entries: about 1 ms, where
-// nlohmann's parser alone takes about 15 ms).
+// error either way (safetensors_index_test compares the two on hostile headers and on
+// random edits of a real one); the scanner only saves time. It is not a JSON parser:
+// it recognises one fixed shape and leaves every judgement to nlohmann. Indexing a
+// header of 10,000 entries (886 KB) takes about 2.5 ms of CPU with it; nlohmann's
+// parser alone, with a handler doing nothing, takes about 15 ms on it.
 #include "safetensors/header.h"
 
 #include <algorithm>
