@@ -12,9 +12,11 @@
 #include <string_view>
 
 #include "io/input.h"
+#include "safetensors/header.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/error.h"
 #include "tensorseal/hash.h"
+#include "tensorseal/safetensors.h"
 #include "tensorseal/scan.h"
 #include "tensorseal/write.h"
 
@@ -85,7 +87,54 @@ inline std::string safetensors_file_of(std::span<const std::byte> in) {
   return f;
 }
 
+// kRoundTripMismatch: the canonical re-write read back to other content, or (target
+// safetensors_index) the two header parsers or the full reader disagreed.
 enum class Outcome { kRejected, kAccepted, kRoundTripMismatch };
+
+// Everything an index holds, as text (for comparing the two header parsers).
+inline std::string render_index(const SafetensorsIndex& idx) {
+  std::string s = "N=" + std::to_string(idx.header_length) + " data@" + std::to_string(idx.data_start) +
+                  " pad=" + std::to_string(idx.header_padding) + " meta@" +
+                  (idx.metadata_position == SafetensorsIndex::kAbsent ? "-" : std::to_string(idx.metadata_position)) + "\n";
+  for (const auto& e : idx.entries) {
+    s += "  " + e.name + " " + std::string(name(e.dtype)) + " [";
+    for (auto d : e.shape) s += std::to_string(d) + ",";
+    s += "] " + std::to_string(e.begin) + ".." + std::to_string(e.end) + "\n";
+  }
+  for (const auto& [k, v] : idx.metadata) s += "  meta " + k + "=" + v + "\n";
+  s += "  by_name";
+  for (auto i : idx.by_name) s += " " + std::to_string(i);
+  s += "\n  by_offset";
+  for (auto i : idx.by_offset) s += " " + std::to_string(i);
+  return s;
+}
+
+// The safetensors header is read by a fast scanner for the JSON subset writers produce,
+// falling back to nlohmann's SAX parser (src/safetensors/header.cc). Both must give the
+// same index or the same error, and the full reader must fail exactly when the index
+// does, with the same message.
+inline Outcome index_agreement(const std::string& file, const ReadOptions& options) {
+  auto outcome = [&](bool fast) {
+    try {
+      return render_index(detail::index_safetensors(input_of(as_bytes(file), options), fast));
+    } catch (const Error& e) {
+      return std::string("error ") + e.what();
+    }
+  };
+  const std::string fast = outcome(true), slow = outcome(false);
+  if (fast != slow) return Outcome::kRoundTripMismatch;
+  std::string full;
+  try {
+    (void)detail::read_safetensors(input_of(as_bytes(file), options));
+  } catch (const Error& e) {
+    full = std::string("error ") + e.what();
+  }
+  const bool index_failed = fast.rfind("error ", 0) == 0;
+  // The full reader also restores tensorseal's structure metadata, which may fail on its own.
+  if (index_failed ? full != fast : (!full.empty() && full.find("safetensors/bad-structure") == std::string::npos))
+    return Outcome::kRoundTripMismatch;
+  return index_failed ? Outcome::kRejected : Outcome::kAccepted;
+}
 
 // Whatever parsed must hash (which walks every element of every view), scan, and,
 // when the canonical writer accepts it, read back to the same content.
@@ -123,6 +172,10 @@ inline Outcome run_reader_target(std::string_view target, std::span<const std::b
       if (data.size() > (1u << 22)) return Outcome::kRejected;
       const std::string p = nested_pickle_of(data);
       return exercise(read_bytes(as_bytes(p), "fuzz.pkl", options), Format::kTorchZip, options);
+    }
+    if (target == "safetensors_index") {
+      const std::string f = safetensors_file_of(data);
+      return f.empty() ? Outcome::kRejected : index_agreement(f, options);
     }
     if (target == "safetensors_header") {
       const std::string f = safetensors_file_of(data);

@@ -67,6 +67,7 @@ run_one() {
   local t=$1 dir=$OUT/$1
   mkdir -p "$dir/corpus"
   local seeds=fuzz/corpus/$t
+  [ "$t" = safetensors_index ] && seeds=fuzz/corpus/safetensors_header  # same input shape
   [ -d "$seeds" ] || seeds=""
   nice -n "$NICE" "$BUILD/fuzz/${t}_fuzz" -max_total_time="$SECONDS_PER_TARGET" -runs="$RUNS" -timeout=25 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/" \

@@ -126,6 +126,11 @@ TEST(FuzzRegressions, SeedsOfReaderTargetsParse) {
     }
   }
   EXPECT_GE(n, 50u);
+  // safetensors_index fuzzes from the safetensors_header seeds: both header parsers agree on them.
+  for (const auto& f : files_in(kFuzzDir / "corpus" / "safetensors_header")) {
+    const std::string bytes = testing::read_all(f);
+    EXPECT_EQ(run("safetensors_index", testing::bytes_of(bytes)), Outcome::kAccepted) << f;
+  }
 }
 
 }  // namespace

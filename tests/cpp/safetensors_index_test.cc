@@ -12,6 +12,7 @@
 #include <fstream>
 #include <random>
 
+#include "../../fuzz/fuzz_util.h"
 #include "io/input.h"
 #include "safetensors/header.h"
 #include "test_util.h"
@@ -36,22 +37,7 @@ std::string entry(std::string_view name, std::string_view dtype, std::string_vie
 }
 
 // Everything an index holds, as text (two indexes are equal when their texts are).
-std::string render(const SafetensorsIndex& idx) {
-  std::string s = "N=" + std::to_string(idx.header_length) + " data@" + std::to_string(idx.data_start) +
-                  " pad=" + std::to_string(idx.header_padding) + " meta@" +
-                  (idx.metadata_position == SafetensorsIndex::kAbsent ? "-" : std::to_string(idx.metadata_position)) + "\n";
-  for (const auto& e : idx.entries) {
-    s += "  " + e.name + " " + std::string(name(e.dtype)) + " [";
-    for (auto d : e.shape) s += std::to_string(d) + ",";
-    s += "] " + std::to_string(e.begin) + ".." + std::to_string(e.end) + "\n";
-  }
-  for (const auto& [k, v] : idx.metadata) s += "  meta " + k + "=" + v + "\n";
-  s += "  by_name";
-  for (auto i : idx.by_name) s += " " + std::to_string(i);
-  s += "\n  by_offset";
-  for (auto i : idx.by_offset) s += " " + std::to_string(i);
-  return s;
-}
+std::string render(const SafetensorsIndex& idx) { return fuzz::render_index(idx); }
 
 detail::Input input_of(const std::string& bytes, const ReadOptions& opt) {
   detail::Input in;
