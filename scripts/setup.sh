@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  libcli11-dev nlohmann-json3-dev libssl-dev libxxhash-dev libdeflate-dev zlib1g-dev
+  libcli11-dev nlohmann-json3-dev libssl-dev libxxhash-dev libdeflate-dev libisal-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   python3-torch python3-numpy python3-venv

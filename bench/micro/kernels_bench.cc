@@ -2,11 +2,12 @@
 //   - content-hash chunk hashing (SHA-256 via OpenSSL, XXH3-128 via xxHash) on the
 //     1 MiB chunks the content hash cuts tensors into, and the whole content hash of
 //     an in-memory checkpoint on 1 and 2 threads;
-//   - CRC32 (libdeflate, what the zip reader/writer use) beside zlib's crc32;
+//   - CRC32 (ISA-L, what the zip reader/writer use) beside libdeflate's and zlib's;
 //   - element decoding as diff does it (float32 / float16 / bfloat16 -> double);
 //   - the limits: memory read bandwidth (a sum) and memcpy.
 // Run: build/bench/micro/tensorseal_micro (or `make bench`, which runs it via bench/run.py).
 #include <benchmark/benchmark.h>
+#include <libdeflate.h>
 #include <zlib.h>
 
 #include <cstdint>
@@ -78,9 +79,16 @@ void BM_ContentHash(benchmark::State& state) {
 BENCHMARK(BM_ContentHash)->Args({0, 1})->Args({0, 2})->Args({1, 1})->Args({1, 2})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_Crc32Libdeflate(benchmark::State& state) {
+void BM_Crc32Isal(benchmark::State& state) {
   const auto data = random_bytes(kChunk);
   for (auto _ : state) benchmark::DoNotOptimize(detail::zip::crc32(0, data));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kChunk));
+}
+BENCHMARK(BM_Crc32Isal);
+
+void BM_Crc32Libdeflate(benchmark::State& state) {
+  const auto data = random_bytes(kChunk);
+  for (auto _ : state) benchmark::DoNotOptimize(libdeflate_crc32(0, data.data(), data.size()));
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kChunk));
 }
 BENCHMARK(BM_Crc32Libdeflate);

@@ -13,7 +13,9 @@
 // offset and size is bounds-checked with overflow-checked arithmetic before use.
 #include "zip/reader.h"
 
+#include <isa-l/crc.h>
 #include <libdeflate.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstring>
@@ -515,48 +517,14 @@ void check_crc(const Entry& e, std::uint32_t got, const std::string& name) {
 }
 
 std::uint32_t crc32(std::uint32_t crc, std::span<const std::byte> data) {
-  return libdeflate_crc32(crc, data.data(), data.size());
+  // ISA-L's gzip CRC is zip's CRC-32 (reflected 0xEDB88320, pre/post inverted), chainable
+  // like zlib's; its length is 64-bit.
+  return crc32_gzip_refl(crc, reinterpret_cast<const unsigned char*>(data.data()), data.size());
 }
-
-namespace {
-
-// GF(2) polynomials mod the CRC-32 polynomial in the reflected bit order zip uses
-// (bit 31 is x^0). The CRC of a+b is the CRC of a shifted by 8*len(b) zero bits
-// (multiplied by x^(8 len_b) mod P), XORed with the CRC of b: pre/post inversion
-// cancel out because both CRCs carry them.
-constexpr u32 kPolyReflected = 0xEDB88320u;
-
-u32 mul_mod_p(u32 a, u32 b) {
-  u32 product = 0;
-  for (u32 bit = u32{1} << 31; bit != 0; bit >>= 1) {  // a's terms x^0, x^1, ...
-    if (a & bit) product ^= b;
-    b = (b & 1) ? (b >> 1) ^ kPolyReflected : b >> 1;  // b *= x
-  }
-  return product;
-}
-
-// x^(2^k) mod P for k = 0..66 (8 n < 2^67 for a 64-bit n).
-struct PowerTable {
-  u32 x2k[67];
-  PowerTable() {
-    x2k[0] = u32{1} << 30;  // x^1
-    for (int k = 1; k < 67; ++k) x2k[k] = mul_mod_p(x2k[k - 1], x2k[k - 1]);
-  }
-};
-
-// x^(8 n) mod P.
-u32 x_pow_8n(u64 n) {
-  static const PowerTable table;
-  u32 p = u32{1} << 31;  // x^0
-  for (int k = 3; n != 0; n >>= 1, ++k)
-    if (n & 1) p = mul_mod_p(table.x2k[k], p);
-  return p;
-}
-
-}  // namespace
 
 std::uint32_t crc32_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b) {
-  return mul_mod_p(x_pow_8n(len_b), crc_a) ^ crc_b;
+  static_assert(sizeof(z_off_t) >= sizeof(std::uint64_t), "zlib's z_off_t must hold a 64-bit length");
+  return static_cast<std::uint32_t>(::crc32_combine(crc_a, crc_b, static_cast<z_off_t>(len_b)));
 }
 
 std::vector<std::uint32_t> verify_crcs(const std::vector<CrcCheck>& checks, const std::string& name, unsigned threads) {
