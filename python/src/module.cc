@@ -568,11 +568,10 @@ NB_MODULE(_tensorseal, m) {
 
   m.def("hash_file", [](const std::string& path, bool fast, unsigned threads) {
         nb::gil_scoped_release nogil;
-        Checkpoint c = read_file(path);
         HashOptions o;
         o.algo = fast ? HashAlgo::kXxh3 : HashAlgo::kSha256;
         o.threads = threads;
-        return content_hash(c.root, o);
+        return hash_file(path, o);  // = content_hash(read_file(path).root), zip CRCs fused into the pass
       }, nb::arg("path"), nb::arg("fast") = false, nb::arg("threads") = 0);
 
   m.def("hash_object", [](nb::handle obj, bool fast, unsigned threads) {
