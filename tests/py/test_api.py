@@ -18,6 +18,7 @@ import torch
 
 import tensorseal
 from conftest import run_tseal
+from tensors import random_tensor
 
 # Every dtype torch 2.13 can hold in a strided CPU tensor and tensorseal names.
 ALL_DTYPES = [torch.bool, torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.int8, torch.int16,
@@ -32,15 +33,6 @@ NUMPY_DTYPES = [torch.bool, torch.uint8, torch.uint16, torch.uint32, torch.uint6
                 torch.complex128]
 FORMATS = {"torch-zip": ("pt", ALL_DTYPES), "torch-legacy": ("pt", LEGACY_DTYPES),
            "safetensors": ("safetensors", SAFETENSORS_DTYPES), "npz": ("npz", NUMPY_DTYPES)}
-
-
-def random_tensor(dtype: torch.dtype, shape: tuple, seed: int = 0) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    n = int(np.prod(shape)) if shape else 1
-    raw = torch.randint(0, 256, (n * torch.empty((), dtype=dtype).element_size(),), dtype=torch.uint8, generator=g)
-    if dtype == torch.bool:
-        return (raw % 2).to(torch.bool).reshape(shape)
-    return raw.view(dtype).reshape(shape)
 
 
 def elem_bytes(t) -> bytes:

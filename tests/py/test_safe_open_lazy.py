@@ -17,23 +17,13 @@ import tensorseal
 import tensorseal._glue as glue
 import tensorseal._tensorseal as core
 import tensorseal.safetensors as tss
+from tensors import SAFETENSORS_DTYPES, random_tensor
 
-DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16, torch.uint32,
-          torch.uint64, torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64,
-          torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz, torch.float8_e8m0fnu]
+DTYPES = SAFETENSORS_DTYPES
 
 
 def raw(t: torch.Tensor) -> bytes:
     return t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-
-
-def random_tensor(dtype: torch.dtype, shape: tuple, seed: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    n = int(np.prod(shape)) if shape else 1
-    b = torch.randint(0, 256, (n * torch.empty((), dtype=dtype).element_size(),), dtype=torch.uint8, generator=g)
-    if dtype == torch.bool:
-        return (b % 2).to(torch.bool).reshape(shape)
-    return b.view(dtype).reshape(shape)
 
 
 def header_file(path, header: dict, data: bytes = b"") -> None:
