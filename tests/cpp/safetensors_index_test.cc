@@ -23,13 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string make_file(std::string_view header, std::string_view buffer = {}) {
-  std::string out;
-  util::append_le<std::uint64_t>(out, header.size());
-  out += header;
-  out += buffer;
-  return out;
-}
+using testing::make_safetensors_file;
+std::string make_file(std::string_view header, std::string_view buffer = {}) { return make_safetensors_file(header, buffer); }
 
 std::string entry(std::string_view name, std::string_view dtype, std::string_view shape, std::string_view offsets) {
   return "\"" + std::string(name) + "\":{\"dtype\":\"" + std::string(dtype) + "\",\"shape\":" + std::string(shape) +

@@ -25,14 +25,8 @@ std::string real_file() {
   return s;
 }
 
-// u64le(len(header)) header buffer: a file around a hand-written header.
-std::string make_file(std::string_view header, std::string_view buffer = {}) {
-  std::string out;
-  util::append_le<std::uint64_t>(out, header.size());
-  out += header;
-  out += buffer;
-  return out;
-}
+using testing::make_safetensors_file;
+std::string make_file(std::string_view header, std::string_view buffer = {}) { return make_safetensors_file(header, buffer); }
 
 std::string make_file_n(std::uint64_t n, std::string_view rest) {
   std::string out;

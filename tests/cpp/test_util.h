@@ -59,6 +59,17 @@ inline int run_cli(const std::string& args, std::string* out = nullptr) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// u64le(len(header)) header buffer: a safetensors file around a hand-written header
+// (hostile-input tests only; valid files come from the fixture generators).
+inline std::string make_safetensors_file(std::string_view header, std::string_view buffer = {}) {
+  std::string out;
+  const std::uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) out += static_cast<char>((n >> (8 * i)) & 0xff);
+  out += header;
+  out += buffer;
+  return out;
+}
+
 // Lower-case hex of raw bytes.
 inline std::string hex_of(std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
