@@ -100,11 +100,7 @@ Checkpoint read_input(const Input& in) {
 }  // namespace detail
 
 Checkpoint read_mapped(std::shared_ptr<const MappedFile> file, const ReadOptions& options) {
-  detail::Input in;
-  in.name = file->path();
-  in.whole = Storage::mapped(file, 0, file->size());
-  in.options = &options;
-  Checkpoint c = detail::read_input(in);
+  Checkpoint c = detail::read_input(detail::input_of(file, options));
   c.file = file->path();
   c.mapping = std::move(file);
   return c;

@@ -379,10 +379,7 @@ std::string hash_file(const std::filesystem::path& path, const HashOptions& opti
   std::shared_ptr<const MappedFile> file = MappedFile::open(path);
   const ReadOptions read_options;  // every checksum checked; storage records below
   std::vector<detail::zip::CrcCheck> deferred;
-  detail::Input in;
-  in.name = file->path();
-  in.whole = Storage::mapped(file, 0, file->size());
-  in.options = &read_options;
+  detail::Input in = detail::input_of(file, read_options);
   in.deferred_crcs = &deferred;
   const Checkpoint c = detail::read_input(in);
   return ContentHasher(options, &deferred, in.name).run(c.root);

@@ -34,6 +34,16 @@ struct Input {
   }
 };
 
+// The Input of a whole mapped file, named by its path (read_file, read_safetensors_index
+// and hash_file all read a file this way).
+inline Input input_of(const std::shared_ptr<const MappedFile>& file, const ReadOptions& options) {
+  Input in;
+  in.name = file->path();
+  in.whole = Storage::mapped(file, 0, file->size());
+  in.options = &options;
+  return in;
+}
+
 // Detects the format of `in` and runs its reader (also used for nested files).
 Checkpoint read_input(const Input& in);
 

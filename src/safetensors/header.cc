@@ -731,11 +731,7 @@ bool SafetensorsIndex::structured() const noexcept {
 }
 
 SafetensorsIndex read_safetensors_index(std::shared_ptr<const MappedFile> file, const ReadOptions& options) {
-  detail::Input in;
-  in.name = file->path();
-  in.whole = Storage::mapped(file, 0, file->size());
-  in.options = &options;
-  SafetensorsIndex idx = detail::index_safetensors(in);
+  SafetensorsIndex idx = detail::index_safetensors(detail::input_of(file, options));
   idx.mapping = std::move(file);
   return idx;
 }
