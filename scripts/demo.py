@@ -103,7 +103,7 @@ def main() -> None:
             sys.exit("demo: FAILED — values changed")
 
         banner("5. the seed's bug report: two pickles of torch.IntTensor([1])")
-        vectors = next(p for p in (ROOT / "shared" / "vectors", ROOT.parent / "shared" / "vectors") if p.exists())
+        vectors = ROOT / "tests" / "fixtures" / "vectors"
         print(tseal("explain", str(vectors / "seed_pickle_torch15_run1.bin"),
                     str(vectors / "seed_pickle_torch15_run2.bin")), end="")
 

@@ -170,10 +170,9 @@ TEST(Explain, JsonSchema) {
 // The seed: the same torch.IntTensor([1]) pickled by torch 1.5 in two runs. The only
 // difference is the storage key, a memory address.
 TEST(Explain, SeedPicklesDifferOnlyInTheStorageKey) {
-  const std::string shared = testing::shared_dir();
-  ASSERT_FALSE(shared.empty()) << "shared/ not found";
-  READ_OR_SKIP(a, shared + "/vectors/seed_pickle_torch15_run1.bin");
-  READ_OR_SKIP(b, shared + "/vectors/seed_pickle_torch15_run2.bin");
+  const std::string vectors = testing::vectors_dir();
+  READ_OR_SKIP(a, vectors + "/seed_pickle_torch15_run1.bin");
+  READ_OR_SKIP(b, vectors + "/seed_pickle_torch15_run2.bin");
   ExplainReport r = explain(a, b);
   EXPECT_FALSE(r.bytes_identical);
   EXPECT_EQ(r.differing_bytes, 18u);

@@ -230,12 +230,11 @@ TEST(PickleVm, TorchStateDict10kParsesInMilliseconds) {
 }
 
 TEST(PickleVm, SeedVectorsNestedPicklesBackToBack) {
-  std::string shared = shared_dir();
-  if (shared.empty() || !fs::exists(fs::path(shared) / "vectors" / "seed_pickle_torch15_run1.bin"))
-    FAIL() << "shared/vectors not present";
+  const fs::path vectors = vectors_dir();
+  ASSERT_TRUE(fs::exists(vectors / "seed_pickle_torch15_run1.bin")) << vectors;
   std::vector<std::string> keys;
   for (std::string run : {"run1", "run2"}) {
-    std::string data = read_all(fs::path(shared) / "vectors" / ("seed_pickle_torch15_" + run + ".bin"));
+    std::string data = read_all(vectors / ("seed_pickle_torch15_" + run + ".bin"));
     pk::Parsed p = parse_bytes(data, {}, stdlib_hooks(), run);
     EXPECT_EQ(p.protocol, 3);
     const Object& t = p.value.as_object();

@@ -81,12 +81,9 @@ inline std::string hex_of(std::string_view s) {
   return out;
 }
 
-inline std::string shared_dir() {
-  // shared/ sits beside the repository in development and in CI.
-  for (auto p : {std::filesystem::path(TENSORSEAL_SOURCE_DIR) / "shared",
-                 std::filesystem::path(TENSORSEAL_SOURCE_DIR) / ".." / "shared"})
-    if (std::filesystem::exists(p)) return p.string();
-  return "";
+// The seed's byte strings, kept in the repository (tests/fixtures/vectors/).
+inline std::string vectors_dir() {
+  return (std::filesystem::path(TENSORSEAL_SOURCE_DIR) / "tests" / "fixtures" / "vectors").string();
 }
 
 }  // namespace tensorseal::testing

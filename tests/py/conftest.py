@@ -41,8 +41,6 @@ def old_python() -> str:
     return py
 
 
-def shared_dir() -> pathlib.Path:
-    for p in (ROOT / "shared", ROOT.parent / "shared"):
-        if p.exists():
-            return p
-    raise AssertionError("shared/ not found beside the repository")
+def vectors_dir() -> pathlib.Path:
+    """The seed's two byte strings, kept in the repository."""
+    return ROOT / "tests" / "fixtures" / "vectors"

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import tensorseal
-from conftest import run_tseal, shared_dir
+from conftest import run_tseal, vectors_dir
 from torch_producers import CHECKPOINT, NETDEF, run, save_checkpoint, venv_python
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -174,7 +174,7 @@ def test_flat_state_dict_converts_to_npz(tmp_path):
 
 
 def test_seed_vectors_canonicalise_to_identical_loadable_bytes(tmp_path):
-    v = shared_dir() / "vectors"
+    v = vectors_dir()
     a = canon(v / "seed_pickle_torch15_run1.bin", tmp_path / "a.pt")
     b = canon(v / "seed_pickle_torch15_run2.bin", tmp_path / "b.pt")
     assert (v / "seed_pickle_torch15_run1.bin").read_bytes() != (v / "seed_pickle_torch15_run2.bin").read_bytes()

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import tensorseal
-from conftest import shared_dir
+from conftest import vectors_dir
 
 # Builds the objects in a fresh process. Allocation noise makes addresses differ.
 OBJECTS = r"""
@@ -86,7 +86,7 @@ def test_seed_case_exact_code(two_runs):
     t = pickle.loads(data)
     assert t.dtype == torch.int32 and t.tolist() == [1]
     # Same content as the seed's two torch 1.5 pickles (which differ from each other).
-    vectors = shared_dir() / "vectors"
+    vectors = vectors_dir()
     seeds = sorted(vectors.glob("seed_pickle_torch15_run*.bin")) if vectors.exists() else []
     if seeds:
         hashes = {tensorseal.hash(tensorseal.load_bytes(p.read_bytes())) for p in seeds}

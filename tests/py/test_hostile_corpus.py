@@ -7,7 +7,7 @@ The corpus is generated in test setup (nothing checked in):
     torch.storage._load_from_bytes payload: os.system, eval, exec, getattr,
     subprocess.Popen, runpy, importlib, operator.attrgetter, functools.partial,
     torch.load, shutil.rmtree, webbrowser.open, ...
-  * hand-made hostile shapes (the attack shapes of shared/notes/formats.md): STACK_GLOBAL
+  * hand-made hostile shapes (docs/formats/pickle.md and docs/formats/zip.md): STACK_GLOBAL
     operands hidden in the memo, nested _load_from_bytes chains deeper than the limit,
     a TorchScript archive, zip local/central disagreements, entries outside the prefix,
     duplicate names, zip+pickle polyglots, storage numel larger than its record, numel
