@@ -13,14 +13,18 @@ FUZZ_SECONDS ?= 30
 setup:
 	bash scripts/setup.sh
 
-$(BUILD)/build.ninja: CMakeLists.txt
-	$(VENV)/bin/cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# One build of the library serves the C++ tests, the CLI and the Python extension
+# (staged in $(BUILD)/python: PYTHONPATH=$(BUILD)/python imports it).
+$(BUILD)/build.ninja: CMakeLists.txt Makefile
+	$(VENV)/bin/cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DTENSORSEAL_PYTHON=ON -DPython_EXECUTABLE=$(abspath $(PY))
 
 build: setup $(BUILD)/build.ninja
 	$(VENV)/bin/cmake --build $(BUILD) -j $(JOBS)
 
+# Installs the package into .venv like a user's `pip install .` (a separate build).
 python: setup
-	$(PY) -m pip install -q --no-build-isolation ./ 
+	$(PY) -m pip install -q --no-build-isolation ./
 
 # The README's test command (and CI's): the suite, then the same C++ suite under
 # ASan+UBSan and the concurrency test under TSan, then every fuzz target for
@@ -30,15 +34,15 @@ test: check
 	FUZZ_JOBS=$(JOBS) BUILD_JOBS=$(JOBS) bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # The suite alone (GoogleTest via ctest, then pytest): the quick loop while developing.
-check: build python
+check: build
 	cd $(BUILD) && ../$(VENV)/bin/ctest --output-on-failure -j $(JOBS)
-	$(PY) -m pytest -q tests/py
+	PYTHONPATH=$(BUILD)/python $(PY) -m pytest -q tests/py
 
-demo: build python
-	$(PY) scripts/demo.py
+demo: build
+	PYTHONPATH=$(BUILD)/python $(PY) scripts/demo.py
 
-bench: build python
-	$(PY) bench/run.py --size $(SIZE)
+bench: build
+	PYTHONPATH=$(BUILD)/python $(PY) bench/run.py --size $(SIZE)
 
 fuzz: setup
 	FUZZ_JOBS=$(JOBS) BUILD_JOBS=$(JOBS) bash scripts/fuzz.sh $(FUZZ_SECONDS)

@@ -1,6 +1,7 @@
-// tseal canon IN [-o OUT | --in-place]: rewrite a checkpoint in canonical form, same
-// family (.pt stays .pt, .safetensors stays .safetensors, legacy/pickle become .pt).
-// tseal convert IN OUT [--to pt|safetensors|npz|npy]: canonical form of another format.
+// tseal canon IN [-o OUT | --in-place]: rewrite a checkpoint in canonical form, in the
+// format the format table names for it (.pt stays .pt, .safetensors stays .safetensors,
+// legacy/pickle become .pt).
+// tseal convert IN OUT [--to FORMAT]: canonical form in another format.
 // Both stream tensor data from the memory-mapped input and write atomically.
 #include <filesystem>
 
@@ -9,21 +10,22 @@
 namespace tseal {
 namespace {
 
-tensorseal::Format canonical_family(tensorseal::Format f) {
-  using tensorseal::Format;
-  switch (f) {
-    case Format::kSafetensors: return Format::kSafetensors;
-    case Format::kNpz: return Format::kNpz;
-    case Format::kNpy: return Format::kNpy;
-    default: return Format::kTorchZip;  // zip, legacy and plain pickles become canonical .pt
-  }
-}
-
 void write_canonical(const tensorseal::Checkpoint& c, const std::string& out, tensorseal::Format f, unsigned threads) {
   tensorseal::WriteOptions o;
   o.threads = threads;
   if (f == tensorseal::Format::kSafetensors) o.metadata = c.metadata;  // user metadata survives
   tensorseal::write_file(c.root, out, f, o);
+}
+
+// Every writable format's name and aliases, for --to.
+std::vector<std::string> writable_names() {
+  std::vector<std::string> out;
+  for (const auto& f : tensorseal::formats()) {
+    if (!f.writable) continue;
+    out.emplace_back(f.name);
+    for (auto a : f.aliases) out.emplace_back(a);
+  }
+  return out;
 }
 
 }  // namespace
@@ -44,12 +46,15 @@ Runner add_canon(CLI::App& app) {
       throw Error(rules::kInvalidArgument, "give -o OUT, or --in-place to replace the input");
     if (!out->empty() && *in_place) throw Error(rules::kInvalidArgument, "-o and --in-place exclude each other");
     Checkpoint c = read_file(*in);
-    const Format f = canonical_family(c.format);
-    const std::string target = *in_place ? *in : *out;
-    if (*in_place && f != c.format && f == Format::kTorchZip && c.format != Format::kTorchLegacy &&
-        c.format != Format::kPickle)
-      throw Error(rules::kInvalidArgument, "internal: in-place canon would change the format");
-    write_canonical(c, target, f, *threads);
+    const Format f = format_info(c.format)->canonical;
+    if (!out->empty()) {
+      const Format named = format_for_extension(*out);
+      if (named != Format::kUnknown && named != f)
+        throw Error(rules::kInvalidArgument, "'" + *out + "' names " + std::string(format_name(named)) + " but canon writes " +
+                                                 std::string(format_name(f)) + " for this " +
+                                                 std::string(format_name(c.format)) + " file; use tseal convert");
+    }
+    write_canonical(c, *in_place ? *in : *out, f, *threads);
     return kExitOk;
   };
 }
@@ -60,14 +65,16 @@ Runner add_convert(CLI::App& app) {
   auto out = std::make_shared<std::string>();
   auto to = std::make_shared<std::string>();
   auto threads = std::make_shared<unsigned>(0);
+  const auto names = writable_names();
+  std::string choices;
+  for (const auto& n : names) choices += (choices.empty() ? "" : " | ") + n;
   cmd->add_option("IN", *in, "input checkpoint")->required();
   cmd->add_option("OUT", *out, "output file")->required();
-  cmd->add_option("--to", *to, "pt | safetensors | npz | npy (default: from OUT's extension)")
-      ->check(CLI::IsMember({"pt", "safetensors", "npz", "npy"}));
+  cmd->add_option("--to", *to, choices + " (default: from OUT's extension)")->check(CLI::IsMember(names));
   cmd->add_option("--threads", *threads, "worker threads (never changes the bytes)");
   return [=]() {
     using namespace tensorseal;
-    Format f = to->empty() ? format_for_extension(*out) : *format_from_name(*to == "pt" ? "torch-zip" : *to);
+    const Format f = to->empty() ? format_for_extension(*out) : *format_from_name(*to);
     if (f == Format::kUnknown)
       throw Error(rules::kInvalidArgument, "cannot tell the output format from '" + *out + "'; use --to");
     Checkpoint c = read_file(*in);

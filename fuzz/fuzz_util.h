@@ -11,7 +11,8 @@
 #include <string>
 #include <string_view>
 
-#include "io/input.h"
+#include "api/formats.h"
+#include "safetensors/format.h"
 #include "safetensors/header.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/error.h"
@@ -19,6 +20,7 @@
 #include "tensorseal/safetensors.h"
 #include "tensorseal/scan.h"
 #include "tensorseal/write.h"
+#include "torch/format.h"
 
 namespace tensorseal::fuzz {
 
@@ -44,12 +46,13 @@ inline std::span<const std::byte> as_bytes(const std::string& s) {
 }
 
 // An Input over a copy of the bytes, as read_bytes builds it, for calling one
-// format's reader directly (no detection).
+// format's reader directly (no detection; nested files go through the dispatch).
 inline detail::Input input_of(std::span<const std::byte> bytes, const ReadOptions& options) {
   detail::Input in;
   in.name = "fuzz";
   in.whole = Storage::owned(std::vector<std::byte>(bytes.begin(), bytes.end()));
   in.options = &options;
+  in.read_nested = detail::api::read_input;
   return in;
 }
 

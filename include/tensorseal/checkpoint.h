@@ -4,24 +4,19 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "tensorseal/format.h"
 #include "tensorseal/limits.h"
 #include "tensorseal/storage.h"
 #include "tensorseal/value.h"
 
 namespace tensorseal {
-
-enum class Format : std::uint8_t {
-  kUnknown, kTorchZip, kTorchLegacy, kPickle, kSafetensors, kNpy, kNpz,
-};
-// "torch-zip", "torch-legacy", "pickle", "safetensors", "npy", "npz", "unknown".
-std::string_view format_name(Format f) noexcept;
-std::optional<Format> format_from_name(std::string_view name) noexcept;
 
 // A container-level fact a reader noticed: something that shapes the file's bytes
 // without being content (zip prefix, storage key, pickle protocol, header padding...).
@@ -54,9 +49,6 @@ struct ReadOptions {
   // Verify every checksum the container carries (zip CRC32) while reading.
   bool verify_checksums = true;
 };
-
-// Detects the format from the first bytes (never from the file name).
-Format detect_format(std::span<const std::byte> head) noexcept;
 
 // Reads a file: memory-maps it, detects its format and parses it. Tensors are
 // zero-copy views of the mapping where the layout allows. Throws tensorseal::Error.

@@ -25,10 +25,10 @@ struct HashOptions {
 // "sha256:<64 hex>" or "xxh3:<32 hex>".
 [[nodiscard]] std::string content_hash(const Value& root, const HashOptions& options = {});
 
-// content_hash(read_file(path).root, options): same digest, same errors, every
-// checksum checked. Faster for torch zip files: the CRC32 of each storage record is
-// verified while its bytes are hashed (one pass over memory instead of two), and the
-// digest is returned only when every record verified (else Error zip/crc-mismatch).
+// content_hash(read_file(path).root, options): same digest, same errors. Container
+// checksums over tensor data are verified while those bytes are hashed (one pass over
+// memory instead of two); the digest is returned only when every one verified (else
+// the reader's own error, e.g. zip/crc-mismatch).
 [[nodiscard]] std::string hash_file(const std::filesystem::path& path, const HashOptions& options = {});
 
 // Plain SHA-256 of a tensor's elements in row-major little-endian order, as hex

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -18,8 +19,6 @@
 #include "tensorseal/dtype.h"
 
 namespace tensorseal {
-
-enum class ByteOrder : std::uint8_t { kLittle, kBig };
 
 // A read-only memory map of a whole file. Empty files map to an empty span.
 class MappedFile {
@@ -32,10 +31,6 @@ class MappedFile {
   std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
   std::uint64_t size() const noexcept { return size_; }
   const std::string& path() const noexcept { return path_; }
-  // Hint that a byte range will be read once, front to back, soon: madvise
-  // MADV_SEQUENTIAL (aggressive readahead) and then MADV_WILLNEED (start reading it
-  // in), two separate calls; they are advice values, not flags. Best effort.
-  void advise_sequential(std::uint64_t offset, std::uint64_t length) const noexcept;
 
  private:
   MappedFile() = default;
@@ -79,14 +74,22 @@ class Storage {
   // file unchecked).
   void set_verified_crc32(std::uint32_t crc) noexcept { verified_crc32_ = crc; }
 
+  // A container checksum its reader was asked not to verify (a reader does this only
+  // for hash_file, which verifies while it hashes). `covered` starts at bytes().data()
+  // and may reach past size() (slack a container keeps after a storage). Whoever reads
+  // the bytes of a storage carrying one must compute CRC-32 of `covered` and call
+  // check() with it before anything computed from them leaves the library. Several
+  // storages cut from one record share one PendingChecksum. Never inherited by slice().
+  struct PendingChecksum {
+    std::span<const std::byte> covered;
+    std::function<void(std::uint32_t crc32)> check;  // throws the reader's own error on a mismatch
+  };
+  const std::shared_ptr<const PendingChecksum>& pending_checksum() const noexcept { return pending_; }
+  void set_pending_checksum(std::shared_ptr<const PendingChecksum> p) noexcept { pending_ = std::move(p); }
+
   // Element type the producer declared (typed storages in torch; uint8 when untyped).
+  // Data is always little-endian: readers convert big-endian data on read.
   DType dtype = DType::kUInt8;
-  // Byte order of the elements as stored. Readers convert big-endian data on read, so
-  // everything a reader returns is little-endian; the field exists for writers and
-  // for stating what a file contained.
-  ByteOrder byte_order = ByteOrder::kLittle;
-  // torch device the storage was saved from ("cpu", "cuda:0"); informational.
-  std::string location = "cpu";
 
  private:
   Storage() = default;
@@ -96,6 +99,7 @@ class Storage {
   std::uint64_t size_ = 0;
   std::uint64_t file_offset_ = 0;
   std::optional<std::uint32_t> verified_crc32_;
+  std::shared_ptr<const PendingChecksum> pending_;
 };
 
 }  // namespace tensorseal

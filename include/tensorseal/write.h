@@ -29,8 +29,4 @@ void write_file(const Value& root, const std::filesystem::path& path, Format for
 // The same bytes, in memory.
 [[nodiscard]] std::string write_bytes(const Value& root, Format format, const WriteOptions& options = {});
 
-// Format implied by a file name's extension (.pt/.pth/.bin -> torch-zip,
-// .safetensors, .npz, .npy), or kUnknown.
-[[nodiscard]] Format format_for_extension(const std::filesystem::path& path) noexcept;
-
 }  // namespace tensorseal

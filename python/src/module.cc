@@ -660,6 +660,23 @@ NB_MODULE(_tensorseal, m) {
         return std::string(format_name(detect_format({reinterpret_cast<const std::byte*>(head.c_str()), head.size()})));
       });
   m.def("format_for_extension", [](const std::string& path) { return std::string(format_name(format_for_extension(path))); });
+  m.def("formats", []() {
+        nb::list out;
+        for (const auto& f : formats()) {
+          nb::list aliases, extensions;
+          for (auto a : f.aliases) aliases.append(std::string(a));
+          for (auto e : f.extensions) extensions.append(std::string(e));
+          nb::dict d;
+          d["name"] = std::string(f.name);
+          d["aliases"] = aliases;
+          d["extensions"] = extensions;
+          d["description"] = std::string(f.description);
+          d["writable"] = f.writable;
+          d["canonical"] = std::string(format_name(f.canonical));
+          out.append(d);
+        }
+        return out;
+      });
   m.def("dtypes", []() {
         nb::list out;
         for (const auto& d : all_dtypes())

@@ -13,8 +13,6 @@ from .objects import Opaque
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-_FORMAT_ALIASES = {"pt": "torch-zip", "torch": "torch-zip", "pth": "torch-zip", "legacy": "torch-legacy"}
-
 
 def _default_framework() -> str:
     try:
@@ -35,13 +33,20 @@ def _framework(framework: Optional[str]) -> str:
 
 def _format_for(path: Union[PathLike, str], format: Optional[str]) -> str:
     if format is not None:
-        return _FORMAT_ALIASES.get(format, format)
+        return format  # a name or alias of the format table; the core resolves and checks it
     fmt = _core.format_for_extension(os.fspath(path))
     if fmt == "unknown":
         raise InvalidArgumentError(
             f"{os.fspath(path)}: cannot tell the format from the extension; pass format=",
             "api/invalid-argument", os.fspath(path))
     return fmt
+
+
+def formats() -> List[Dict[str, Any]]:
+    """The format table: one dict per format with ``name``, ``aliases``, ``extensions``,
+    ``description``, ``writable`` and ``canonical`` (the format ``canon`` writes for it),
+    in detection order."""
+    return _core.formats()
 
 
 def _is_path(x: Any) -> bool:
@@ -110,8 +115,9 @@ def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
 
     ``obj``: a tensor, array, or any nesting of dicts/OrderedDicts/lists/tuples with
     tensors, Parameters, numbers, strings, dtypes (a state_dict, optimizer state, a
-    whole training checkpoint). The format comes from ``format`` ("safetensors",
-    "torch-zip" / "pt", "torch-legacy", "npz", "npy") or the file extension. The write
+    whole training checkpoint). The format comes from ``format`` (a name or alias of a
+    writable format of ``formats()``: "safetensors", "torch-zip" / "pt", "torch-legacy"
+    / "legacy", "npz", "npy") or the file extension. The write
     is atomic (temp file, fsync, rename). Tensor data is read straight from the
     tensors' memory (no copy through Python); the GIL is released while writing.
     """

@@ -27,26 +27,25 @@
 // Chunked leaves let one large tensor be hashed on every core; the result does not
 // depend on the thread count, on strides, on storage sharing or on the file layout.
 //
-// hash_file and zip CRCs: the torch zip reader hands the CRC32 checks of the storage
-// records to the hasher (Input::deferred_crcs) instead of running them first. Each
-// record is tiled exactly by pieces: the hash chunks that lie in it (front to back,
-// without overlap) and, for bytes no chunk covers (slack, strided or shared views),
-// CRC-only pieces of at most 1 MiB. A fused job checksums its chunk and then hashes
-// it while it is in cache, so the data is read from memory once; the piece CRCs are
-// combined per record (zip::crc32_combine) and compared before any digest is formed.
-// A mismatch throws the reader's own Error{zip/crc-mismatch} (entry, offset).
+// Pending checksums (Storage::pending_checksum, left by a reader for hash_file): each
+// checksum's covered bytes are tiled exactly by pieces: the hash chunks that lie in
+// them (front to back, without overlap) and, for bytes no chunk covers (slack,
+// strided or shared views), CRC-only pieces of at most 1 MiB. A fused job checksums
+// its chunk and then hashes it while it is in cache, so the data is read from memory
+// once; the piece CRCs are combined per checksum (util::crc32_combine) and checked
+// before any digest is formed. A mismatch throws the reader's own error.
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
+#include <unordered_set>
+
 #include "hash/digest.h"
-#include "io/input.h"
-#include "tensorseal/checkpoint.h"
 #include "tensorseal/error.h"
 #include "tensorseal/hash.h"
+#include "util/crc32.h"
 #include "util/endian.h"
 #include "util/parallel.h"
-#include "zip/reader.h"
 
 namespace tensorseal {
 namespace {
@@ -81,9 +80,7 @@ struct CrcPiece {
 
 class ContentHasher {
  public:
-  explicit ContentHasher(const HashOptions& o, const std::vector<detail::zip::CrcCheck>* checks = nullptr,
-                         std::string file = {})
-      : opt_(o), checks_(checks), file_(std::move(file)) {}
+  explicit ContentHasher(const HashOptions& o) : opt_(o) {}
 
   std::string run(const Value& root) {
     plan(root, 0);
@@ -127,6 +124,8 @@ class ContentHasher {
     leaf.storage = s;
     leaf.nbytes = t ? t->nbytes() : s->size();
     leaves_.push_back(std::move(leaf));
+    const Storage& storage = t ? *t->storage : *s;
+    if (const auto& p = storage.pending_checksum(); p && pending_seen_.insert(p.get()).second) checks_.push_back(p.get());
   }
 
   void hash_leaves() {
@@ -150,16 +149,16 @@ class ContentHasher {
     }
     std::vector<CrcPiece> pieces;
     std::vector<std::size_t> fused(jobs.size(), kNoPiece), crc_only;
-    if (checks_ != nullptr) tile_records(jobs, pieces, fused, crc_only);
+    if (!checks_.empty()) tile_records(jobs, pieces, fused, crc_only);
     util::parallel_for(jobs.size() + crc_only.size(), opt_.threads, [&](std::size_t j) {
       if (j >= jobs.size()) {
         CrcPiece& p = pieces[crc_only[j - jobs.size()]];
-        p.crc = detail::zip::crc32(0, p.bytes);
+        p.crc = util::crc32(0, p.bytes);
         return;
       }
       const Job& job = jobs[j];
       Leaf& l = leaves_[job.leaf];
-      if (fused[j] != kNoPiece) pieces[fused[j]].crc = detail::zip::crc32(0, job.bytes);  // then hashed from cache
+      if (fused[j] != kNoPiece) pieces[fused[j]].crc = util::crc32(0, job.bytes);  // then hashed from cache
       if (!job.bytes.empty() || l.tensor == nullptr || l.tensor->is_contiguous()) {
         l.chunk_digests[job.chunk] = Digest::oneshot(opt_.algo, job.bytes);
         return;
@@ -169,11 +168,11 @@ class ContentHasher {
       for (std::size_t c = 0; c < l.chunk_digests.size(); ++c)
         l.chunk_digests[c] = Digest::oneshot(opt_.algo, bytes.subspan(c * kChunk, std::min(kChunk, l.nbytes - c * kChunk)));
     });
-    if (checks_ != nullptr) {
-      // Pieces are in order within each record; a record without pieces is empty.
-      std::vector<std::uint32_t> crcs(checks_->size(), 0);
-      for (const CrcPiece& p : pieces) crcs[p.check] = detail::zip::crc32_combine(crcs[p.check], p.crc, p.bytes.size());
-      for (std::size_t i = 0; i < checks_->size(); ++i) detail::zip::check_crc((*checks_)[i].entry, crcs[i], file_);
+    if (!checks_.empty()) {
+      // Pieces are in order within each checksum's bytes; one without pieces is empty.
+      std::vector<std::uint32_t> crcs(checks_.size(), 0);
+      for (const CrcPiece& p : pieces) crcs[p.check] = util::crc32_combine(crcs[p.check], p.crc, p.bytes.size());
+      for (std::size_t i = 0; i < checks_.size(); ++i) checks_[i]->check(crcs[i]);
     }
     for (Leaf& l : leaves_) {
       Digest d(opt_.algo);
@@ -189,19 +188,20 @@ class ContentHasher {
 
   static constexpr std::size_t kNoPiece = static_cast<std::size_t>(-1);
 
-  // Cuts every record of checks_ into pieces (see the top of the file): the jobs whose
+  // Cuts the covered bytes of every checksum of checks_ into pieces (see the top of the file): the jobs whose
   // bytes lie inside it become fused pieces (fused[job] = piece), the rest of its
   // bytes CRC-only pieces (listed in crc_only). Pieces of one record are consecutive
   // in `pieces` and in file order, and together cover the record exactly once.
   void tile_records(const std::vector<Job>& jobs, std::vector<CrcPiece>& pieces, std::vector<std::size_t>& fused,
                     std::vector<std::size_t>& crc_only) const {
-    const auto& checks = *checks_;
+    const auto& checks = checks_;
     auto addr = [](const std::byte* p) { return reinterpret_cast<std::uintptr_t>(p); };
-    // Records by start address (they never overlap: the zip reader checks the layout).
+    // Checksums by start address (covered ranges never overlap: each is one container
+    // record, and the reader checks the records are disjoint).
     std::vector<std::size_t> order(checks.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(),
-              [&](std::size_t a, std::size_t b) { return addr(checks[a].data.data()) < addr(checks[b].data.data()); });
+              [&](std::size_t a, std::size_t b) { return addr(checks[a]->covered.data()) < addr(checks[b]->covered.data()); });
     // Jobs inside each record.
     std::vector<std::vector<std::size_t>> inside(checks.size());
     for (std::size_t j = 0; j < jobs.size(); ++j) {
@@ -209,9 +209,9 @@ class ContentHasher {
       if (b.empty()) continue;
       const std::uintptr_t lo = addr(b.data()), hi = lo + b.size();
       auto it = std::upper_bound(order.begin(), order.end(), lo,
-                                 [&](std::uintptr_t v, std::size_t c) { return v < addr(checks[c].data.data()); });
+                                 [&](std::uintptr_t v, std::size_t c) { return v < addr(checks[c]->covered.data()); });
       if (it == order.begin()) continue;
-      const auto& rec = checks[*std::prev(it)].data;
+      const auto& rec = checks[*std::prev(it)]->covered;
       if (hi <= addr(rec.data()) + rec.size()) inside[*std::prev(it)].push_back(j);
     }
     auto add_gap = [&](std::size_t c, const std::byte* from, const std::byte* to) {
@@ -227,7 +227,7 @@ class ContentHasher {
       std::sort(js.begin(), js.end(), [&](std::size_t a, std::size_t b) {
         return addr(jobs[a].bytes.data()) < addr(jobs[b].bytes.data());
       });
-      const std::byte* cursor = checks[c].data.data();
+      const std::byte* cursor = checks[c]->covered.data();
       for (std::size_t j : js) {
         const std::byte* start = jobs[j].bytes.data();
         if (addr(start) < addr(cursor)) continue;  // overlaps a piece already taken: hashed only
@@ -236,7 +236,7 @@ class ContentHasher {
         pieces.push_back({c, jobs[j].bytes});
         cursor = start + jobs[j].bytes.size();
       }
-      add_gap(c, cursor, checks[c].data.data() + checks[c].data.size());
+      add_gap(c, cursor, checks[c]->covered.data() + checks[c]->covered.size());
     }
   }
 
@@ -363,8 +363,8 @@ class ContentHasher {
   }
 
   HashOptions opt_;
-  const std::vector<detail::zip::CrcCheck>* checks_ = nullptr;  // records to verify while hashing
-  std::string file_;                                              // for their messages
+  std::vector<const Storage::PendingChecksum*> checks_;  // to verify while hashing, in leaf order
+  std::unordered_set<const Storage::PendingChecksum*> pending_seen_;
   std::vector<Leaf> leaves_;
   std::unordered_map<const void*, std::size_t> index_;
 };
@@ -373,16 +373,6 @@ class ContentHasher {
 
 std::string content_hash(const Value& root, const HashOptions& options) {
   return ContentHasher(options).run(root);
-}
-
-std::string hash_file(const std::filesystem::path& path, const HashOptions& options) {
-  std::shared_ptr<const MappedFile> file = MappedFile::open(path);
-  const ReadOptions read_options;  // every checksum checked; storage records below
-  std::vector<detail::zip::CrcCheck> deferred;
-  detail::Input in = detail::input_of(file, read_options);
-  in.deferred_crcs = &deferred;
-  const Checkpoint c = detail::read_input(in);
-  return ContentHasher(options, &deferred, in.name).run(c.root);
 }
 
 std::string tensor_sha256(const Tensor& t) {

@@ -20,8 +20,7 @@
 #include <variant>
 #include <vector>
 
-#include "io/input.h"
-#include "io/writers.h"
+#include "numpy/format.h"
 #include "numpy/constants.h"
 #include "tensorseal/error.h"
 #include "util/checked.h"
@@ -268,7 +267,6 @@ Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) 
     std::vector<std::byte> owned(src.begin(), src.end());
     util::byteswap_inplace(owned, swap_unit(*dtype));
     storage = Storage::owned(std::move(owned), *dtype);
-    storage->byte_order = ByteOrder::kLittle;
     p.big_endian = true;
   } else {
     storage = Storage::slice(image, p.data_offset, *nbytes);
@@ -341,6 +339,10 @@ std::string header_for(const Tensor& t) {
 }
 
 }  // namespace npy
+
+bool detect_npy(std::span<const std::byte> head) noexcept {
+  return head.size() >= np::kMagic.size() && util::as_chars(head.first(np::kMagic.size())) == np::kMagic;
+}
 
 Checkpoint read_npy(const Input& in) {
   npy::Parsed p;

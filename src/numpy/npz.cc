@@ -14,14 +14,15 @@
 #include <algorithm>
 #include <set>
 
-#include "io/input.h"
-#include "io/writers.h"
+#include "numpy/format.h"
 #include "numpy/constants.h"
 #include "numpy/npy.h"
 #include "tensorseal/error.h"
+#include "util/crc32.h"
 #include "util/endian.h"
 #include "zip/constants.h"
 #include "zip/reader.h"
+#include "zip/sniff.h"
 #include "zip/writer.h"
 
 namespace tensorseal::detail {
@@ -52,6 +53,12 @@ Error in_member(const Error& e, const std::string& member, const std::string& fi
 }
 
 }  // namespace
+
+bool detect_npz(std::span<const std::byte> head) noexcept {
+  if (zip::starts_with_end_record(head)) return true;
+  const auto first = zip::first_local_name(head);
+  return first && first->ends_with(".npy");
+}
 
 Checkpoint read_npz(const Input& in) {
   const auto& limits = in.options->limits;
@@ -133,8 +140,8 @@ void write_npz(const Value& root, const WriteOptions&, Sink& sink) {
   for (const Item& it : items) {
     const std::string head = npy::header_for(*it.tensor);
     // The local header carries the CRC: one pass to compute it, one to write.
-    std::uint32_t crc = zip::crc32(0, util::as_bytes(head));
-    it.tensor->for_each_run([&](std::span<const std::byte> run) { crc = zip::crc32(crc, run); });
+    std::uint32_t crc = util::crc32(0, util::as_bytes(head));
+    it.tensor->for_each_run([&](std::span<const std::byte> run) { crc = util::crc32(crc, run); });
     w.begin_record(std::string(it.key) + std::string(np::kMemberSuffix), head.size() + it.tensor->nbytes(), crc);
     w.write(util::as_bytes(head));
     it.tensor->for_each_run([&](std::span<const std::byte> run) { w.write(run); });

@@ -4,16 +4,29 @@
 // back (structure.h).
 #include <nlohmann/json.hpp>
 
-#include "io/input.h"
 #include "safetensors/constants.h"
+#include "safetensors/format.h"
 #include "safetensors/header.h"
 #include "safetensors/structure.h"
+#include "util/endian.h"
 
 namespace tensorseal::detail {
 namespace st = tensorseal::safetensors;
 
 [[noreturn]] static void fail(const Rule& r, std::string detail, const Input& in, std::uint64_t offset) {
   throw Error(r, std::move(detail), in.name, offset);
+}
+
+bool detect_safetensors(std::span<const std::byte> b) noexcept {
+  if (b.size() < 9) return false;
+  const std::uint64_t n = util::load_le<std::uint64_t>(b.data());
+  const std::uint64_t window = std::min<std::uint64_t>({b.size(), 8 + std::max<std::uint64_t>(n, 1), 8 + 4096});
+  for (std::size_t i = 8; i < window; ++i) {
+    const char c = static_cast<char>(b[i]);
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+    return c == '{';
+  }
+  return false;
 }
 
 Checkpoint read_safetensors(const Input& in) {

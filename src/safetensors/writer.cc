@@ -11,7 +11,7 @@
 // written as F4 with the last dimension doubled, as safetensors' torch binding does.
 #include <algorithm>
 
-#include "io/writers.h"
+#include "safetensors/format.h"
 #include "safetensors/constants.h"
 #include "safetensors/structure.h"
 #include "util/endian.h"

@@ -16,7 +16,7 @@
 #include <map>
 #include <optional>
 
-#include "io/input.h"
+#include "torch/format.h"
 #include "pickle/vm.h"
 #include "torch/constants.h"
 #include "torch/rebuild.h"
@@ -116,10 +116,8 @@ Checkpoint read_torch_legacy(const Input& in) {
                                                 " bytes left in the file", in.name, pos);
     std::shared_ptr<Storage> s = in.window(pos + 8, *nbytes);
     s->dtype = ref.dtype;
-    s->location = ref.location;
     if (!little) {
       s = torch::swapped_copy(*s, ref.dtype);
-      s->location = ref.location;
     }
     data.emplace(key, s);
     pos += 8 + *nbytes;

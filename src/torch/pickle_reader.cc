@@ -1,7 +1,7 @@
 // Plain pickle streams: what pickle.dumps(tensor | storage | state_dict | module)
 // writes. Storages inside are torch.storage._load_from_bytes(<bytes>) whose payload is
 // a complete torch file (legacy or zip); those are parsed as nested files, never run.
-#include "io/input.h"
+#include "torch/format.h"
 #include "torch/constants.h"
 #include "torch/rebuild.h"
 

@@ -15,7 +15,7 @@
 #include <algorithm>
 #include <openssl/evp.h>
 
-#include "io/writers.h"
+#include "torch/format.h"
 #include "tensorseal/error.h"
 #include "pickle/writer.h"
 #include "torch/emit.h"

@@ -123,7 +123,6 @@ std::shared_ptr<Storage> swapped_copy(const Storage& s, DType dtype) {
   std::vector<std::byte> data(s.bytes().begin(), s.bytes().end());
   util::byteswap_inplace(data, swap_unit(dtype));
   auto out = Storage::owned(std::move(data), s.dtype);
-  out->location = s.location;
   return out;
 }
 
@@ -347,14 +346,17 @@ struct Resolution {
     if (in.nesting + 1 > in.options->limits.max_nested_files)
       throw Error(tr::kNestingTooDeep, "_load_from_bytes payloads nested deeper than " +
                                            std::to_string(in.options->limits.max_nested_files), in.name);
+    if (in.read_nested == nullptr)
+      throw Error(rules::kInternal, "a nested file (_load_from_bytes) reached a reader given no ReadNested", in.name);
     const std::uint32_t index = ++r.nested_seen;
     Input sub;
     sub.name = in.name + "/_load_from_bytes#" + std::to_string(index);
     sub.options = in.options;
     sub.nesting = in.nesting + 1;
+    sub.read_nested = in.read_nested;
     sub.whole = Storage::owned(std::vector<std::byte>(reinterpret_cast<const std::byte*>(payload.data()),
                                                       reinterpret_cast<const std::byte*>(payload.data()) + payload.size()));
-    Checkpoint c = read_input(sub);
+    Checkpoint c = in.read_nested(sub);
     const std::string prefix = "_load_from_bytes#" + std::to_string(index) + " (" + std::string(format_name(c.format)) + ")";
     for (auto& g : c.globals) r.out->globals.push_back({g.module, g.name, g.where});
     for (auto& f : c.facts) r.out->facts.push_back({f.topic, prefix + " " + f.where, f.value});

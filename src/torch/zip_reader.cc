@@ -14,7 +14,7 @@
 // CVE-2026-24747 shape), every view inside its storage (Tensor::validate).
 #include <map>
 
-#include "io/input.h"
+#include "torch/format.h"
 #include "torch/constants.h"
 #include "torch/rebuild.h"
 #include "util/endian.h"
@@ -134,8 +134,8 @@ Checkpoint read_torch_zip(const Input& in) {
   // Storages: one per (key, dtype), created on first use, windows of their records.
   std::map<std::pair<std::string, DType>, std::shared_ptr<const Storage>> storages;
   std::map<const Storage*, std::string> storage_keys;
-  // Storage records to verify, and for each the storages whose bytes are exactly a
-  // prefix [0, need) of it (not byte-swapped copies): they keep the CRC of that prefix.
+  // Storage records to verify, and for each the storages made from it (one per dtype
+  // the file views it as); `need` is the first one's size.
   struct RecordUse {
     const zip::Entry* entry;
     std::uint64_t need;
@@ -162,21 +162,17 @@ Checkpoint read_torch_zip(const Input& in) {
                                             std::to_string(e.size), in.name, e.data_offset);
     std::shared_ptr<Storage> s = in.window(e.data_offset, need);
     s->dtype = ref.dtype;
-    s->location = ref.location;
     auto [use, fresh] = record_index.emplace(&e, to_verify.size());
     if (fresh) to_verify.push_back({&e, need, {}});
-    if (!big_endian) {
-      RecordUse& u = to_verify[use->second];
-      if (u.need == need) u.storages.push_back(s.get());  // same key, other dtype: same window
-    }
     if (big_endian) {
       if (!ref.typed)
         throw Error(tr::kBadByteOrder, "big-endian untyped storages are not supported", in.name, e.data_offset);
       s = torch::swapped_copy(*s, ref.dtype);
       s->dtype = ref.dtype;
-      s->location = ref.location;
-      s->byte_order = ByteOrder::kLittle;
     }
+    // Same key, other dtype: the same window. Byte-swapped copies are not windows of
+    // the record, but may still carry its pending checksum.
+    to_verify[use->second].storages.push_back(s.get());
     if (e.size > need)
       c.facts.push_back({"storage.slack", "record data/" + ref.key,
                          std::to_string(e.size - need) + " bytes past the storage's end"});
@@ -191,21 +187,26 @@ Checkpoint read_torch_zip(const Input& in) {
   // Storage records: the bulk of the file. Verified here on every core, in 8 MiB
   // pieces combined per record (zip::verify_crcs), and each storage that is a plain
   // window of its record keeps the CRC32 of its bytes, computed in the same pass, so
-  // that the canonical .pt writer need not compute it again. tensorseal::hash_file
-  // instead takes the checks (in.deferred_crcs) and verifies every record while it
-  // hashes, chunk by chunk, so the data crosses memory once; it reports no digest
-  // unless every record verified. Nothing else ever sees unverified bytes.
+  // that the canonical .pt writer need not compute it again. With in.defer_checksums
+  // each storage instead carries its record's checksum (Storage::pending_checksum) for
+  // the consumer to verify while it reads the bytes (hash_file).
   if (in.options->verify_checksums) {
-    std::vector<zip::CrcCheck> checks;
-    checks.reserve(to_verify.size());
-    for (const RecordUse& u : to_verify)
-      checks.push_back({*u.entry, file.subspan(u.entry->data_offset, u.entry->size), u.need});
-    if (in.deferred_crcs != nullptr && in.nesting == 0) {
-      for (auto& ch : checks) in.deferred_crcs->push_back(std::move(ch));
+    if (in.defer_checksums) {
+      for (const RecordUse& u : to_verify) {
+        auto pending = std::make_shared<Storage::PendingChecksum>();
+        pending->covered = file.subspan(u.entry->data_offset, u.entry->size);
+        pending->check = [entry = *u.entry, name = in.name](std::uint32_t crc) { zip::check_crc(entry, crc, name); };
+        for (Storage* s : u.storages) s->set_pending_checksum(pending);
+      }
     } else {
+      std::vector<zip::CrcCheck> checks;
+      checks.reserve(to_verify.size());
+      for (const RecordUse& u : to_verify)
+        checks.push_back({*u.entry, file.subspan(u.entry->data_offset, u.entry->size), u.need});
       const std::vector<std::uint32_t> prefix_crcs = zip::verify_crcs(checks, in.name);
       for (std::size_t i = 0; i < to_verify.size(); ++i)
-        for (Storage* s : to_verify[i].storages) s->set_verified_crc32(prefix_crcs[i]);
+        for (Storage* s : to_verify[i].storages)
+          if (!big_endian && s->size() == to_verify[i].need) s->set_verified_crc32(prefix_crcs[i]);  // a window
     }
   }
 

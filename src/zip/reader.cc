@@ -13,9 +13,7 @@
 // offset and size is bounds-checked with overflow-checked arithmetic before use.
 #include "zip/reader.h"
 
-#include <isa-l/crc.h>
 #include <libdeflate.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cstring>
@@ -25,6 +23,7 @@
 
 #include "tensorseal/error.h"
 #include "util/checked.h"
+#include "util/crc32.h"
 #include "util/endian.h"
 #include "util/parallel.h"
 #include "zip/constants.h"
@@ -507,31 +506,13 @@ std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const En
 }
 
 void verify_crc(const Entry& e, std::span<const std::byte> data, const std::string& name) {
-  check_crc(e, crc32(0, data), name);
+  check_crc(e, util::crc32(0, data), name);
 }
 
 void check_crc(const Entry& e, std::uint32_t got, const std::string& name) {
   if (got != e.crc32)
     throw Error(zr::kCrcMismatch, "entry " + show(e.name) + ": CRC32 of the data is " + hex(got) + ", the archive says " + hex(e.crc32), name,
                 e.data_offset);
-}
-
-std::uint32_t crc32(std::uint32_t crc, std::span<const std::byte> data) {
-  // ISA-L's gzip CRC is zip's CRC-32 (reflected 0xEDB88320, pre/post inverted), chainable
-  // like zlib's; its length is 64-bit.
-  const std::uint32_t out = crc32_gzip_refl(crc, reinterpret_cast<const unsigned char*>(data.data()), data.size());
-#if defined(__x86_64__)
-  // ISA-L's AVX-512 kernel returns with dirty upper register halves; without VZEROUPPER
-  // the SSE code that follows (OpenSSL's SHA-256) ran ~25 % slower here.
-  static const bool has_avx = __builtin_cpu_supports("avx");
-  if (has_avx) asm volatile("vzeroupper");  // keeps xmm0-15 (the low halves) intact
-#endif
-  return out;
-}
-
-std::uint32_t crc32_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b) {
-  static_assert(sizeof(z_off_t) >= sizeof(std::uint64_t), "zlib's z_off_t must hold a 64-bit length");
-  return static_cast<std::uint32_t>(::crc32_combine(crc_a, crc_b, static_cast<z_off_t>(len_b)));
 }
 
 std::vector<std::uint32_t> verify_crcs(const std::vector<CrcCheck>& checks, const std::string& name, unsigned threads) {
@@ -552,12 +533,12 @@ std::vector<std::uint32_t> verify_crcs(const std::vector<CrcCheck>& checks, cons
   }
   util::parallel_for(pieces.size(), threads, [&](std::size_t j) {
     Piece& p = pieces[j];
-    p.crc = crc32(0, checks[p.check].data.subspan(p.begin, p.end - p.begin));
+    p.crc = util::crc32(0, checks[p.check].data.subspan(p.begin, p.end - p.begin));
   });
   std::vector<u32> full(checks.size(), 0), prefix(checks.size(), 0);
   for (const Piece& p : pieces) {  // in order within each check
-    if (p.end <= checks[p.check].cut) prefix[p.check] = crc32_combine(full[p.check], p.crc, p.end - p.begin);
-    full[p.check] = crc32_combine(full[p.check], p.crc, p.end - p.begin);
+    if (p.end <= checks[p.check].cut) prefix[p.check] = util::crc32_combine(full[p.check], p.crc, p.end - p.begin);
+    full[p.check] = util::crc32_combine(full[p.check], p.crc, p.end - p.begin);
   }
   for (std::size_t i = 0; i < checks.size(); ++i) check_crc(checks[i].entry, full[i], name);
   return prefix;

@@ -69,12 +69,6 @@ void verify_crc(const Entry& e, std::span<const std::byte> data, const std::stri
 // The same check when the CRC32 of the entry's data was computed elsewhere (`got`).
 void check_crc(const Entry& e, std::uint32_t got, const std::string& name);
 
-// CRC32 (zip polynomial) via ISA-L, chainable: crc32(crc32(0, a), b) == crc32(0, a+b).
-std::uint32_t crc32(std::uint32_t crc, std::span<const std::byte> data);
-// crc32(0, a+b) from crc_a = crc32(0, a), crc_b = crc32(0, b) and b's length, in
-// O(log len_b) (zlib's crc32_combine).
-std::uint32_t crc32_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b);
-
 // Verification of many records at once (docs/formats/zip.md, "When CRCs are checked").
 // Each record's data is cut into pieces of at most kCrcPiece bytes (and at `cut`), the
 // pieces are checksummed on up to `threads` threads (0: all cores) and combined per

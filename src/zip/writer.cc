@@ -11,6 +11,7 @@
 #include "zip/writer.h"
 
 #include "tensorseal/error.h"
+#include "util/crc32.h"
 #include "util/endian.h"
 #include "zip/constants.h"
 #include "zip/reader.h"
@@ -145,7 +146,7 @@ void Writer::write(std::span<const std::byte> data) {
   if (!open_) misuse("write without begin_record");
   if (data.size() > current_.size - written_)
     misuse("record '" + current_.name + "' declared " + std::to_string(current_.size) + " bytes, got more");
-  if (!known_crc_) crc_ = crc32(crc_, data);
+  if (!known_crc_) crc_ = util::crc32(crc_, data);
   written_ += data.size();
   sink_.write(data);
 }
@@ -177,7 +178,7 @@ void Writer::end_record() {
 
 void Writer::record(std::string name, std::string_view data) {
   const auto bytes = util::as_bytes(data);
-  begin_record(std::move(name), data.size(), profile_ == Profile::kNumpy ? std::optional<u32>(crc32(0, bytes)) : std::nullopt);
+  begin_record(std::move(name), data.size(), profile_ == Profile::kNumpy ? std::optional<u32>(util::crc32(0, bytes)) : std::nullopt);
   write(bytes);
   end_record();
 }

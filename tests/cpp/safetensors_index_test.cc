@@ -13,7 +13,7 @@
 #include <random>
 
 #include "../../fuzz/fuzz_util.h"
-#include "io/input.h"
+#include "safetensors/format.h"
 #include "safetensors/header.h"
 #include "test_util.h"
 #include "util/endian.h"

@@ -4,7 +4,7 @@
 // another exception type.
 #include <map>
 
-#include "io/input.h"
+#include "safetensors/format.h"
 #include "test_util.h"
 
 namespace tensorseal {

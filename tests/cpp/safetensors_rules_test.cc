@@ -6,7 +6,7 @@
 
 #include <optional>
 
-#include "io/input.h"
+#include "safetensors/format.h"
 #include "safetensors/constants.h"
 #include "safetensors/header.h"
 #include "test_util.h"

@@ -14,6 +14,7 @@
 #include "util/endian.h"
 #include "io/sink.h"
 #include "zip/constants.h"
+#include "util/crc32.h"
 #include "zip/reader.h"
 #include "zip/writer.h"
 
@@ -279,7 +280,7 @@ TEST(ZipWriter, NumpyProfilePastTwoGiB) {
     static const std::vector<std::byte> zeros(1 << 22);
     for (std::uint64_t n = big; n;) {
       const std::uint64_t k = std::min<std::uint64_t>(n, zeros.size());
-      crc = zip::crc32(crc, {zeros.data(), k});
+      crc = util::crc32(crc, {zeros.data(), k});
       n -= k;
     }
   }

@@ -468,3 +468,20 @@ def test_extension_stub_lists_every_binding():
     declared = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     bound = {k for k in dir(core) if not k.startswith("_") and callable(getattr(core, k))}
     assert declared == bound, "regenerate python/tensorseal/_tensorseal.pyi (python -m nanobind.stubgen)"
+
+
+def test_formats_table_is_the_cores():
+    rows = tensorseal.formats()
+    names = [r["name"] for r in rows]
+    assert names == ["npz", "torch-zip", "npy", "torch-legacy", "safetensors", "pickle"]  # detection order
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["torch-zip"]["aliases"] == ["pt", "pth", "torch"]
+    assert by_name["torch-legacy"]["canonical"] == "torch-zip" and not by_name["pickle"]["writable"]
+    # Every alias the table lists is accepted by save(format=...).
+    sd = {"w": torch.arange(3, dtype=torch.float32)}
+    for r in rows:
+        for name in [r["name"], *r["aliases"]]:
+            if r["writable"] and r["name"] != "npy":
+                assert tensorseal.hash(tensorseal.load_bytes(tensorseal.save_bytes(sd, name))) == tensorseal.hash(sd)
+    with pytest.raises(tensorseal.InvalidArgumentError):
+        tensorseal.save_bytes(sd, "pickle")

@@ -1,0 +1,121 @@
+// The format table: every format tensorseal reads or writes, once. Adding a format is
+// one folder under src/ (constants, codec, docs/formats/<name>.md) plus one row here.
+#include "api/formats.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <string>
+
+#include "numpy/format.h"
+#include "safetensors/format.h"
+#include "tensorseal/error.h"
+#include "torch/format.h"
+
+namespace tensorseal {
+namespace detail::api {
+namespace {
+
+using Names = std::string_view;
+constexpr std::array<Names, 3> kTorchZipAliases{"pt", "pth", "torch"};
+constexpr std::array<Names, 4> kTorchZipExtensions{".pt", ".pth", ".bin", ".ckpt"};
+constexpr std::array<Names, 1> kTorchLegacyAliases{"legacy"};
+constexpr std::array<Names, 1> kSafetensorsExtensions{".safetensors"};
+constexpr std::array<Names, 1> kNpyExtensions{".npy"};
+constexpr std::array<Names, 1> kNpzExtensions{".npz"};
+
+// Detection order: zip archives first (npz before torch zip: both are zips, told apart
+// by their first member), then fixed magic numbers, then the legacy pickle magic before
+// plain pickles, and safetensors (a JSON header after a length) before plain pickles,
+// whose first byte it may share.
+constexpr std::array kRows{
+    FormatRow{{Format::kNpz, "npz", {}, kNpzExtensions, "numpy.savez archive of .npy arrays", true, Format::kNpz},
+              detect_npz, read_npz, write_npz},
+    FormatRow{{Format::kTorchZip, "torch-zip", kTorchZipAliases, kTorchZipExtensions,
+               "torch.save zip archive (torch >= 1.6)", true, Format::kTorchZip},
+              detect_torch_zip, read_torch_zip, write_torch_zip},
+    FormatRow{{Format::kNpy, "npy", {}, kNpyExtensions, "numpy.save array", true, Format::kNpy},
+              detect_npy, read_npy, write_npy},
+    FormatRow{{Format::kTorchLegacy, "torch-legacy", kTorchLegacyAliases, {},
+               "torch.save legacy stream (_use_new_zipfile_serialization=False)", true, Format::kTorchZip},
+              detect_torch_legacy, read_torch_legacy, write_torch_legacy},
+    FormatRow{{Format::kSafetensors, "safetensors", {}, kSafetensorsExtensions, "safetensors file", true,
+               Format::kSafetensors},
+              detect_safetensors, read_safetensors, write_safetensors},
+    FormatRow{{Format::kPickle, "pickle", {}, {}, "plain pickle stream (pickle.dumps)", false, Format::kTorchZip},
+              detect_pickle, read_pickle_file, nullptr},
+};
+
+std::string known_formats() {
+  std::string out;
+  for (const auto& r : kRows) out += (out.empty() ? "" : ", ") + std::string(r.info.name);
+  return out;
+}
+
+}  // namespace
+
+std::span<const FormatRow> rows() noexcept { return kRows; }
+
+const FormatRow* row(Format f) noexcept {
+  for (const auto& r : kRows)
+    if (r.info.format == f) return &r;
+  return nullptr;
+}
+
+Checkpoint read_input(const Input& in) {
+  for (const auto& r : kRows) {
+    if (!r.detect(in.bytes())) continue;
+    if (in.read_nested != nullptr) return r.read(in);
+    Input with_nested = in;
+    with_nested.read_nested = read_input;
+    return r.read(with_nested);
+  }
+  throw Error(rules::kUnknownFormat, "not a checkpoint tensorseal knows (" + known_formats() + ")", in.name, 0);
+}
+
+}  // namespace detail::api
+
+std::span<const FormatInfo> formats() noexcept {
+  static const auto infos = [] {
+    std::array<FormatInfo, detail::api::kRows.size()> out{};
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = detail::api::kRows[i].info;
+    return out;
+  }();
+  return infos;
+}
+
+const FormatInfo* format_info(Format f) noexcept {
+  for (const auto& info : formats())
+    if (info.format == f) return &info;
+  return nullptr;
+}
+
+std::string_view format_name(Format f) noexcept {
+  const auto* info = format_info(f);
+  return info ? info->name : std::string_view("unknown");
+}
+
+std::optional<Format> format_from_name(std::string_view name) noexcept {
+  for (const auto& r : detail::api::rows()) {
+    if (r.info.name == name) return r.info.format;
+    if (std::find(r.info.aliases.begin(), r.info.aliases.end(), name) != r.info.aliases.end()) return r.info.format;
+  }
+  return std::nullopt;
+}
+
+Format format_for_extension(const std::filesystem::path& path) noexcept {
+  std::string ext = path.extension().string();
+  for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const auto& r : detail::api::rows())
+    if (std::find(r.info.extensions.begin(), r.info.extensions.end(), ext) != r.info.extensions.end())
+      return r.info.format;
+  return Format::kUnknown;
+}
+
+Format detect_format(std::span<const std::byte> head) noexcept {
+  for (const auto& r : detail::api::rows())
+    if (r.detect(head)) return r.info.format;
+  return Format::kUnknown;
+}
+
+}  // namespace tensorseal

@@ -1,0 +1,32 @@
+// The format table's rows (src/api/formats.cc): each public FormatInfo with its
+// recogniser, reader and writer. The dispatch layer: it knows every format, and no
+// format knows it (nested files reach readers through Input::read_nested).
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "io/input.h"
+#include "io/sink.h"
+#include "tensorseal/format.h"
+#include "tensorseal/write.h"
+
+namespace tensorseal::detail::api {
+
+struct FormatRow {
+  FormatInfo info;
+  bool (*detect)(std::span<const std::byte> head) noexcept;
+  Checkpoint (*read)(const Input& in);
+  void (*write)(const Value& root, const WriteOptions& options, Sink& sink);  // null: not writable
+};
+
+// Every row, in detection order.
+std::span<const FormatRow> rows() noexcept;
+// The row of `f`; null for kUnknown.
+const FormatRow* row(Format f) noexcept;
+
+// Detects the format of `in` and runs its reader; sets in.read_nested for nested files
+// when the caller left it unset.
+Checkpoint read_input(const Input& in);
+
+}  // namespace tensorseal::detail::api

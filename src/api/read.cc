@@ -1,0 +1,28 @@
+// read_file / read_bytes / read_mapped: detection and dispatch through the format table.
+#include "api/formats.h"
+#include "tensorseal/checkpoint.h"
+
+namespace tensorseal {
+
+Checkpoint read_mapped(std::shared_ptr<const MappedFile> file, const ReadOptions& options) {
+  Checkpoint c = detail::api::read_input(detail::input_of(file, options));
+  c.file = file->path();
+  c.mapping = std::move(file);
+  return c;
+}
+
+Checkpoint read_file(const std::filesystem::path& path, const ReadOptions& options) {
+  return read_mapped(MappedFile::open(path), options);
+}
+
+Checkpoint read_bytes(std::span<const std::byte> bytes, std::string name, const ReadOptions& options) {
+  detail::Input in;
+  in.name = name;
+  in.whole = Storage::owned(std::vector<std::byte>(bytes.begin(), bytes.end()));
+  in.options = &options;
+  Checkpoint c = detail::api::read_input(in);
+  c.file = std::move(name);
+  return c;
+}
+
+}  // namespace tensorseal

@@ -1,0 +1,35 @@
+// write_file / write_bytes: the format table's writer, into an atomic file or memory.
+#include "api/formats.h"
+#include "io/sink.h"
+#include "tensorseal/error.h"
+#include "tensorseal/write.h"
+
+namespace tensorseal {
+namespace {
+
+void write_to(const Value& root, Format format, const WriteOptions& options, detail::Sink& sink) {
+  const auto* r = detail::api::row(format);
+  if (r == nullptr || r->write == nullptr)
+    throw Error(rules::kInvalidArgument, "cannot write format " + std::string(format_name(format)));
+  r->write(root, options, sink);
+}
+
+}  // namespace
+
+void write_file(const Value& root, const std::filesystem::path& path, Format format, const WriteOptions& options) {
+  detail::AtomicFileSink sink(path, options.fsync);
+  try {
+    write_to(root, format, options, sink);
+  } catch (const Error& e) {
+    throw e.located(path.string());
+  }
+  sink.commit();
+}
+
+std::string write_bytes(const Value& root, Format format, const WriteOptions& options) {
+  detail::StringSink sink;
+  write_to(root, format, options, sink);
+  return std::move(sink.out);
+}
+
+}  // namespace tensorseal

@@ -1,0 +1,29 @@
+// The torch formats' entry points, one row each in the format table (src/api/formats.cc):
+// torch zip (torch.save), torch legacy (_use_new_zipfile_serialization=False) and plain
+// pickle streams (pickle.dumps of tensors, storages, modules).
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "io/input.h"
+#include "io/sink.h"
+#include "tensorseal/write.h"
+
+namespace tensorseal::detail {
+
+// Recognisers: look at the first bytes only, never throw.
+bool detect_torch_zip(std::span<const std::byte> head) noexcept;
+bool detect_torch_legacy(std::span<const std::byte> head) noexcept;
+bool detect_pickle(std::span<const std::byte> head) noexcept;
+
+// Readers: fill a Checkpoint or throw Error with the file name and byte offset set.
+Checkpoint read_torch_zip(const Input& in);
+Checkpoint read_torch_legacy(const Input& in);
+Checkpoint read_pickle_file(const Input& in);
+
+// Writers: stream canonical bytes into `sink`.
+void write_torch_zip(const Value& root, const WriteOptions& options, Sink& sink);
+void write_torch_legacy(const Value& root, const WriteOptions& options, Sink& sink);
+
+}  // namespace tensorseal::detail
