@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "tensorseal/error.h"
+#include "util/hex.h"
 
 namespace tensorseal {
 
@@ -335,8 +336,8 @@ void repr_quoted(std::string_view s, std::string& out, std::size_t max_len) {
     auto u = static_cast<unsigned char>(c);
     if (c == '\'' || c == '\\') { out += '\\'; out += c; }
     else if (u < 0x20 || u == 0x7f) {
-      static const char* hex = "0123456789abcdef";
-      out += "\\x"; out += hex[u >> 4]; out += hex[u & 15];
+      out += "\\x";
+      util::append_hex(out, u);
     } else out += c;
   }
   out += '\'';
@@ -385,9 +386,9 @@ void repr_into(const Value& v, std::string& out, std::size_t max_len, int depth)
       const auto& t = *v.as_tensor();
       out += "tensor(";
       out += name(t.dtype);
-      out += ", [";
-      for (std::size_t i = 0; i < t.shape.size(); ++i) { if (i) out += ", "; out += std::to_string(t.shape[i]); }
-      out += "])";
+      out += ", ";
+      out += shape_text(t.shape);
+      out += ")";
       return;
     }
     case K::kStorage: out += "storage(" + std::to_string(v.as_storage()->size()) + " bytes)"; return;

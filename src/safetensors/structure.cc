@@ -20,6 +20,7 @@
 
 #include "safetensors/constants.h"
 #include "tensorseal/error.h"
+#include "util/hex.h"
 
 namespace tensorseal::detail::safetensors_structure {
 namespace st = tensorseal::safetensors;
@@ -40,13 +41,6 @@ bool is_flat(const Value& root) {
 }
 
 namespace {
-
-std::string hex(std::string_view s) {
-  static constexpr char k[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) { out += k[c >> 4]; out += k[c & 15]; }
-  return out;
-}
 
 // Identity of a view: the same storage, dtype, offset, shape and strides.
 using ViewKey = std::tuple<const Storage*, DType, std::int64_t, std::vector<std::int64_t>, std::vector<std::int64_t>>;
@@ -126,7 +120,7 @@ struct Encoder {
       }
       case K::kStr: return std::string(v.as_str());
       case K::kBytes: {
-        json j{{"b", hex(v.as_bytes())}};
+        json j{{"b", util::to_hex(v.as_bytes())}};
         if (v.is_bytearray()) j["ba"] = true;
         return j;
       }

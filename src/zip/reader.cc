@@ -26,6 +26,7 @@
 #include "tensorseal/error.h"
 #include "util/checked.h"
 #include "util/endian.h"
+#include "util/hex.h"
 #include "util/parallel.h"
 #include "zip/constants.h"
 
@@ -42,7 +43,6 @@ using u64 = std::uint64_t;
 // A name as it appears in messages: quoted, control and non-ASCII bytes escaped,
 // bounded length.
 std::string show(std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "'";
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (out.size() > 160) {
@@ -54,8 +54,7 @@ std::string show(std::string_view s) {
       out += static_cast<char>(c);
     } else {
       out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
+      util::append_hex(out, c);
     }
   }
   return out + "'";
