@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/python_key.h"
 #include "tensorseal/error.h"
 #include "util/hex.h"
 
@@ -131,23 +132,29 @@ std::string_view kind_name(Value::Kind k) noexcept {
 
 // ---- Dict -----------------------------------------------------------------------
 
-// Index from a hashable key encoding to the item position. Only str and int-like keys
-// are indexed (the keys real checkpoints use); other keys fall back to a scan.
+// Index from python_key encodings to item positions. It covers items[0, covered)
+// and grows on lookup, so items appended directly to `items` are found too.
 struct Dict::Index {
   std::unordered_map<std::string, std::size_t> pos;
-  std::size_t covered = 0;  // items[0, covered) are indexed
+  std::size_t covered = 0;
 };
 
-namespace {
-bool index_key(const Value& k, std::string& out) {
-  switch (k.kind()) {
-    case Value::Kind::kStr: out = "s"; out += k.as_str(); return true;
-    case Value::Kind::kInt: out = "i" + std::to_string(k.as_int()); return true;
-    case Value::Kind::kBool: out = k.as_bool() ? "i1" : "i0"; return true;  // True == 1 in Python
-    default: return false;
-  }
+Dict::Dict() = default;
+Dict::Dict(const Dict& other) : kind(other.kind), items(other.items), attrs(other.attrs) {}
+Dict::Dict(Dict&& other) noexcept
+    : kind(other.kind), items(std::move(other.items)), attrs(std::move(other.attrs)) {}
+Dict& Dict::operator=(const Dict& other) {
+  if (this != &other) *this = Dict(other);
+  return *this;
 }
-}  // namespace
+Dict& Dict::operator=(Dict&& other) noexcept {
+  kind = other.kind;
+  items = std::move(other.items);
+  attrs = std::move(other.attrs);
+  index_.reset();
+  return *this;
+}
+Dict::~Dict() = default;
 
 void Dict::set(Value key, Value value) {
   if (const Value* existing = find(key)) {
@@ -159,22 +166,26 @@ void Dict::set(Value key, Value value) {
 
 const Value* Dict::find(const Value& key) const {
   std::string enc;
-  if (!index_key(key, enc)) {
-    for (const auto& [k, v] : items)
-      if (equal(k, key)) return &v;
-    return nullptr;
-  }
-  auto* self = const_cast<Dict*>(this);
-  if (!index_ || index_->covered > items.size()) self->index_ = std::make_shared<Index>();
+  if (detail::core::python_key(key, enc)) return find_hashable(enc);
+  for (const auto& [k, v] : items)
+    if (equal(k, key)) return &v;
+  return nullptr;
+}
+
+const Value* Dict::find(std::string_view str_key) const { return find(Value::str(std::string(str_key))); }
+
+const Value* Dict::find_hashable(const std::string& enc) const {
+  std::lock_guard<std::mutex> lock(index_mutex_);
+  if (!index_ || index_->covered > items.size()) index_ = std::make_unique<Index>();
   std::string e;
-  for (; index_->covered < items.size(); ++index_->covered)
-    if (index_key(items[index_->covered].first, e)) index_->pos.emplace(e, index_->covered);
+  for (; index_->covered < items.size(); ++index_->covered) {
+    e.clear();
+    if (detail::core::python_key(items[index_->covered].first, e)) index_->pos.emplace(std::move(e), index_->covered);
+  }
   auto it = index_->pos.find(enc);
   if (it == index_->pos.end() || it->second >= items.size()) return nullptr;
   return &items[it->second].second;
 }
-
-const Value* Dict::find(std::string_view str_key) const { return find(Value::str(std::string(str_key))); }
 
 // ---- equality -------------------------------------------------------------------
 
