@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/python_key.h"
+#include "core/walk.h"
 #include "tensorseal/error.h"
 #include "util/hex.h"
 
@@ -247,81 +248,27 @@ bool equal(const Value& a, const Value& b) {
 
 namespace {
 
-std::string key_text(const Value& k) {
-  switch (k.kind()) {
-    case Value::Kind::kStr: return std::string(k.as_str());
-    case Value::Kind::kInt: return std::to_string(k.as_int());
-    default: return repr(k, 80);
-  }
-}
-
-// nn.Module state keeps parameters, buffers and submodules in these dicts; they are
-// transparent in paths so a pickled module's paths equal its state_dict keys.
-bool transparent_module_attr(std::string_view k) {
-  return k == "_parameters" || k == "_buffers" || k == "_modules";
-}
-
-struct Collector {
-  std::vector<TensorRef> out;
-  std::unordered_set<const void*> seen;
-
-  static std::string join(const std::string& base, const std::string& part) {
-    return base.empty() ? part : base + "." + part;
-  }
-
-  void visit_items(const std::vector<std::pair<Value, Value>>& items, const std::string& path, bool module_state) {
-    for (const auto& [k, v] : items) {
-      std::string kt = key_text(k);
-      visit(v, module_state && transparent_module_attr(kt) ? path : join(path, kt), false);
-    }
-  }
-
-  void visit(const Value& v, const std::string& path, bool module_state) {
-    using K = Value::Kind;
+// Each node once (the first path wins), so tied tensors are listed once.
+class TensorCollector : public detail::core::Visitor {
+ public:
+  bool enter(const Value& v, const std::string& path) override {
     const void* node = v.node();
-    if (node != nullptr && v.kind() != K::kStr && v.kind() != K::kBytes && !seen.insert(node).second) return;
-    switch (v.kind()) {
-      case K::kTensor: out.push_back({path, v.as_tensor()}); return;
-      case K::kList: case K::kTuple: {
-        const auto& items = v.items();
-        for (std::size_t i = 0; i < items.size(); ++i) visit(items[i], join(path, std::to_string(i)), false);
-        return;
-      }
-      case K::kSet: {
-        const auto& items = v.as_set().items;
-        for (std::size_t i = 0; i < items.size(); ++i) visit(items[i], join(path, std::to_string(i)), false);
-        return;
-      }
-      case K::kDict: visit_items(v.as_dict().items, path, module_state); return;
-      case K::kObject: {
-        const Object& o = v.as_object();
-        if (o.args) {
-          const auto& a = *o.args;
-          if (a.kind() == K::kTuple) {
-            for (std::size_t i = 0; i < a.items().size(); ++i)
-              visit(a.items()[i], join(path, "args." + std::to_string(i)), false);
-          }
-        }
-        if (o.kwargs) visit(*o.kwargs, join(path, "kwargs"), false);
-        if (o.state) {
-          // Object state is usually the instance __dict__: its keys name attributes.
-          if (o.state->kind() == K::kDict) visit_items(o.state->as_dict().items, path, true);
-          else visit(*o.state, join(path, "state"), false);
-        }
-        for (std::size_t i = 0; i < o.list_items.size(); ++i) visit(o.list_items[i], join(path, std::to_string(i)), false);
-        visit_items(o.dict_items, path, false);
-        return;
-      }
-      default: return;
-    }
+    if (node != nullptr && !v.is(Value::Kind::kStr) && !v.is(Value::Kind::kBytes) && !seen_.insert(node).second)
+      return false;
+    if (v.is(Value::Kind::kTensor)) out.push_back({path, v.as_tensor()});
+    return true;
   }
+  std::vector<TensorRef> out;
+
+ private:
+  std::unordered_set<const void*> seen_;
 };
 
 }  // namespace
 
 std::vector<TensorRef> collect_tensors(const Value& root) {
-  Collector c;
-  c.visit(root, "", false);
+  TensorCollector c;
+  detail::core::walk(root, c);
   return std::move(c.out);
 }
 

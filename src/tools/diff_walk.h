@@ -1,8 +1,6 @@
 // Flattening a value tree into paths for `diff`: tensors and non-tensor leaves.
 //
-// Paths follow collect_tensors (dict keys as text, list/tuple/set indices, opaque
-// objects' "args.N", "kwargs" and state keys, nn.Module's _parameters/_buffers/_modules
-// transparent). Unlike collect_tensors, a tensor reachable under two paths (tied
+// Paths are those of core/walk.h, as for collect_tensors. Unlike collect_tensors, a tensor reachable under two paths (tied
 // weights) is listed under both, because the content hash encodes it twice; shared
 // containers are still walked once (this also stops cycles).
 #pragma once
