@@ -887,8 +887,8 @@ void Vm::step() {
 }
 
 void Vm::finish_facts() {
-  out_.facts.push_back(Fact{"pickle.protocol", name_, std::to_string(proto_)});
-  out_.facts.push_back(Fact{"pickle.memo", name_, "puts=" + std::to_string(puts_) + " gets=" + std::to_string(gets_)});
+  out_.facts.push_back(core::fact(topics::kProtocol, name_, std::to_string(proto_)));
+  out_.facts.push_back(core::fact(topics::kMemo, name_, "puts=" + std::to_string(puts_) + " gets=" + std::to_string(gets_)));
   std::vector<std::pair<std::string_view, std::uint64_t>> used;
   for (int c = 0; c < 256; ++c)
     if (counts_[c]) used.emplace_back(op_name(static_cast<std::uint8_t>(c)), counts_[c]);
@@ -900,11 +900,11 @@ void Vm::finish_facts() {
     fp += ':';
     fp += std::to_string(c);
   }
-  out_.facts.push_back(Fact{"pickle.opcodes", name_, std::move(fp)});
-  if (frames_) out_.facts.push_back(Fact{"pickle.frames", name_, "count=" + std::to_string(frames_)});
+  out_.facts.push_back(core::fact(topics::kOpcodes, name_, std::move(fp)));
+  if (frames_) out_.facts.push_back(core::fact(topics::kFrames, name_, "count=" + std::to_string(frames_)));
   if (!stack_.empty() || !marks_.empty())
-    out_.facts.push_back(Fact{"pickle.stop-leftover", name_,
-                              "stack=" + std::to_string(stack_.size()) + " marks=" + std::to_string(marks_.size())});
+    out_.facts.push_back(core::fact(topics::kStopLeftover, name_,
+                                    "stack=" + std::to_string(stack_.size()) + " marks=" + std::to_string(marks_.size())));
 }
 
 }  // namespace
