@@ -888,7 +888,8 @@ void Vm::step() {
 
 void Vm::finish_facts() {
   out_.facts.push_back(core::fact(topics::kProtocol, name_, std::to_string(proto_)));
-  out_.facts.push_back(core::fact(topics::kMemo, name_, "puts=" + std::to_string(puts_) + " gets=" + std::to_string(gets_)));
+  out_.facts.push_back(
+      core::fact(topics::kMemo, name_, "puts=" + std::to_string(puts_) + " gets=" + std::to_string(gets_)));
   std::vector<std::pair<std::string_view, std::uint64_t>> used;
   for (int c = 0; c < 256; ++c)
     if (counts_[c]) used.emplace_back(op_name(static_cast<std::uint8_t>(c)), counts_[c]);

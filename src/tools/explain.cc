@@ -100,13 +100,16 @@ void compare_facts(const Checkpoint& a, const Checkpoint& b, ExplainReport& r) {
 void compare_metadata(const Checkpoint& a, const Checkpoint& b, ExplainReport& r) {
   std::map<std::string, std::string> ma(a.metadata.begin(), a.metadata.end());
   std::map<std::string, std::string> mb(b.metadata.begin(), b.metadata.end());
+  auto differ = [&](const std::string& key, std::optional<std::string> x, std::optional<std::string> y) {
+    r.differences.push_back({std::string(kMetadata.id), key, std::move(x), std::move(y), std::string(kMetadata.sentence)});
+  };
   for (const auto& [k, v] : ma) {
     auto it = mb.find(k);
-    if (it == mb.end()) r.differences.push_back({std::string(kMetadata.id), k, v, std::nullopt, std::string(kMetadata.sentence)});
-    else if (it->second != v) r.differences.push_back({std::string(kMetadata.id), k, v, it->second, std::string(kMetadata.sentence)});
+    if (it == mb.end()) differ(k, v, std::nullopt);
+    else if (it->second != v) differ(k, v, it->second);
   }
   for (const auto& [k, v] : mb)
-    if (!ma.count(k)) r.differences.push_back({std::string(kMetadata.id), k, std::nullopt, v, std::string(kMetadata.sentence)});
+    if (!ma.count(k)) differ(k, std::nullopt, v);
 }
 
 // Order of the tensors both files hold (collect_tensors order), restricted to the
@@ -164,8 +167,8 @@ ExplainReport explain(const Checkpoint& a, const Checkpoint& b) {
   r.content_hash_b = content_hash(b.root);
   r.same_content = r.content_hash_a == r.content_hash_b;
   if (a.format != b.format)
-    r.differences.push_back({std::string(kFormat.id), "file", std::string(format_name(a.format)), std::string(format_name(b.format)),
-                             std::string(kFormat.sentence)});
+    r.differences.push_back({std::string(kFormat.id), "file", std::string(format_name(a.format)),
+                             std::string(format_name(b.format)), std::string(kFormat.sentence)});
   compare_facts(a, b, r);
   compare_metadata(a, b, r);
   compare_order(a, b, r);
