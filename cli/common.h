@@ -31,7 +31,5 @@ Runner add_verify(CLI::App& app);
 
 // Prints rows as an aligned table (first row is the header).
 void print_table(const std::vector<std::vector<std::string>>& rows, std::FILE* out = stdout);
-// "[2, 3]" for a shape.
-std::string shape_text(const std::vector<std::int64_t>& shape);
 
 }  // namespace tseal

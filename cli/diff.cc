@@ -13,13 +13,7 @@
 namespace tseal {
 namespace {
 
-std::string num(double v, int digits = 4) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char b[48];
-  std::snprintf(b, sizeof b, "%.*g", digits, v);
-  return b;
-}
+std::string num(double v, int digits = 4) { return tensorseal::number_text(v, digits); }
 
 // A progress bar on stderr, drawn only when stderr is a terminal and the work has
 // taken more than a second; at most ten updates a second.

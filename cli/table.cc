@@ -21,10 +21,4 @@ void print_table(const std::vector<std::vector<std::string>>& rows, std::FILE* o
   }
 }
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 }  // namespace tseal

@@ -141,4 +141,8 @@ struct DiffReport {
 // Writes html_report() to `path` atomically.
 void write_html_report(const DiffReport& report, const std::filesystem::path& path);
 
+// A number as diff reports print it: "nan", "inf", "-inf", or printf's
+// "%.*g" with `significant_digits`.
+[[nodiscard]] std::string number_text(double v, int significant_digits = 4);
+
 }  // namespace tensorseal

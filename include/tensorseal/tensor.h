@@ -50,4 +50,7 @@ struct Tensor {
 [[nodiscard]] std::shared_ptr<Tensor> make_contiguous(DType dtype, std::vector<std::int64_t> shape,
                                                       std::shared_ptr<const Storage> storage);
 
+// A shape (or an element index) as text: "[2, 3]", "[]" for a scalar.
+[[nodiscard]] std::string shape_text(const std::vector<std::int64_t>& shape);
+
 }  // namespace tensorseal

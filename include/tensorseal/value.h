@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -37,6 +38,15 @@ enum class DictKind : std::uint8_t { kDict, kOrderedDict, kCounter };
 struct List { std::vector<Value> items; };
 struct Tuple { std::vector<Value> items; };
 struct Set { std::vector<Value> items; bool frozen = false; };
+// Keys follow Python dict semantics: True, 1 and 1.0 are one key, as are -0.0, 0 and
+// False; NaN equals no key; tuples and frozensets compare by their items; objects,
+// tensors and storages by node. Unhashable keys (lists, dicts...) compare with equal().
+// Items may also be appended to `items` directly; keys must not be edited in place.
+//
+// Thread safety: find() may be called from any number of threads at once on a Dict
+// that no thread modifies (its lookup index is built under an internal mutex). set(),
+// and any change to `items`, need exclusive access. Copies and moves get their own
+// index.
 struct Dict {
   DictKind kind = DictKind::kDict;
   std::vector<std::pair<Value, Value>> items;  // insertion order, keys unique
@@ -44,13 +54,25 @@ struct Dict {
   // empty. Stored as a Dict of name -> value.
   std::shared_ptr<Dict> attrs;
 
-  // Inserts or replaces (Python dict semantics). Amortised O(1) for str/int keys.
+  Dict();
+  Dict(const Dict& other);
+  Dict(Dict&& other) noexcept;
+  Dict& operator=(const Dict& other);
+  Dict& operator=(Dict&& other) noexcept;
+  ~Dict();
+
+  // Inserts or replaces the value (the first key object stays, as in Python).
+  // Amortised O(1) for hashable keys.
   void set(Value key, Value value);
+  // The value stored under `key`, or null.
   const Value* find(const Value& key) const;
   const Value* find(std::string_view str_key) const;
+
  private:
   struct Index;
-  std::shared_ptr<Index> index_;
+  const Value* find_hashable(const std::string& encoded) const;
+  mutable std::mutex index_mutex_;
+  mutable std::unique_ptr<Index> index_;  // guarded by index_mutex_
 };
 // A reference to a global name (class, function, dtype...). Never resolved.
 struct Global { std::string module, name; };

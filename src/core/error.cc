@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "util/hex.h"
 #include "util/utf8.h"
 
 namespace tensorseal {
@@ -49,7 +50,6 @@ void Error::render() {
 // control characters and invalid UTF-8 are escaped as \xNN here, in the one place
 // every error passes through.
 std::string Error::printable(std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(s.size());
   while (!s.empty()) {
@@ -58,14 +58,20 @@ std::string Error::printable(std::string_view s) {
     for (std::size_t i = 0; i < good; ++i) {
       const auto c = static_cast<unsigned char>(s[i]);
       if (c < 0x20 || c == 0x7f) {
-        out += c == '\n' || c == '\r' || c == '\t' ? std::string(" ") : std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
+        if (c == '\n' || c == '\r' || c == '\t') {
+          out += ' ';
+        } else {
+          out += "\\x";
+          util::append_hex(out, c);
+        }
       } else {
         out += static_cast<char>(c);
       }
     }
     if (!bad) break;
     const auto c = static_cast<unsigned char>(s[good]);
-    out += std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
+    out += "\\x";
+    util::append_hex(out, c);
     s.remove_prefix(good + 1);
   }
   return out;

@@ -157,4 +157,13 @@ std::shared_ptr<Tensor> make_contiguous(DType dtype, std::vector<std::int64_t> s
   return t;
 }
 
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
 }  // namespace tensorseal

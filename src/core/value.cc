@@ -5,7 +5,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/python_key.h"
+#include "core/walk.h"
 #include "tensorseal/error.h"
+#include "util/hex.h"
 
 namespace tensorseal {
 
@@ -130,23 +133,29 @@ std::string_view kind_name(Value::Kind k) noexcept {
 
 // ---- Dict -----------------------------------------------------------------------
 
-// Index from a hashable key encoding to the item position. Only str and int-like keys
-// are indexed (the keys real checkpoints use); other keys fall back to a scan.
+// Index from python_key encodings to item positions. It covers items[0, covered)
+// and grows on lookup, so items appended directly to `items` are found too.
 struct Dict::Index {
   std::unordered_map<std::string, std::size_t> pos;
-  std::size_t covered = 0;  // items[0, covered) are indexed
+  std::size_t covered = 0;
 };
 
-namespace {
-bool index_key(const Value& k, std::string& out) {
-  switch (k.kind()) {
-    case Value::Kind::kStr: out = "s"; out += k.as_str(); return true;
-    case Value::Kind::kInt: out = "i" + std::to_string(k.as_int()); return true;
-    case Value::Kind::kBool: out = k.as_bool() ? "i1" : "i0"; return true;  // True == 1 in Python
-    default: return false;
-  }
+Dict::Dict() = default;
+Dict::Dict(const Dict& other) : kind(other.kind), items(other.items), attrs(other.attrs) {}
+Dict::Dict(Dict&& other) noexcept
+    : kind(other.kind), items(std::move(other.items)), attrs(std::move(other.attrs)) {}
+Dict& Dict::operator=(const Dict& other) {
+  if (this != &other) *this = Dict(other);
+  return *this;
 }
-}  // namespace
+Dict& Dict::operator=(Dict&& other) noexcept {
+  kind = other.kind;
+  items = std::move(other.items);
+  attrs = std::move(other.attrs);
+  index_.reset();
+  return *this;
+}
+Dict::~Dict() = default;
 
 void Dict::set(Value key, Value value) {
   if (const Value* existing = find(key)) {
@@ -158,22 +167,26 @@ void Dict::set(Value key, Value value) {
 
 const Value* Dict::find(const Value& key) const {
   std::string enc;
-  if (!index_key(key, enc)) {
-    for (const auto& [k, v] : items)
-      if (equal(k, key)) return &v;
-    return nullptr;
-  }
-  auto* self = const_cast<Dict*>(this);
-  if (!index_ || index_->covered > items.size()) self->index_ = std::make_shared<Index>();
+  if (detail::core::python_key(key, enc)) return find_hashable(enc);
+  for (const auto& [k, v] : items)
+    if (equal(k, key)) return &v;
+  return nullptr;
+}
+
+const Value* Dict::find(std::string_view str_key) const { return find(Value::str(std::string(str_key))); }
+
+const Value* Dict::find_hashable(const std::string& enc) const {
+  std::lock_guard<std::mutex> lock(index_mutex_);
+  if (!index_ || index_->covered > items.size()) index_ = std::make_unique<Index>();
   std::string e;
-  for (; index_->covered < items.size(); ++index_->covered)
-    if (index_key(items[index_->covered].first, e)) index_->pos.emplace(e, index_->covered);
+  for (; index_->covered < items.size(); ++index_->covered) {
+    e.clear();
+    if (detail::core::python_key(items[index_->covered].first, e)) index_->pos.emplace(std::move(e), index_->covered);
+  }
   auto it = index_->pos.find(enc);
   if (it == index_->pos.end() || it->second >= items.size()) return nullptr;
   return &items[it->second].second;
 }
-
-const Value* Dict::find(std::string_view str_key) const { return find(Value::str(std::string(str_key))); }
 
 // ---- equality -------------------------------------------------------------------
 
@@ -235,81 +248,27 @@ bool equal(const Value& a, const Value& b) {
 
 namespace {
 
-std::string key_text(const Value& k) {
-  switch (k.kind()) {
-    case Value::Kind::kStr: return std::string(k.as_str());
-    case Value::Kind::kInt: return std::to_string(k.as_int());
-    default: return repr(k, 80);
-  }
-}
-
-// nn.Module state keeps parameters, buffers and submodules in these dicts; they are
-// transparent in paths so a pickled module's paths equal its state_dict keys.
-bool transparent_module_attr(std::string_view k) {
-  return k == "_parameters" || k == "_buffers" || k == "_modules";
-}
-
-struct Collector {
-  std::vector<TensorRef> out;
-  std::unordered_set<const void*> seen;
-
-  static std::string join(const std::string& base, const std::string& part) {
-    return base.empty() ? part : base + "." + part;
-  }
-
-  void visit_items(const std::vector<std::pair<Value, Value>>& items, const std::string& path, bool module_state) {
-    for (const auto& [k, v] : items) {
-      std::string kt = key_text(k);
-      visit(v, module_state && transparent_module_attr(kt) ? path : join(path, kt), false);
-    }
-  }
-
-  void visit(const Value& v, const std::string& path, bool module_state) {
-    using K = Value::Kind;
+// Each node once (the first path wins), so tied tensors are listed once.
+class TensorCollector : public detail::core::Visitor {
+ public:
+  bool enter(const Value& v, const std::string& path) override {
     const void* node = v.node();
-    if (node != nullptr && v.kind() != K::kStr && v.kind() != K::kBytes && !seen.insert(node).second) return;
-    switch (v.kind()) {
-      case K::kTensor: out.push_back({path, v.as_tensor()}); return;
-      case K::kList: case K::kTuple: {
-        const auto& items = v.items();
-        for (std::size_t i = 0; i < items.size(); ++i) visit(items[i], join(path, std::to_string(i)), false);
-        return;
-      }
-      case K::kSet: {
-        const auto& items = v.as_set().items;
-        for (std::size_t i = 0; i < items.size(); ++i) visit(items[i], join(path, std::to_string(i)), false);
-        return;
-      }
-      case K::kDict: visit_items(v.as_dict().items, path, module_state); return;
-      case K::kObject: {
-        const Object& o = v.as_object();
-        if (o.args) {
-          const auto& a = *o.args;
-          if (a.kind() == K::kTuple) {
-            for (std::size_t i = 0; i < a.items().size(); ++i)
-              visit(a.items()[i], join(path, "args." + std::to_string(i)), false);
-          }
-        }
-        if (o.kwargs) visit(*o.kwargs, join(path, "kwargs"), false);
-        if (o.state) {
-          // Object state is usually the instance __dict__: its keys name attributes.
-          if (o.state->kind() == K::kDict) visit_items(o.state->as_dict().items, path, true);
-          else visit(*o.state, join(path, "state"), false);
-        }
-        for (std::size_t i = 0; i < o.list_items.size(); ++i) visit(o.list_items[i], join(path, std::to_string(i)), false);
-        visit_items(o.dict_items, path, false);
-        return;
-      }
-      default: return;
-    }
+    if (node != nullptr && !v.is(Value::Kind::kStr) && !v.is(Value::Kind::kBytes) && !seen_.insert(node).second)
+      return false;
+    if (v.is(Value::Kind::kTensor)) out.push_back({path, v.as_tensor()});
+    return true;
   }
+  std::vector<TensorRef> out;
+
+ private:
+  std::unordered_set<const void*> seen_;
 };
 
 }  // namespace
 
 std::vector<TensorRef> collect_tensors(const Value& root) {
-  Collector c;
-  c.visit(root, "", false);
+  TensorCollector c;
+  detail::core::walk(root, c);
   return std::move(c.out);
 }
 
@@ -335,8 +294,8 @@ void repr_quoted(std::string_view s, std::string& out, std::size_t max_len) {
     auto u = static_cast<unsigned char>(c);
     if (c == '\'' || c == '\\') { out += '\\'; out += c; }
     else if (u < 0x20 || u == 0x7f) {
-      static const char* hex = "0123456789abcdef";
-      out += "\\x"; out += hex[u >> 4]; out += hex[u & 15];
+      out += "\\x";
+      util::append_hex(out, u);
     } else out += c;
   }
   out += '\'';
@@ -385,9 +344,9 @@ void repr_into(const Value& v, std::string& out, std::size_t max_len, int depth)
       const auto& t = *v.as_tensor();
       out += "tensor(";
       out += name(t.dtype);
-      out += ", [";
-      for (std::size_t i = 0; i < t.shape.size(); ++i) { if (i) out += ", "; out += std::to_string(t.shape[i]); }
-      out += "])";
+      out += ", ";
+      out += shape_text(t.shape);
+      out += ")";
       return;
     }
     case K::kStorage: out += "storage(" + std::to_string(v.as_storage()->size()) + " bytes)"; return;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/topic.h"
 #include "tensorseal/error.h"
 
 namespace tensorseal::numpy {
@@ -51,5 +52,16 @@ inline constexpr Rule kNotTensor{"npy/not-a-tensor", K::kInvalidArgument};
 inline constexpr Rule kNotFlat{"npz/not-flat", K::kInvalidArgument};
 inline constexpr Rule kWriteDtype{"npy/dtype-not-writable", K::kUnsupported};
 }  // namespace rules
+
+// Facts about a .npy image (alone, or as an .npz member).
+namespace topics {
+using detail::core::Topic;
+inline constexpr Topic kVersion{"npy.version", "the .npy format version differs (1.0, 2.0, 3.0)"};
+inline constexpr Topic kHeaderPadding{"npy.header_padding", "the .npy header is padded differently"};
+inline constexpr Topic kFortranOrder{"npy.fortran_order",
+    "the array is stored in a different memory order (C vs Fortran)"};
+inline constexpr Topic kByteOrder{"npy.byte_order", "the array is stored in a different byte order"};
+inline constexpr Topic kAll[] = {kVersion, kHeaderPadding, kFortranOrder, kByteOrder};
+}  // namespace topics
 
 }  // namespace tensorseal::numpy

@@ -354,11 +354,12 @@ Checkpoint read_npy(const Input& in) {
   Checkpoint c;
   c.format = Format::kNpy;
   c.root = Value(std::shared_ptr<const Tensor>(p.tensor));
-  c.facts.push_back({"npy.version", "byte 6", std::to_string(p.major) + "." + std::to_string(p.minor)});
-  c.facts.push_back({"npy.header_padding", "header end",
-                     std::to_string(p.trailing_spaces) + " spaces, data at byte " + std::to_string(p.data_offset)});
-  c.facts.push_back({"npy.fortran_order", "header", p.fortran_order ? "True" : "False"});
-  if (p.big_endian) c.facts.push_back({"npy.byte_order", "header", "big"});
+  namespace topics = tensorseal::numpy::topics;
+  c.facts.push_back(core::fact(topics::kVersion, "byte 6", std::to_string(p.major) + "." + std::to_string(p.minor)));
+  c.facts.push_back(core::fact(topics::kHeaderPadding, "header end",
+                               std::to_string(p.trailing_spaces) + " spaces, data at byte " + std::to_string(p.data_offset)));
+  c.facts.push_back(core::fact(topics::kFortranOrder, "header", p.fortran_order ? "True" : "False"));
+  if (p.big_endian) c.facts.push_back(core::fact(topics::kByteOrder, "header", "big"));
   return c;
 }
 

@@ -12,7 +12,6 @@
 // np.savez(f, **dict(sorted(items))) on a POSIX system with CPython >= 3.11.4-era
 // zipfile (see docs/formats/npy.md for the exact conditions).
 #include <algorithm>
-#include <set>
 
 #include "numpy/format.h"
 #include "numpy/constants.h"
@@ -21,6 +20,7 @@
 #include "util/crc32.h"
 #include "util/endian.h"
 #include "zip/constants.h"
+#include "zip/describe.h"
 #include "zip/reader.h"
 #include "zip/sniff.h"
 #include "zip/writer.h"
@@ -28,25 +28,9 @@
 namespace tensorseal::detail {
 namespace nr = tensorseal::numpy::rules;
 namespace np = tensorseal::numpy;
+using detail::core::fact;
 
 namespace {
-
-std::string system_name(unsigned s) {
-  switch (s) {
-    case 0: return "0 (msdos)";
-    case 3: return "3 (unix)";
-    case 10: return "10 (ntfs)";
-    case 19: return "19 (osx)";
-    default: return std::to_string(s);
-  }
-}
-
-std::string dos_datetime(std::uint16_t date, std::uint16_t time) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%04u-%02u-%02u %02u:%02u:%02u", 1980u + (date >> 9), (date >> 5) & 15u, date & 31u,
-                time >> 11, (time >> 5) & 63u, (time & 31u) * 2);
-  return buf;
-}
 
 Error in_member(const Error& e, const std::string& member, const std::string& file, std::uint64_t offset) {
   return Error(Rule{e.rule(), e.kind()}, "member '" + member + "': " + e.detail(), file, offset);
@@ -69,8 +53,6 @@ Checkpoint read_npz(const Input& in) {
   c.root = Value::dict();
   Dict& d = c.root.as_dict();
   d.items.reserve(archive.entries.size());
-  std::set<std::string> systems, stamps, methods;
-  std::string order;
   for (const auto& e : archive.entries) {
     if (!e.name.ends_with(np::kMemberSuffix) || e.name.size() == np::kMemberSuffix.size())
       throw Error(nr::kMemberName, "member '" + e.name + "' is not a '<key>.npy' array", in.name, e.local_offset);
@@ -94,29 +76,13 @@ Checkpoint read_npz(const Input& in) {
     }
     // Keys are unique: the zip reader refuses duplicate member names.
     d.set(Value::str(key), Value(std::shared_ptr<const Tensor>(p.tensor)));
-    c.facts.push_back({"npy.version", e.name, std::to_string(p.major) + "." + std::to_string(p.minor)});
-    c.facts.push_back({"npy.header_padding", e.name,
-                       std::to_string(p.trailing_spaces) + " spaces, data at byte " + std::to_string(p.data_offset)});
-    if (p.fortran_order) c.facts.push_back({"npy.fortran_order", e.name, "True"});
-    if (p.big_endian) c.facts.push_back({"npy.byte_order", e.name, "big"});
-    systems.insert(system_name(e.version_made_by >> 8));
-    stamps.insert(dos_datetime(e.dos_date, e.dos_time));
-    methods.insert(stored ? "stored" : "deflated");
-    order += (order.empty() ? "" : ",") + key;
+    c.facts.push_back(fact(np::topics::kVersion, e.name, std::to_string(p.major) + "." + std::to_string(p.minor)));
+    c.facts.push_back(fact(np::topics::kHeaderPadding, e.name,
+                           std::to_string(p.trailing_spaces) + " spaces, data at byte " + std::to_string(p.data_offset)));
+    if (p.fortran_order) c.facts.push_back(fact(np::topics::kFortranOrder, e.name, "True"));
+    if (p.big_endian) c.facts.push_back(fact(np::topics::kByteOrder, e.name, "big"));
   }
-  auto joined = [](const std::set<std::string>& s) {
-    std::string out;
-    for (const auto& v : s) out += (out.empty() ? "" : ", ") + v;
-    return out.empty() ? std::string("none") : out;
-  };
-  c.facts.push_back({"zip.create_system", "central directory", joined(systems)});
-  c.facts.push_back({"zip.timestamps", "central directory", joined(stamps)});
-  c.facts.push_back({"zip.compression", "central directory", joined(methods)});
-  c.facts.push_back({"zip.member_order", "central directory", order});
-  c.facts.push_back({"zip.zip64_end_records", "end of file", archive.zip64 ? "yes" : "no"});
-  if (archive.prefix_size != 0 || archive.unaccounted_bytes != 0)
-    c.facts.push_back({"zip.unaccounted_bytes", "byte 0",
-                       std::to_string(archive.unaccounted_bytes) + " (prefix " + std::to_string(archive.prefix_size) + ")"});
+  for (Fact& f : zip::describe(archive, "")) c.facts.push_back(std::move(f));
   return c;
 }
 

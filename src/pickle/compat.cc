@@ -11,6 +11,9 @@
 #include <algorithm>
 #include <iterator>
 
+#include "pickle/keys.h"
+#include "util/text.h"
+
 namespace tensorseal::detail::pickle {
 namespace {
 
@@ -352,6 +355,79 @@ std::pair<std::string, std::string> py2_to_py3_name(std::string_view module, std
 
 std::pair<std::string, std::string> py3_to_py2_name(std::string_view module, std::string_view name) {
   return apply(kReverseImportMapping, kReverseNameMapping, module, name);
+}
+
+std::optional<Value> stdlib_reduce(const Object& obj) {
+  if (obj.how != Construct::kReduce || !obj.callable || !obj.args) return std::nullopt;
+  const Value& c = *obj.callable;
+  const Value& a = *obj.args;
+  if (!c.is(Value::Kind::kGlobal) || !a.is(Value::Kind::kTuple)) return std::nullopt;
+  const Global& g = c.as_global();
+  const std::vector<Value>& args = a.items();
+  auto is = [&](std::string_view m, std::string_view n) { return g.module == m && g.name == n; };
+  auto is_latin1 = [](const Value& v) {
+    return v.is(Value::Kind::kStr) && (v.as_str() == "latin1" || v.as_str() == "latin-1");
+  };
+
+  if (is("collections", "OrderedDict") || is("collections", "Counter")) {
+    auto d = std::make_shared<Dict>();
+    d->kind = g.name == "OrderedDict" ? DictKind::kOrderedDict : DictKind::kCounter;
+    if (args.empty()) return Value(std::move(d));
+    if (args.size() != 1) return std::nullopt;
+    KeyIndex index;
+    if (args[0].is(Value::Kind::kDict)) {  // Counter(dict), OrderedDict(dict)
+      for (const auto& [k, v] : args[0].as_dict().items)
+        if (!dict_set(d->items, index, k, v)) return std::nullopt;
+      return Value(std::move(d));
+    }
+    if (args[0].is(Value::Kind::kList)) {  // Python 2 OrderedDict: ([[k, v], ...],)
+      for (const Value& pair : args[0].items()) {
+        if (!(pair.is(Value::Kind::kList) || pair.is(Value::Kind::kTuple)) || pair.items().size() != 2) return std::nullopt;
+        if (!dict_set(d->items, index, pair.items()[0], pair.items()[1])) return std::nullopt;
+      }
+      return Value(std::move(d));
+    }
+    return std::nullopt;
+  }
+  if (is("builtins", "set") || is("builtins", "frozenset")) {
+    auto s = std::make_shared<Set>();
+    s->frozen = g.name == "frozenset";
+    if (args.empty()) return Value(std::move(s));
+    if (args.size() != 1 || !(args[0].is(Value::Kind::kList) || args[0].is(Value::Kind::kTuple))) return std::nullopt;
+    KeyIndex index;
+    for (const Value& x : args[0].items())
+      if (!set_add(s->items, index, x)) return std::nullopt;
+    return Value(std::move(s));
+  }
+  if (is("_codecs", "encode")) {
+    if (args.size() != 2 || !args[0].is(Value::Kind::kStr) || !is_latin1(args[1])) return std::nullopt;
+    auto b = util::latin1_encode(args[0].as_str());
+    if (!b) return std::nullopt;
+    return Value::bytes(std::move(*b));
+  }
+  if (is("builtins", "bytes")) {
+    if (args.empty()) return Value::bytes("");
+    return std::nullopt;
+  }
+  if (is("builtins", "bytearray")) {
+    if (args.empty()) return Value::bytes("", true);
+    if (args.size() == 1 && args[0].is(Value::Kind::kBytes) && !args[0].is_bytearray())
+      return Value::bytes(std::string(args[0].as_bytes()), true);
+    if (args.size() == 2 && args[0].is(Value::Kind::kStr) && is_latin1(args[1])) {
+      auto b = util::latin1_encode(args[0].as_str());
+      if (!b) return std::nullopt;
+      return Value::bytes(std::move(*b), true);
+    }
+    return std::nullopt;
+  }
+  if (is("builtins", "getattr")) {
+    if (args.size() != 2 || !args[0].is(Value::Kind::kGlobal) || !args[1].is(Value::Kind::kStr)) return std::nullopt;
+    std::string_view attr = args[1].as_str();
+    if (attr.empty() || attr.find('.') != std::string_view::npos) return std::nullopt;
+    const Global& parent = args[0].as_global();
+    return Value::global(parent.module, parent.name + "." + std::string(attr));
+  }
+  return std::nullopt;
 }
 
 }  // namespace tensorseal::detail::pickle

@@ -1,9 +1,14 @@
-// pickle: CPython's fix_imports name mapping between Python 2 and Python 3 globals.
+// pickle: compatibility with CPython's unpickler: the fix_imports name mapping between
+// Python 2 and Python 3 globals, and the standard-library constructions that stand for
+// values the value tree has a kind for.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include "tensorseal/value.h"
 
 namespace tensorseal::detail::pickle {
 
@@ -14,5 +19,20 @@ std::pair<std::string, std::string> py2_to_py3_name(std::string_view module, std
 // What CPython's Pickler writes for a global at protocol < 3 (the reverse tables):
 // ("builtins", "set") -> ("__builtin__", "set"), ("copyreg", x) -> ("copy_reg", x), ...
 std::pair<std::string, std::string> py3_to_py2_name(std::string_view module, std::string_view name);
+
+// Recognises the standard-library constructions CPython's picklers emit for values
+// the value model has a kind for, and returns that value (a new node):
+//   collections.OrderedDict()                  -> Dict{kOrderedDict} (Python 2: ([[k, v], ...],))
+//   collections.Counter() / Counter(dict)      -> Dict{kCounter}
+//   builtins.set(list) / frozenset(list), ()   -> Set
+//   _codecs.encode(str, 'latin1')              -> bytes (protocol < 3 bytes)
+//   builtins.bytes()                           -> b''
+//   builtins.bytearray() / bytearray(bytes) / bytearray(str, 'latin-1') -> bytearray
+//   builtins.getattr(Global m.a, 'b')          -> Global m.'a.b' (protocol < 4 nested names)
+// Names are Python 3 names (the VM maps Python 2 names at protocol < 3). Anything else,
+// including these callables with unexpected arguments, gives nullopt. Install it as
+// `hooks.reduce = [](const Object& o, std::uint64_t) { return stdlib_reduce(o); }`, or
+// call it from a richer hook.
+std::optional<Value> stdlib_reduce(const Object& obj);
 
 }  // namespace tensorseal::detail::pickle

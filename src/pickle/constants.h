@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/topic.h"
 #include "tensorseal/error.h"
 
 namespace tensorseal::detail::pickle {
@@ -83,5 +84,18 @@ inline constexpr Rule kWriteTooDeep{"pickle/write-too-deep", K::kLimit};
 inline constexpr Rule kWriteTooLarge{"pickle/write-too-large", K::kUnsupported};
 inline constexpr Rule kWriteBadValue{"pickle/write-bad-value", K::kInvalidArgument};
 }  // namespace rules
+
+// Facts about one pickle stream (Parsed::facts).
+namespace topics {
+using core::Topic;
+inline constexpr Topic kProtocol{"pickle.protocol", "the pickle protocol version differs"};
+inline constexpr Topic kMemo{"pickle.memo",
+    "the pickle memo is used differently (MEMOIZE/BINPUT numbering, repeated objects)"};
+inline constexpr Topic kOpcodes{"pickle.opcodes", "the pickle uses different opcodes for the same values"};
+inline constexpr Topic kFrames{"pickle.frames", "the pickle is cut into a different number of FRAMEs (protocol 4+)"};
+inline constexpr Topic kStopLeftover{"pickle.stop-leftover",
+    "the pickle leaves a different number of values or marks behind at STOP (CPython's pickler leaves none)"};
+inline constexpr Topic kAll[] = {kProtocol, kMemo, kOpcodes, kFrames, kStopLeftover};
+}  // namespace topics
 
 }  // namespace tensorseal::detail::pickle

@@ -26,8 +26,10 @@
 
 #include "pickle/compat.h"
 #include "pickle/constants.h"
+#include "pickle/keys.h"
 #include "pickle/longs.h"
 #include "pickle/opcodes.h"
+#include "pickle/text.h"
 #include "pickle/vm.h"
 #include "util/checked.h"
 #include "util/endian.h"
@@ -36,178 +38,6 @@
 namespace tensorseal::detail::pickle {
 
 namespace {
-
-// ---- hashing keys as Python would --------------------------------------------------
-
-// Appends an encoding of `v` such that two hashable values get the same encoding iff
-// Python's dict would treat them as the same key (True == 1 == 1.0, -0.0 == 0, tuples
-// elementwise, frozensets as sets, objects and tensors by identity, NaN never equal).
-// Returns false for unhashable values (list, dict, set, bytearray).
-bool key_encoding(const Value& v, std::string& out, std::uint64_t& nan_counter) {
-  using K = Value::Kind;
-  switch (v.kind()) {
-    case K::kNone: out += 'N'; return true;
-    case K::kBool: out += v.as_bool() ? "i1" : "i0"; return true;
-    case K::kInt: out += 'i'; out += std::to_string(v.as_int()); return true;
-    case K::kBigInt: out += 'I'; out += v.as_bigint().le_bytes; return true;
-    case K::kFloat: {
-      double d = v.as_float();
-      if (d != d) { out += 'n'; out += std::to_string(nan_counter++); return true; }
-      if (d >= -9.2e18 && d <= 9.2e18 && d == static_cast<double>(static_cast<std::int64_t>(d))) {
-        out += 'i';
-        out += std::to_string(static_cast<std::int64_t>(d));
-        return true;
-      }
-      std::uint64_t bits;
-      std::memcpy(&bits, &d, sizeof bits);
-      out += 'f';
-      out += std::to_string(bits);
-      return true;
-    }
-    case K::kStr: out += 's'; out += v.as_str(); return true;
-    case K::kBytes:
-      if (v.is_bytearray()) return false;
-      out += 'b';
-      out += v.as_bytes();
-      return true;
-    case K::kTuple: {
-      out += 't';
-      out += std::to_string(v.items().size());
-      std::string item;
-      for (const Value& x : v.items()) {
-        item.clear();
-        if (!key_encoding(x, item, nan_counter)) return false;
-        out += ':';
-        out += std::to_string(item.size());
-        out += ':';
-        out += item;
-      }
-      return true;
-    }
-    case K::kSet: {
-      if (!v.as_set().frozen) return false;
-      std::vector<std::string> parts;
-      for (const Value& x : v.as_set().items) {
-        parts.emplace_back();
-        if (!key_encoding(x, parts.back(), nan_counter)) return false;
-      }
-      std::sort(parts.begin(), parts.end());
-      out += 'z';
-      out += std::to_string(parts.size());
-      for (const auto& p : parts) { out += ':'; out += std::to_string(p.size()); out += ':'; out += p; }
-      return true;
-    }
-    case K::kGlobal:
-      out += 'g';
-      out += v.as_global().module;
-      out += '\0';
-      out += v.as_global().name;
-      return true;
-    case K::kObject: case K::kTensor: case K::kStorage: {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "o%p", v.node());
-      out += buf;
-      return true;
-    }
-    case K::kList: case K::kDict: return false;
-  }
-  return false;
-}
-
-using KeyIndex = std::unordered_map<std::string, std::size_t>;
-
-// Inserts into a (key, value) vector with Python dict semantics using `index`.
-// Returns false when the key is unhashable.
-bool dict_set(std::vector<std::pair<Value, Value>>& items, KeyIndex& index, Value key, Value value,
-              std::uint64_t& nan_counter) {
-  std::string enc;
-  if (!key_encoding(key, enc, nan_counter)) return false;
-  auto [it, inserted] = index.try_emplace(std::move(enc), items.size());
-  if (inserted) items.emplace_back(std::move(key), std::move(value));
-  else items[it->second].second = std::move(value);  // Python keeps the first key object
-  return true;
-}
-
-bool set_add(std::vector<Value>& items, KeyIndex& index, Value item, std::uint64_t& nan_counter) {
-  std::string enc;
-  if (!key_encoding(item, enc, nan_counter)) return false;
-  if (index.try_emplace(std::move(enc), items.size()).second) items.push_back(std::move(item));
-  return true;
-}
-
-KeyIndex index_of(const std::vector<std::pair<Value, Value>>& items, std::uint64_t& nan_counter) {
-  KeyIndex index;
-  std::string enc;
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    enc.clear();
-    if (key_encoding(items[i].first, enc, nan_counter)) index.emplace(enc, i);
-  }
-  return index;
-}
-
-KeyIndex index_of(const std::vector<Value>& items, std::uint64_t& nan_counter) {
-  KeyIndex index;
-  std::string enc;
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    enc.clear();
-    if (key_encoding(items[i], enc, nan_counter)) index.emplace(enc, i);
-  }
-  return index;
-}
-
-// ---- text arguments ---------------------------------------------------------------
-
-void append_utf8(std::string& out, std::uint32_t cp) {
-  if (cp < 0x80) out += static_cast<char>(cp);
-  else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Decodes a UTF-8 string into code points (input already validated).
-std::vector<std::uint32_t> code_points(std::string_view s) {
-  std::vector<std::uint32_t> cps;
-  for (std::size_t i = 0; i < s.size();) {
-    auto c = static_cast<unsigned char>(s[i]);
-    std::uint32_t cp;
-    int len;
-    if (c < 0x80) { cp = c; len = 1; }
-    else if (c < 0xE0) { cp = c & 0x1F; len = 2; }
-    else if (c < 0xF0) { cp = c & 0x0F; len = 3; }
-    else { cp = c & 0x07; len = 4; }
-    for (int k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    cps.push_back(cp);
-    i += len;
-  }
-  return cps;
-}
-
-// str -> bytes with the latin-1 codec; nullopt when a code point is above U+00FF.
-std::optional<std::string> latin1_encode(std::string_view utf8) {
-  std::string out;
-  for (std::uint32_t cp : code_points(utf8)) {
-    if (cp > 0xFF) return std::nullopt;
-    out += static_cast<char>(cp);
-  }
-  return out;
-}
 
 // Holds a container slot's bookkeeping (see the file comment).
 struct Info {
@@ -247,6 +77,14 @@ class Vm {
     throw Error(rule, detail + " (protocol " + std::to_string(proto_) + ")", name_, base_ + op_pos_);
   }
   std::string opname() const { return std::string(op_name(op_)); }
+  // Runs a text codec, locating its errors at the current opcode.
+  std::string located(std::string (*decode)(std::string_view), std::string_view arg) const {
+    try {
+      return decode(arg);
+    } catch (const Error& e) {
+      fail(Rule{e.rule(), e.kind()}, e.detail());
+    }
+  }
 
   // ---- input ----
   const std::uint8_t* need(std::uint64_t k) {
@@ -543,82 +381,6 @@ class Vm {
     return v;
   }
 
-  // ---- strings ----
-  // Python's codecs.escape_decode of a protocol-0 STRING body (repr of a Python 2 str).
-  std::string escape_decode(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      char c = s[i];
-      if (c != '\\') { out += c; continue; }
-      if (++i >= s.size()) fail(rules::kBadStringLiteral, "STRING ends with a lone backslash");
-      char e = s[i];
-      switch (e) {
-        case '\n': break;  // line continuation
-        case '\\': out += '\\'; break;
-        case '\'': out += '\''; break;
-        case '"': out += '"'; break;
-        case 'a': out += '\a'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'v': out += '\v'; break;
-        case 'x': {
-          int h1 = i + 1 < s.size() ? hex_digit(s[i + 1]) : -1;
-          int h2 = i + 2 < s.size() ? hex_digit(s[i + 2]) : -1;
-          if (h1 < 0 || h2 < 0) fail(rules::kBadStringLiteral, "STRING has an invalid \\x escape");
-          out += static_cast<char>(h1 * 16 + h2);
-          i += 2;
-          break;
-        }
-        default:
-          if (e >= '0' && e <= '7') {
-            int v = e - '0';
-            for (int k = 0; k < 2 && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '7'; ++k) v = v * 8 + (s[++i] - '0');
-            out += static_cast<char>(v & 0xFF);
-          } else {
-            out += '\\';  // unknown escapes stay as they are (Python: DeprecationWarning)
-            out += e;
-          }
-      }
-    }
-    return out;
-  }
-  // Python's raw-unicode-escape decoding (UNICODE opcode): bytes are latin-1 code
-  // points except \uXXXX and \UXXXXXXXX after an odd run of backslashes.
-  std::string raw_unicode_escape(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    for (std::size_t i = 0; i < s.size();) {
-      auto c = static_cast<unsigned char>(s[i]);
-      if (c != '\\') { append_utf8(out, c); ++i; continue; }
-      std::size_t run = 0;
-      while (i + run < s.size() && s[i + run] == '\\') ++run;
-      std::size_t after = i + run;
-      if (run % 2 == 0 || after >= s.size() || (s[after] != 'u' && s[after] != 'U')) {
-        out.append(run, '\\');
-        i = after;
-        continue;
-      }
-      out.append(run - 1, '\\');
-      std::size_t count = s[after] == 'u' ? 4 : 8;
-      std::uint32_t cp = 0;
-      for (std::size_t k = 0; k < count; ++k) {
-        int h = after + 1 + k < s.size() ? hex_digit(s[after + 1 + k]) : -1;
-        if (h < 0) fail(rules::kBadStringLiteral, std::string("UNICODE has a truncated \\") + s[after] + " escape");
-        cp = cp * 16 + static_cast<std::uint32_t>(h);
-      }
-      if (cp > 0x10FFFF) fail(rules::kBadStringLiteral, "UNICODE escape is beyond U+10FFFF");
-      if (cp >= 0xD800 && cp <= 0xDFFF)
-        fail(rules::kSurrogate, "UNICODE holds the surrogate code point " + std::to_string(cp) + " (not representable)");
-      append_utf8(out, cp);
-      i = after + 1 + count;
-    }
-    return out;
-  }
-
   // ---- container mutation ----
   void append_to(Slot& target, std::vector<Slot>& items) {
     if (items.empty()) return;  // CPython's C unpickler: nothing to do
@@ -654,11 +416,11 @@ class Vm {
       return;
     }
     Dict& d = target.v.as_dict();
-    if (!info.keys) info.keys = std::make_unique<KeyIndex>(index_of(d.items, nan_counter_));
+    if (!info.keys) info.keys = std::make_unique<KeyIndex>(index_of(d.items));
     for (std::size_t i = 0; i < items.size(); i += 2) {
       adopt(info, items[i]);
       adopt(info, items[i + 1]);
-      if (!dict_set(d.items, *info.keys, std::move(items[i].v), std::move(items[i + 1].v), nan_counter_))
+      if (!dict_set(d.items, *info.keys, std::move(items[i].v), std::move(items[i + 1].v)))
         fail(rules::kUnhashableKey, opname() + " key is an unhashable " + std::string(kind_name(items[i].v.kind())));
     }
   }
@@ -670,7 +432,7 @@ class Vm {
     for (auto& s : items) {
       adopt(*info, s);
       Value::Kind kind = s.v.kind();
-      if (!set_add(set->items, *info->keys, std::move(s.v), nan_counter_))
+      if (!set_add(set->items, *info->keys, std::move(s.v)))
         fail(rules::kUnhashableKey, opname() + " item is an unhashable " + std::string(kind_name(kind)));
     }
     return Slot{Value(std::move(set)), std::move(info)};
@@ -720,9 +482,9 @@ class Vm {
     auto d = std::make_shared<Dict>();
     KeyIndex index;
     if (a)
-      for (const auto& [key, val] : a->items) dict_set(d->items, index, key, val, nan_counter_);
+      for (const auto& [key, val] : a->items) dict_set(d->items, index, key, val);
     for (const auto& [key, val] : b.items)
-      if (!dict_set(d->items, index, key, val, nan_counter_))
+      if (!dict_set(d->items, index, key, val))
         fail(rules::kUnhashableKey, "BUILD state key is an unhashable " + std::string(kind_name(key.kind())));
     charge(kSlotCost * (d->items.size() + 1));
     return d;
@@ -782,7 +544,7 @@ class Vm {
   std::vector<std::size_t> marks_;
   std::vector<Slot> dense_;
   std::unordered_map<std::uint64_t, Slot> sparse_;
-  std::uint64_t alloc_ = 0, ops_ = 0, puts_ = 0, gets_ = 0, frames_ = 0, nan_counter_ = 0;
+  std::uint64_t alloc_ = 0, ops_ = 0, puts_ = 0, gets_ = 0, frames_ = 0;
   std::array<std::uint64_t, 256> counts_{};
   Parsed out_;
 };
@@ -905,7 +667,7 @@ void Vm::step() {
       std::string_view s = line();
       if (s.size() < 2 || s.front() != s.back() || (s.front() != '\'' && s.front() != '"'))
         fail(rules::kBadStringLiteral, "the STRING opcode argument must be quoted");
-      push(make_py2_str(escape_decode(s.substr(1, s.size() - 2))));
+      push(make_py2_str(located(escape_decode, s.substr(1, s.size() - 2))));
       return;
     }
     case op::kBinString: {
@@ -917,7 +679,7 @@ void Vm::step() {
     }
     case op::kShortBinString: push(make_py2_str(bytes(u8()))); return;
     case op::kUnicode: {
-      std::string s = raw_unicode_escape(line());
+      std::string s = located(raw_unicode_escape_decode, line());
       check_string(s.size());
       charge(kSlotCost + s.size());
       push_leaf(Value::str(std::move(s)));
@@ -1021,11 +783,11 @@ void Vm::step() {
         if (s.info) s.info->placed = true;
       check_mutable(target, "set");
       Set& set = target.v.as_set();
-      if (!target.info->keys) target.info->keys = std::make_unique<KeyIndex>(index_of(set.items, nan_counter_));
+      if (!target.info->keys) target.info->keys = std::make_unique<KeyIndex>(index_of(set.items));
       for (auto& s : items) {
         adopt(*target.info, s);
         Value::Kind kind = s.v.kind();
-        if (!set_add(set.items, *target.info->keys, std::move(s.v), nan_counter_))
+        if (!set_add(set.items, *target.info->keys, std::move(s.v)))
           fail(rules::kUnhashableKey, "ADDITEMS item is an unhashable " + std::string(kind_name(kind)));
       }
       return;
@@ -1125,8 +887,9 @@ void Vm::step() {
 }
 
 void Vm::finish_facts() {
-  out_.facts.push_back(Fact{"pickle.protocol", name_, std::to_string(proto_)});
-  out_.facts.push_back(Fact{"pickle.memo", name_, "puts=" + std::to_string(puts_) + " gets=" + std::to_string(gets_)});
+  out_.facts.push_back(core::fact(topics::kProtocol, name_, std::to_string(proto_)));
+  out_.facts.push_back(
+      core::fact(topics::kMemo, name_, "puts=" + std::to_string(puts_) + " gets=" + std::to_string(gets_)));
   std::vector<std::pair<std::string_view, std::uint64_t>> used;
   for (int c = 0; c < 256; ++c)
     if (counts_[c]) used.emplace_back(op_name(static_cast<std::uint8_t>(c)), counts_[c]);
@@ -1138,11 +901,11 @@ void Vm::finish_facts() {
     fp += ':';
     fp += std::to_string(c);
   }
-  out_.facts.push_back(Fact{"pickle.opcodes", name_, std::move(fp)});
-  if (frames_) out_.facts.push_back(Fact{"pickle.frames", name_, "count=" + std::to_string(frames_)});
+  out_.facts.push_back(core::fact(topics::kOpcodes, name_, std::move(fp)));
+  if (frames_) out_.facts.push_back(core::fact(topics::kFrames, name_, "count=" + std::to_string(frames_)));
   if (!stack_.empty() || !marks_.empty())
-    out_.facts.push_back(Fact{"pickle.stop-leftover", name_,
-                              "stack=" + std::to_string(stack_.size()) + " marks=" + std::to_string(marks_.size())});
+    out_.facts.push_back(core::fact(topics::kStopLeftover, name_,
+                                    "stack=" + std::to_string(stack_.size()) + " marks=" + std::to_string(marks_.size())));
 }
 
 }  // namespace
@@ -1151,80 +914,6 @@ Parsed parse(std::span<const std::byte> data, const std::string& name, std::uint
              const Limits& limits, const Hooks& hooks) {
   Vm vm(data, name, base_offset, limits, hooks);
   return vm.run();
-}
-
-std::optional<Value> stdlib_reduce(const Object& obj) {
-  if (obj.how != Construct::kReduce || !obj.callable || !obj.args) return std::nullopt;
-  const Value& c = *obj.callable;
-  const Value& a = *obj.args;
-  if (!c.is(Value::Kind::kGlobal) || !a.is(Value::Kind::kTuple)) return std::nullopt;
-  const Global& g = c.as_global();
-  const std::vector<Value>& args = a.items();
-  std::uint64_t nan_counter = 0;
-  auto is = [&](std::string_view m, std::string_view n) { return g.module == m && g.name == n; };
-  auto is_latin1 = [](const Value& v) {
-    return v.is(Value::Kind::kStr) && (v.as_str() == "latin1" || v.as_str() == "latin-1");
-  };
-
-  if (is("collections", "OrderedDict") || is("collections", "Counter")) {
-    auto d = std::make_shared<Dict>();
-    d->kind = g.name == "OrderedDict" ? DictKind::kOrderedDict : DictKind::kCounter;
-    if (args.empty()) return Value(std::move(d));
-    if (args.size() != 1) return std::nullopt;
-    KeyIndex index;
-    if (args[0].is(Value::Kind::kDict)) {  // Counter(dict), OrderedDict(dict)
-      for (const auto& [k, v] : args[0].as_dict().items)
-        if (!dict_set(d->items, index, k, v, nan_counter)) return std::nullopt;
-      return Value(std::move(d));
-    }
-    if (args[0].is(Value::Kind::kList)) {  // Python 2 OrderedDict: ([[k, v], ...],)
-      for (const Value& pair : args[0].items()) {
-        if (!(pair.is(Value::Kind::kList) || pair.is(Value::Kind::kTuple)) || pair.items().size() != 2) return std::nullopt;
-        if (!dict_set(d->items, index, pair.items()[0], pair.items()[1], nan_counter)) return std::nullopt;
-      }
-      return Value(std::move(d));
-    }
-    return std::nullopt;
-  }
-  if (is("builtins", "set") || is("builtins", "frozenset")) {
-    auto s = std::make_shared<Set>();
-    s->frozen = g.name == "frozenset";
-    if (args.empty()) return Value(std::move(s));
-    if (args.size() != 1 || !(args[0].is(Value::Kind::kList) || args[0].is(Value::Kind::kTuple))) return std::nullopt;
-    KeyIndex index;
-    for (const Value& x : args[0].items())
-      if (!set_add(s->items, index, x, nan_counter)) return std::nullopt;
-    return Value(std::move(s));
-  }
-  if (is("_codecs", "encode")) {
-    if (args.size() != 2 || !args[0].is(Value::Kind::kStr) || !is_latin1(args[1])) return std::nullopt;
-    auto b = latin1_encode(args[0].as_str());
-    if (!b) return std::nullopt;
-    return Value::bytes(std::move(*b));
-  }
-  if (is("builtins", "bytes")) {
-    if (args.empty()) return Value::bytes("");
-    return std::nullopt;
-  }
-  if (is("builtins", "bytearray")) {
-    if (args.empty()) return Value::bytes("", true);
-    if (args.size() == 1 && args[0].is(Value::Kind::kBytes) && !args[0].is_bytearray())
-      return Value::bytes(std::string(args[0].as_bytes()), true);
-    if (args.size() == 2 && args[0].is(Value::Kind::kStr) && is_latin1(args[1])) {
-      auto b = latin1_encode(args[0].as_str());
-      if (!b) return std::nullopt;
-      return Value::bytes(std::move(*b), true);
-    }
-    return std::nullopt;
-  }
-  if (is("builtins", "getattr")) {
-    if (args.size() != 2 || !args[0].is(Value::Kind::kGlobal) || !args[1].is(Value::Kind::kStr)) return std::nullopt;
-    std::string_view attr = args[1].as_str();
-    if (attr.empty() || attr.find('.') != std::string_view::npos) return std::nullopt;
-    const Global& parent = args[0].as_global();
-    return Value::global(parent.module, parent.name + "." + std::string(attr));
-  }
-  return std::nullopt;
 }
 
 }  // namespace tensorseal::detail::pickle

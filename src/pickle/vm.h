@@ -31,9 +31,10 @@ struct Hooks {
   std::function<Value(const Value& pid, std::uint64_t offset)> persistent_load;
   // REDUCE / NEWOBJ / NEWOBJ_EX / INST / OBJ: called with the opaque Object just built
   // (callable, args, kwargs, how; no state or items yet). Returning a value replaces
-  // the Object on the stack (e.g. the torch layer's tensors, or stdlib_reduce's
-  // OrderedDict/set/bytes); nullopt keeps the Object. The returned value should be a
-  // new node or a leaf (it may contain the arguments). Unset: Objects are kept.
+  // the Object on the stack (e.g. the torch layer's tensors, or the OrderedDict/set/
+  // bytes of stdlib_reduce in compat.h); nullopt keeps the Object. The returned value
+  // should be a new node or a leaf (it may contain the arguments). Unset: Objects are
+  // kept.
   std::function<std::optional<Value>(const Object& obj, std::uint64_t offset)> reduce;
 };
 
@@ -54,20 +55,5 @@ struct Parsed {
 // reported as base_offset + position). Throws tensorseal::Error.
 [[nodiscard]] Parsed parse(std::span<const std::byte> data, const std::string& name, std::uint64_t base_offset,
                            const Limits& limits, const Hooks& hooks = {});
-
-// Recognises the standard-library constructions CPython's picklers emit for values
-// the value model has a kind for, and returns that value (a new node):
-//   collections.OrderedDict()                  -> Dict{kOrderedDict} (Python 2: ([[k, v], ...],))
-//   collections.Counter() / Counter(dict)      -> Dict{kCounter}
-//   builtins.set(list) / frozenset(list), ()   -> Set
-//   _codecs.encode(str, 'latin1')              -> bytes (protocol < 3 bytes)
-//   builtins.bytes()                           -> b''
-//   builtins.bytearray() / bytearray(bytes) / bytearray(str, 'latin-1') -> bytearray
-//   builtins.getattr(Global m.a, 'b')          -> Global m.'a.b' (protocol < 4 nested names)
-// Names are Python 3 names (the VM maps Python 2 names at protocol < 3). Anything else,
-// including these callables with unexpected arguments, gives nullopt. Install it as
-// `hooks.reduce = [](const Object& o, std::uint64_t) { return stdlib_reduce(o); }`, or
-// call it from a richer hook.
-std::optional<Value> stdlib_reduce(const Object& obj);
 
 }  // namespace tensorseal::detail::pickle

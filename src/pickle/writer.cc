@@ -27,6 +27,7 @@
 #include "pickle/longs.h"
 #include "pickle/opcodes.h"
 #include "util/endian.h"
+#include "util/text.h"
 #include "util/utf8.h"
 
 namespace tensorseal::detail::pickle {
@@ -36,21 +37,6 @@ namespace {
 [[noreturn]] void fail(const Rule& rule, std::string detail) { throw Error(rule, std::move(detail), "<pickle writer>"); }
 
 void emit(std::string& out, std::uint8_t code) { out += static_cast<char>(code); }
-
-// UTF-8 text of a latin-1 byte string (what str(b, 'latin1') gives).
-std::string latin1_to_utf8(std::string_view b) {
-  std::string out;
-  out.reserve(b.size());
-  for (char ch : b) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c < 0x80) out += static_cast<char>(c);
-    else {
-      out += static_cast<char>(0xC0 | (c >> 6));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    }
-  }
-  return out;
-}
 
 struct DepthGuard {
   std::uint32_t& d;
@@ -206,7 +192,7 @@ void Writer::bytes(std::string_view data) {
     end_tuple(0);
   } else {
     global("_codecs", "encode");
-    str(latin1_to_utf8(data));
+    str(util::latin1_decode(data));
     str("latin1");
     end_tuple(2);
   }

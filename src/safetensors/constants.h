@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/topic.h"
 #include "tensorseal/dtype.h"
 #include "tensorseal/error.h"
 
@@ -53,5 +54,21 @@ inline constexpr Rule kNotFlat{"safetensors/not-flat", K::kInvalidArgument};
 inline constexpr Rule kDtypeUnsupported{"safetensors/dtype-unsupported", K::kUnsupported};
 inline constexpr Rule kReservedName{"safetensors/reserved-name", K::kInvalidArgument};
 }  // namespace rules
+
+// Facts about a safetensors file.
+namespace topics {
+using detail::core::Topic;
+inline constexpr Topic kHeaderLength{"safetensors.header_length", "the safetensors header has a different length"};
+inline constexpr Topic kHeaderPadding{"safetensors.header_padding",
+    "the safetensors header is padded with a different number of spaces"};
+inline constexpr Topic kKeyOrder{"safetensors.key_order",
+    "the tensors are listed in a different order in the safetensors header"};
+inline constexpr Topic kMetadataOrder{"safetensors.metadata_order",
+    "the __metadata__ keys are in a different order; safetensors writes them from a hash map, so the order "
+    "changes between runs"};
+inline constexpr Topic kStructure{"safetensors.structure",
+    "the safetensors file stores the checkpoint's structure in its metadata differently"};
+inline constexpr Topic kAll[] = {kHeaderLength, kHeaderPadding, kKeyOrder, kMetadataOrder, kStructure};
+}  // namespace topics
 
 }  // namespace tensorseal::safetensors

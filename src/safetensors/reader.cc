@@ -12,6 +12,7 @@
 
 namespace tensorseal::detail {
 namespace st = tensorseal::safetensors;
+using core::fact;
 
 [[noreturn]] static void fail(const Rule& r, std::string detail, const Input& in, std::uint64_t offset) {
   throw Error(r, std::move(detail), in.name, offset);
@@ -62,17 +63,17 @@ Checkpoint read_safetensors(const Input& in) {
            st::kLengthPrefixSize);
     }
     c.metadata.erase(it);
-    c.facts.push_back({"safetensors.structure", "__metadata__", "tensorseal.structure (whole checkpoint)"});
+    c.facts.push_back(fact(st::topics::kStructure, "__metadata__", "tensorseal.structure (whole checkpoint)"));
     break;
   }
 
   // Facts that shape the bytes without being content, for `explain`.
-  c.facts.push_back({"safetensors.header_length", "byte 0", std::to_string(idx.header_length)});
-  c.facts.push_back({"safetensors.header_padding", "header end", std::to_string(idx.header_padding) + " spaces"});
-  c.facts.push_back({"safetensors.key_order", "header", key_order});
+  c.facts.push_back(fact(st::topics::kHeaderLength, "byte 0", std::to_string(idx.header_length)));
+  c.facts.push_back(fact(st::topics::kHeaderPadding, "header end", std::to_string(idx.header_padding) + " spaces"));
+  c.facts.push_back(fact(st::topics::kKeyOrder, "header", key_order));
   std::string meta_order;
   for (const auto& [k, v] : c.metadata) meta_order += (meta_order.empty() ? "" : ",") + k;
-  c.facts.push_back({"safetensors.metadata_order", "__metadata__", meta_order});
+  c.facts.push_back(fact(st::topics::kMetadataOrder, "__metadata__", meta_order));
   return c;
 }
 

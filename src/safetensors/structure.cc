@@ -18,8 +18,10 @@
 #include <set>
 #include <tuple>
 
+#include "core/walk.h"
 #include "safetensors/constants.h"
 #include "tensorseal/error.h"
+#include "util/hex.h"
 
 namespace tensorseal::detail::safetensors_structure {
 namespace st = tensorseal::safetensors;
@@ -41,17 +43,15 @@ bool is_flat(const Value& root) {
 
 namespace {
 
-std::string hex(std::string_view s) {
-  static constexpr char k[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) { out += k[c >> 4]; out += k[c & 15]; }
-  return out;
-}
-
 // Identity of a view: the same storage, dtype, offset, shape and strides.
 using ViewKey = std::tuple<const Storage*, DType, std::int64_t, std::vector<std::int64_t>, std::vector<std::int64_t>>;
 ViewKey view_key(const Tensor& t) { return {t.storage.get(), t.dtype, t.storage_offset, t.shape, t.strides}; }
 
+// A tensor's flat name is its path by the rules of core/walk.h, with the differences
+// that written files pin: keys that are neither str nor int are repr'd to 40
+// characters, an object's state (of any kind) sits at the object's own path with no
+// transparent nn.Module attributes, dict attrs sit under "<path>#attrs", and a name
+// already taken gets "#1", "#2", ...
 struct Encoder {
   Dict flat;                                         // name -> tensor, first occurrence
   std::map<ViewKey, std::string> names;              // a view -> its flat name (tied = one entry)
@@ -95,9 +95,7 @@ struct Encoder {
   json items(const std::vector<std::pair<Value, Value>>& its, const std::string& path) {
     json a = json::array();
     for (const auto& [k, v] : its) {
-      std::string part = k.is(Value::Kind::kStr) ? std::string(k.as_str())
-                         : k.is(Value::Kind::kInt) ? std::to_string(k.as_int()) : repr(k, 40);
-      a.push_back(json::array({enc(k, path), enc(v, path.empty() ? part : path + "." + part)}));
+      a.push_back(json::array({enc(k, path), enc(v, core::path_join(path, core::key_text(k, 40)))}));
     }
     return a;
   }
@@ -105,7 +103,7 @@ struct Encoder {
   json seq(const std::vector<Value>& xs, const std::string& path) {
     json a = json::array();
     for (std::size_t i = 0; i < xs.size(); ++i)
-      a.push_back(enc(xs[i], path.empty() ? std::to_string(i) : path + "." + std::to_string(i)));
+      a.push_back(enc(xs[i], core::path_join(path, std::to_string(i))));
     return a;
   }
 
@@ -126,7 +124,7 @@ struct Encoder {
       }
       case K::kStr: return std::string(v.as_str());
       case K::kBytes: {
-        json j{{"b", hex(v.as_bytes())}};
+        json j{{"b", util::to_hex(v.as_bytes())}};
         if (v.is_bytearray()) j["ba"] = true;
         return j;
       }
@@ -192,8 +190,8 @@ struct Encoder {
           if (p) j[key] = enc(*p, sub);
         };
         opt("call", o.callable, path);
-        opt("args", o.args, path.empty() ? "args" : path + ".args");
-        opt("kwargs", o.kwargs, path.empty() ? "kwargs" : path + ".kwargs");
+        opt("args", o.args, core::path_join(path, "args"));
+        opt("kwargs", o.kwargs, core::path_join(path, "kwargs"));
         j["how"] = static_cast<int>(o.how);
         opt("state", o.state, path);
         if (!o.list_items.empty()) j["li"] = seq(o.list_items, path);

@@ -1,10 +1,9 @@
 // Flattening a value tree into paths for `diff`: tensors and non-tensor leaves.
 //
-// Paths follow collect_tensors (dict keys as text, list/tuple/set indices, opaque
-// objects' "args.N", "kwargs" and state keys, nn.Module's _parameters/_buffers/_modules
-// transparent). Unlike collect_tensors, a tensor reachable under two paths (tied
-// weights) is listed under both, because the content hash encodes it twice; shared
-// containers are still walked once (this also stops cycles).
+// Paths are those of core/walk.h, as for collect_tensors. Unlike collect_tensors, a
+// tensor reachable under two paths (tied weights) is listed under both, because the
+// content hash encodes it twice; shared containers (an object's dict state included)
+// are still walked once, which also stops cycles.
 #pragma once
 
 #include <string>

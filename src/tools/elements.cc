@@ -8,6 +8,9 @@
 #include <limits>
 #include <vector>
 
+#include "tensorseal/diff.h"
+#include "util/hex.h"
+
 namespace tensorseal::tools {
 namespace {
 
@@ -112,14 +115,6 @@ double decode_generic(const ElementCodec& c, std::uint64_t bits) {
   return sign ? -v : v;
 }
 
-std::string double_text(double v, int digits) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-  return buf;
-}
-
 std::string int128_text(__int128 v) {
   if (v == 0) return "0";
   const bool neg = v < 0;
@@ -158,13 +153,13 @@ std::string element_text(const ElementCodec& c, const std::byte* p) {
     case DTypeKind::kBool: return int_value(c, p) ? "True" : "False";
     case DTypeKind::kUnsigned:
     case DTypeKind::kSigned: return int128_text(int_value(c, p));
-    case DTypeKind::kFloat: return double_text(component_value(c, p), c.comp_size >= 8 ? 17 : 9);
+    case DTypeKind::kFloat: return number_text(component_value(c, p), c.comp_size >= 8 ? 17 : 9);
     case DTypeKind::kComplex: {
       const int digits = c.comp_size >= 8 ? 17 : 9;
       const double im = component_value(c, p, 1);
-      std::string s = "(" + double_text(component_value(c, p, 0), digits);
+      std::string s = "(" + number_text(component_value(c, p, 0), digits);
       s += (std::signbit(im) || std::isnan(im)) ? "" : "+";
-      return s + double_text(im, digits) + "j)";
+      return s + number_text(im, digits) + "j)";
     }
     case DTypeKind::kRaw: break;
   }
@@ -172,15 +167,24 @@ std::string element_text(const ElementCodec& c, const std::byte* p) {
 }
 
 std::string element_bits_text(const ElementCodec& c, const std::byte* p) {
-  static const char* hex = "0123456789abcdef";
   const std::uint32_t n = c.size == 0 ? 1 : c.size;
   std::string s = "0x";
   for (std::uint32_t i = n; i-- > 0;) {
-    const auto b = static_cast<unsigned>(p[i]);
-    s += hex[b >> 4];
-    s += hex[b & 15];
+    util::append_hex(s, static_cast<unsigned char>(p[i]));
   }
   return s;
 }
 
 }  // namespace tensorseal::tools
+
+namespace tensorseal {
+
+std::string number_text(double v, int significant_digits) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", significant_digits, v);
+  return buf;
+}
+
+}  // namespace tensorseal

@@ -9,69 +9,27 @@
 #include <unordered_set>
 
 #include "tensorseal/diff.h"
+#include "numpy/constants.h"
+#include "pickle/constants.h"
+#include "safetensors/constants.h"
 #include "tensorseal/hash.h"
+#include "tools/explain_topics.h"
+#include "torch/constants.h"
+#include "zip/constants.h"
 
 namespace tensorseal {
 namespace {
 
-struct TopicText {
-  std::string_view topic, sentence;
-};
+using detail::core::Topic;
 
-// Known fact topics (emitted by the readers) and what they mean for the bytes.
-constexpr TopicText kTopics[] = {
-    {"format", "the container format differs (the same content can be stored as torch zip, legacy torch, "
-               "pickle, safetensors or numpy files)"},
-    {"metadata", "user metadata stored beside the content (safetensors __metadata__) differs; it is not content"},
-    {"order.tensors", "the tensors are stored in a different order; order is not content"},
-    {"data", "the content differs: some tensors or values are not the same (see `tseal diff`)"},
-    {"zip.prefix", "the folder name inside the zip archive differs; torch.save takes it from the file name, so "
-                   "saving the same tensors as a.pt and b.pt gives different bytes"},
-    {"zip.timestamps", "the zip entries carry different modification times"},
-    {"zip.extra_fields", "the zip entries carry different extra fields (torch's alignment padding or tool-added "
-                         "metadata)"},
-    {"zip.create_system", "the zip directory records a different 'made by' operating system"},
-    {"zip.serialization_id", "torch's .data/serialization_id differs; it hashes record names in hash-set order, "
-                             "which varies between platforms and builds"},
-    {"zip.crc_present", "the zip entries differ in whether they carry CRC32 checksums (data descriptors)"},
-    {"zip.compression", "the zip entries are compressed differently"},
-    {"zip.entry_order", "the zip entries are stored in a different order"},
-    {"storage.key", "a storage's key differs; legacy torch files and pickles name storages by their memory "
-                    "address, which changes on every run"},
-    {"storage.slack", "a view was saved together with its whole storage: bytes outside the tensor's view are "
-                      "stored too"},
-    {"storage.sharing", "tensors share storages differently (tied weights, views)"},
-    {"storage.location", "a storage was saved from a different device (cpu, cuda:0, ...)"},
-    {"pickle.protocol", "the pickle protocol version differs"},
-    {"pickle.memo", "the pickle memo is used differently (MEMOIZE/BINPUT numbering, repeated objects)"},
-    {"pickle.opcodes", "the pickle uses different opcodes for the same values"},
-    {"pickle.framing", "the pickle frames its data differently (protocol 4+ FRAME opcodes)"},
-    {"safetensors.key_order", "the tensors are listed in a different order in the safetensors header"},
-    {"safetensors.metadata_order", "the __metadata__ keys are in a different order; safetensors writes them "
-                                   "from a hash map, so the order changes between runs"},
-    {"safetensors.header_padding", "the safetensors header is padded with a different number of spaces"},
-    {"safetensors.header_length", "the safetensors header has a different length"},
-    {"pickle.frames", "the pickle is cut into a different number of FRAMEs (protocol 4+)"},
-    {"pickle.nested_file", "a pickle embeds a whole torch file (torch.storage._load_from_bytes) of a different "
-                           "size"},
-    {"zip.records", "the archive holds different records, or the same records in a different order"},
-    {"zip.member_order", "the archive lists its members in a different order"},
-    {"zip.data_descriptors", "the zip entries differ in whether a data descriptor follows their data"},
-    {"zip.zip64", "the archive differs in whether it has zip64 end records (torch always writes them)"},
-    {"zip.zip64_end_records", "the archive differs in whether it has zip64 end records"},
-    {"zip.unaccounted_bytes", "the archive holds bytes that belong to no entry (prepended data, gaps)"},
-    {"torch.version", "the files were written by different torch versions or format versions"},
-    {"torch.file_version", "the torch archive's format version record (version, .data/version) differs"},
-    {"torch.record", "a torch archive metadata record (.format_version, .storage_alignment) differs"},
-    {"torch.byteorder", "the files record a different byte order"},
-    {"torch.sys_info", "the legacy torch header records different system info (type sizes, endianness)"},
-    {"safetensors.structure", "the safetensors file stores the checkpoint's structure in its metadata differently"},
-    {"npy.header", "the numpy header differs (version, padding or field order)"},
-    {"npy.version", "the .npy format version differs (1.0, 2.0, 3.0)"},
-    {"npy.header_padding", "the .npy header is padded differently"},
-    {"npy.fortran_order", "the array is stored in a different memory order (C vs Fortran)"},
-    {"npy.byte_order", "the array is stored in a different byte order"},
-};
+// Topics of explain's own comparisons (the rest are facts from the readers).
+constexpr Topic kFormat{"format", "the container format differs (the same content can be stored as torch zip, "
+                                  "legacy torch, pickle, safetensors or numpy files)"};
+constexpr Topic kMetadata{"metadata",
+                          "user metadata stored beside the content (safetensors __metadata__) differs; it is not content"};
+constexpr Topic kOrderTensors{"order.tensors", "the tensors are stored in a different order; order is not content"};
+constexpr Topic kData{"data", "the content differs: some tensors or values are not the same (see `tseal diff`)"};
+constexpr Topic kOwnTopics[] = {kFormat, kMetadata, kOrderTensors, kData};
 
 constexpr std::string_view kGeneric = "the files differ in this container property";
 
@@ -142,13 +100,16 @@ void compare_facts(const Checkpoint& a, const Checkpoint& b, ExplainReport& r) {
 void compare_metadata(const Checkpoint& a, const Checkpoint& b, ExplainReport& r) {
   std::map<std::string, std::string> ma(a.metadata.begin(), a.metadata.end());
   std::map<std::string, std::string> mb(b.metadata.begin(), b.metadata.end());
+  auto differ = [&](const std::string& key, std::optional<std::string> x, std::optional<std::string> y) {
+    r.differences.push_back({std::string(kMetadata.id), key, std::move(x), std::move(y), std::string(kMetadata.sentence)});
+  };
   for (const auto& [k, v] : ma) {
     auto it = mb.find(k);
-    if (it == mb.end()) r.differences.push_back({"metadata", k, v, std::nullopt, explain_topic("metadata")});
-    else if (it->second != v) r.differences.push_back({"metadata", k, v, it->second, explain_topic("metadata")});
+    if (it == mb.end()) differ(k, v, std::nullopt);
+    else if (it->second != v) differ(k, v, it->second);
   }
   for (const auto& [k, v] : mb)
-    if (!ma.count(k)) r.differences.push_back({"metadata", k, std::nullopt, v, explain_topic("metadata")});
+    if (!ma.count(k)) differ(k, std::nullopt, v);
 }
 
 // Order of the tensors both files hold (collect_tensors order), restricted to the
@@ -166,15 +127,30 @@ void compare_order(const Checkpoint& a, const Checkpoint& b, ExplainReport& r) {
   if (oa == ob) return;
   std::size_t i = 0;
   while (i < oa.size() && i < ob.size() && oa[i] == ob[i]) ++i;
-  r.differences.push_back({"order.tensors", "tensor #" + std::to_string(i), join_paths(oa), join_paths(ob),
-                           explain_topic("order.tensors")});
+  r.differences.push_back({std::string(kOrderTensors.id), "tensor #" + std::to_string(i), join_paths(oa), join_paths(ob),
+                           std::string(kOrderTensors.sentence)});
 }
 
 }  // namespace
 
+std::span<const Topic> detail::tools::own_topics() { return kOwnTopics; }
+
+std::span<const Topic> detail::tools::known_topics() {
+  static const std::vector<Topic> all = [] {
+    std::vector<Topic> v;
+    for (std::span<const Topic> table :
+         {std::span<const Topic>(kOwnTopics), std::span<const Topic>(zip::topics::kAll),
+          std::span<const Topic>(torchfmt::topics::kAll), std::span<const Topic>(detail::pickle::topics::kAll),
+          std::span<const Topic>(safetensors::topics::kAll), std::span<const Topic>(numpy::topics::kAll)})
+      v.insert(v.end(), table.begin(), table.end());
+    return v;
+  }();
+  return all;
+}
+
 std::string explain_topic(std::string_view topic) {
-  for (const auto& t : kTopics)
-    if (t.topic == topic) return std::string(t.sentence);
+  for (const auto& t : detail::tools::known_topics())
+    if (t.id == topic) return std::string(t.sentence);
   return std::string(kGeneric);
 }
 
@@ -191,8 +167,8 @@ ExplainReport explain(const Checkpoint& a, const Checkpoint& b) {
   r.content_hash_b = content_hash(b.root);
   r.same_content = r.content_hash_a == r.content_hash_b;
   if (a.format != b.format)
-    r.differences.push_back({"format", "file", std::string(format_name(a.format)), std::string(format_name(b.format)),
-                             explain_topic("format")});
+    r.differences.push_back({std::string(kFormat.id), "file", std::string(format_name(a.format)),
+                             std::string(format_name(b.format)), std::string(kFormat.sentence)});
   compare_facts(a, b, r);
   compare_metadata(a, b, r);
   compare_order(a, b, r);
@@ -202,8 +178,8 @@ ExplainReport explain(const Checkpoint& a, const Checkpoint& b) {
     std::string what = std::to_string(d.differing_tensors()) + " of " + std::to_string(d.total_tensors()) +
                        " tensors differ";
     if (!d.values.empty()) what += ", " + std::to_string(d.values.size()) + " other values differ";
-    r.differences.push_back({"data", "content", r.content_hash_a, r.content_hash_b,
-                             explain_topic("data") + ": " + what});
+    r.differences.push_back({std::string(kData.id), "content", r.content_hash_a, r.content_hash_b,
+                             std::string(kData.sentence) + ": " + what});
   }
   return r;
 }

@@ -32,25 +32,13 @@ std::string esc(std::string_view s) {
   return o;
 }
 
-std::string num(double v, int digits = 4) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char b[48];
-  std::snprintf(b, sizeof b, "%.*g", digits, v);
-  return b;
-}
+std::string num(double v, int digits = 4) { return number_text(v, digits); }
 
 // Sort key for a table cell: finite numbers as they are, inf as a huge number.
 std::string key(double v) {
   if (std::isnan(v)) return "-1";
   if (std::isinf(v)) return "1e308";
   return num(v, 17);
-}
-
-std::string shape_text(const std::vector<std::int64_t>& s) {
-  std::string o = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
-  return o + "]";
 }
 
 // Full range of a ULP bucket: "0", "1", "2-3", "4-7", ..., then powers of two.

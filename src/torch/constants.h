@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/topic.h"
 #include "tensorseal/error.h"
 
 namespace tensorseal::torchfmt {
@@ -51,5 +52,29 @@ inline constexpr Rule kPickleTrailing{"pickle-file/trailing-data", K::kCorrupt};
 // Writer-side.
 inline constexpr Rule kCannotWrite{"torch-writer/cannot-write", K::kUnsupported};
 }  // namespace rules
+
+// Facts the torch readers add to those of the pickle VM and the zip archive.
+namespace topics {
+using detail::core::Topic;
+inline constexpr Topic kFileVersion{"torch.file_version",
+    "the torch archive's format version record (version, .data/version) differs"};
+inline constexpr Topic kRecord{"torch.record",
+    "a torch archive metadata record (.format_version, .storage_alignment) differs"};
+inline constexpr Topic kSerializationId{"zip.serialization_id",
+    "torch's .data/serialization_id differs; it hashes record names in hash-set order, which varies between "
+    "platforms and builds"};
+inline constexpr Topic kByteorder{"torch.byteorder", "the files record a different byte order"};
+inline constexpr Topic kSysInfo{"torch.sys_info",
+    "the legacy torch header records different system info (type sizes, endianness)"};
+inline constexpr Topic kStorageKey{"storage.key",
+    "a storage's key differs; legacy torch files and pickles name storages by their memory address, which "
+    "changes on every run"};
+inline constexpr Topic kStorageSlack{"storage.slack",
+    "a view was saved together with its whole storage: bytes outside the tensor's view are stored too"};
+inline constexpr Topic kNestedFile{"pickle.nested_file",
+    "a pickle embeds a whole torch file (torch.storage._load_from_bytes) of a different size"};
+inline constexpr Topic kAll[] = {kFileVersion, kRecord, kSerializationId, kByteorder,
+                                 kSysInfo, kStorageKey, kStorageSlack, kNestedFile};
+}  // namespace topics
 
 }  // namespace tensorseal::torchfmt

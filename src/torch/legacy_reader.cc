@@ -26,6 +26,7 @@
 namespace tensorseal::detail {
 namespace tc = tensorseal::torchfmt;
 namespace tr = tensorseal::torchfmt::rules;
+using core::fact;
 
 namespace {
 
@@ -70,7 +71,7 @@ Checkpoint read_torch_legacy(const Input& in) {
     const Value* le = d.find(std::string_view("little_endian"));
     if (!le || !le->is(Value::Kind::kBool)) throw Error(tr::kLegacySysInfo, "sys_info has no little_endian flag", in.name, sys_at);
     little = le->as_bool();
-    c.facts.push_back({"torch.sys_info", "sys_info", repr(sys.value, 200)});
+    c.facts.push_back(fact(tc::topics::kSysInfo, "sys_info", repr(sys.value, 200)));
   }
 
   // Pass 1 over the object pickle: which storages does it name?
@@ -124,7 +125,7 @@ Checkpoint read_torch_legacy(const Input& in) {
   }
   if (pos != file.size())
     throw Error(tr::kLegacyTrailing, std::to_string(file.size() - pos) + " bytes after the last storage", in.name, pos);
-  c.facts.push_back({"torch.byteorder", "sys_info", little ? "little" : "big"});
+  c.facts.push_back(fact(tc::topics::kByteorder, "sys_info", little ? "little" : "big"));
 
   // Pass 2: resolve with the storages in hand.
   std::map<std::string, std::shared_ptr<const Storage>> views;
@@ -143,7 +144,7 @@ Checkpoint read_torch_legacy(const Input& in) {
       throw Error(tr::kMissingStorage, "storage '" + ref.key + "' has no data in the file", in.name, offset);
     if (!seen[ref.key]) {
       seen[ref.key] = true;
-      c.facts.push_back({"storage.key", "storage #" + std::to_string(first_use++), ref.key});
+      c.facts.push_back(fact(tc::topics::kStorageKey, "storage #" + std::to_string(first_use++), ref.key));
     }
     if (ref.view_metadata.is_none()) {
       if (ref.nbytes() > it->second->size())

@@ -5,6 +5,7 @@
 #include <functional>
 #include <unordered_set>
 
+#include "core/walk.h"
 #include "tensorseal/error.h"
 #include "torch/constants.h"
 
@@ -32,32 +33,27 @@ bool same_view(const Tensor& a, const Tensor& b) {
 
 // Every Storage value (outside tensors) and every tensor reachable from root, also
 // where collect_tensors does not look (dict keys, OrderedDict attributes, callables)
-// but the writer does: every tensor the writer meets must have a planned view.
-void collect_storages(const Value& v, std::vector<std::shared_ptr<const Storage>>& out,
-                      std::vector<const Tensor*>& tensors, std::unordered_set<const void*>& seen) {
-  using K = Value::Kind;
-  const void* node = v.node();
-  if (node && v.kind() != K::kStr && v.kind() != K::kBytes && !seen.insert(node).second) return;
-  auto collect = [&](const Value& x) { collect_storages(x, out, tensors, seen); };
-  switch (v.kind()) {
-    case K::kStorage: out.push_back(v.as_storage()); return;
-    case K::kTensor: tensors.push_back(v.as_tensor().get()); return;
-    case K::kList: case K::kTuple: for (const auto& x : v.items()) collect(x); return;
-    case K::kSet: for (const auto& x : v.as_set().items) collect(x); return;
-    case K::kDict:
-      for (const auto& [k, x] : v.as_dict().items) { collect(k); collect(x); }
-      if (v.as_dict().attrs) for (const auto& [k, x] : v.as_dict().attrs->items) { collect(k); collect(x); }
-      return;
-    case K::kObject: {
-      const Object& o = v.as_object();
-      for (const auto* p : {&o.callable, &o.args, &o.kwargs, &o.state}) if (*p) collect(**p);
-      for (const auto& x : o.list_items) collect(x);
-      for (const auto& [k, x] : o.dict_items) { collect(k); collect(x); }
-      return;
-    }
-    default: return;
+// but the writer does: every tensor the writer meets must have a planned view. Each
+// node once, in walk order.
+class StorageCollector : public core::Visitor {
+ public:
+  std::vector<std::shared_ptr<const Storage>> storages;
+  std::vector<const Tensor*> tensors;
+
+  bool enter(const Value& v, const std::string&) override { return first_time(v); }
+  bool enter_state(const Value& state) override { return first_time(state); }
+
+ private:
+  bool first_time(const Value& v) {
+    using K = Value::Kind;
+    const void* node = v.node();
+    if (node && v.kind() != K::kStr && v.kind() != K::kBytes && !seen_.insert(node).second) return false;
+    if (v.kind() == K::kStorage) storages.push_back(v.as_storage());
+    if (v.kind() == K::kTensor) tensors.push_back(v.as_tensor().get());
+    return true;
   }
-}
+  std::unordered_set<const void*> seen_;
+};
 
 }  // namespace
 
@@ -65,10 +61,10 @@ StoragePlan::StoragePlan(const Value& root) {
   // Group tensors by the storage they view, in tree order.
   std::vector<const Storage*> order;
   std::map<const Storage*, std::vector<const Tensor*>> groups;
-  std::vector<std::shared_ptr<const Storage>> bare;
-  std::vector<const Tensor*> anywhere;
-  std::unordered_set<const void*> seen;
-  collect_storages(root, bare, anywhere, seen);
+  StorageCollector reached;
+  core::walk(root, reached, core::Reach::kEverything);
+  const auto& bare = reached.storages;
+  const auto& anywhere = reached.tensors;
   // collect_tensors' order first (it names the tensors), then any it does not reach.
   std::vector<const Tensor*> tensors;
   std::unordered_set<const Tensor*> listed;

@@ -7,6 +7,7 @@
 #include "torch/constants.h"
 #include "util/checked.h"
 #include "util/endian.h"
+#include "util/text.h"
 
 namespace tensorseal::detail::torch {
 namespace tr = tensorseal::torchfmt::rules;
@@ -67,15 +68,9 @@ bool truthy(const Value& v) {
 
 // Bytes of a latin-1 string (what _codecs.encode(s, 'latin1') returns).
 std::string latin1_bytes(std::string_view utf8, const std::string& fn, const Input& in) {
-  std::string out;
-  for (std::size_t i = 0; i < utf8.size(); ++i) {
-    auto c = static_cast<unsigned char>(utf8[i]);
-    if (c < 0x80) out += static_cast<char>(c);
-    else if ((c == 0xC2 || c == 0xC3) && i + 1 < utf8.size()) {
-      out += static_cast<char>(((c & 0x03) << 6) | (static_cast<unsigned char>(utf8[++i]) & 0x3F));
-    } else bad_args(fn, "string is not latin-1", in);
-  }
-  return out;
+  auto bytes = util::latin1_encode(utf8);
+  if (!bytes) bad_args(fn, "string is not latin-1", in);
+  return std::move(*bytes);
 }
 
 std::optional<DType> dtype_of_global(const Value& v) {

@@ -19,11 +19,13 @@
 #include "torch/rebuild.h"
 #include "util/endian.h"
 #include "util/parallel.h"
+#include "zip/describe.h"
 #include "zip/reader.h"
 
 namespace tensorseal::detail {
 namespace tc = tensorseal::torchfmt;
 namespace tr = tensorseal::torchfmt::rules;
+using core::fact;
 
 namespace {
 
@@ -48,8 +50,8 @@ void add_slack_facts(const Value& root, const std::map<const Storage*, std::stri
     auto it = used.find(s);
     const std::uint64_t reach = it == used.end() ? 0 : it->second.second - it->second.first;
     if (reach < s->size())
-      c.facts.push_back({"storage.slack", "storage " + key,
-                         std::to_string(s->size() - reach) + " of " + std::to_string(s->size()) + " bytes unused by any tensor"});
+      c.facts.push_back(fact(tc::topics::kStorageSlack, "storage " + key,
+                             std::to_string(s->size() - reach) + " of " + std::to_string(s->size()) + " bytes unused by any tensor"));
   }
 }
 
@@ -106,7 +108,7 @@ Checkpoint read_torch_zip(const Input& in) {
     const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
     if (v.empty() || *end != '\0' || n < tc::kMinFileVersion || n > tc::kMaxFileVersion)
       throw Error(tr::kBadVersion, "file version '" + v + "' is not in 1..10", in.name, records.count("version") ? records["version"]->data_offset : 0);
-    c.facts.push_back({"torch.file_version", "version", v});
+    c.facts.push_back(fact(tc::topics::kFileVersion, "version", v));
   }
   bool big_endian = false;
   if (auto bo = small_record(tc::kByteOrderRecord)) {
@@ -114,14 +116,14 @@ Checkpoint read_torch_zip(const Input& in) {
     if (v != "little" && v != "big")
       throw Error(tr::kBadByteOrder, "byteorder record says '" + v + "'", in.name, records["byteorder"]->data_offset);
     big_endian = v == "big";
-    c.facts.push_back({"torch.byteorder", "byteorder", v});
+    c.facts.push_back(fact(tc::topics::kByteorder, "byteorder", v));
   } else {
-    c.facts.push_back({"torch.byteorder", "byteorder", "(no record)"});
+    c.facts.push_back(fact(tc::topics::kByteorder, "byteorder", "(no record)"));
   }
   for (auto name : {tc::kFormatVersionRecord, tc::kStorageAlignmentRecord, tc::kSerializationIdRecord}) {
     auto v = small_record(name);
-    c.facts.push_back({name == tc::kSerializationIdRecord ? "zip.serialization_id" : "torch.record",
-                       std::string(name), v ? trim(*v) : "(no record)"});
+    c.facts.push_back(fact(name == tc::kSerializationIdRecord ? tc::topics::kSerializationId : tc::topics::kRecord,
+                           std::string(name), v ? trim(*v) : "(no record)"));
   }
 
   auto pkl = records.find(std::string(tc::kDataPkl));
@@ -174,12 +176,12 @@ Checkpoint read_torch_zip(const Input& in) {
     // the record, but may still carry its pending checksum.
     to_verify[use->second].storages.push_back(s.get());
     if (e.size > need)
-      c.facts.push_back({"storage.slack", "record data/" + ref.key,
-                         std::to_string(e.size - need) + " bytes past the storage's end"});
+      c.facts.push_back(fact(tc::topics::kStorageSlack, "record data/" + ref.key,
+                             std::to_string(e.size - need) + " bytes past the storage's end"));
     storages.emplace(key, s);
     storage_keys.emplace(s.get(), ref.key);
     key_order.push_back(ref.key);
-    c.facts.push_back({"storage.key", "storage #" + std::to_string(key_order.size() - 1), ref.key});
+    c.facts.push_back(fact(tc::topics::kStorageKey, "storage #" + std::to_string(key_order.size() - 1), ref.key));
     return Value(std::shared_ptr<const Storage>(s));
   };
   c.root = torch::unpickle(in, pkl_bytes, pkl_entry.data_offset, std::string(tc::kDataPkl), persistent_load, c);
@@ -211,26 +213,7 @@ Checkpoint read_torch_zip(const Input& in) {
   }
 
   // Container facts for `explain`.
-  c.facts.push_back({"zip.prefix", "archive folder", prefix.substr(0, prefix.size() - 1)});
-  std::string order;
-  bool timestamps = false, descriptors = true;
-  std::map<std::string, int> systems;
-  std::string extras;
-  for (const auto& e : ar.entries) {
-    order += (order.empty() ? "" : ",") + e.name.substr(prefix.size());
-    timestamps |= e.dos_time != 0 || e.dos_date != 0;
-    descriptors &= e.has_data_descriptor;
-    systems[std::to_string(e.version_made_by >> 8)]++;
-    if (!e.central_extra.empty()) extras = "central extra fields present";
-  }
-  c.facts.push_back({"zip.records", "record order", order});
-  c.facts.push_back({"zip.timestamps", "entries", timestamps ? "set" : "zero"});
-  c.facts.push_back({"zip.data_descriptors", "entries", descriptors ? "all" : "not all"});
-  std::string sys;
-  for (const auto& [k, n] : systems) sys += (sys.empty() ? "" : ",") + k + "x" + std::to_string(n);
-  c.facts.push_back({"zip.create_system", "entries", sys});
-  c.facts.push_back({"zip.extra_fields", "central directory", extras.empty() ? "none" : extras});
-  c.facts.push_back({"zip.zip64", "end records", ar.zip64 ? "present" : "absent"});
+  for (Fact& f : zip::describe(ar, prefix)) c.facts.push_back(std::move(f));
   add_slack_facts(c.root, storage_keys, c);
   return c;
 }

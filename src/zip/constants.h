@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/topic.h"
 #include "tensorseal/error.h"
 
 namespace tensorseal::zip {
@@ -100,5 +101,29 @@ inline constexpr Rule kCrcMismatch{"zip/crc-mismatch", K::kCorrupt};
 inline constexpr Rule kWriterMisuse{"zip/writer-misuse", K::kInternal};
 inline constexpr Rule kWriterName{"zip/writer-bad-name", K::kInvalidArgument};
 }  // namespace rules
+
+// Facts about an archive (zip::describe).
+namespace topics {
+using detail::core::Topic;
+inline constexpr Topic kPrefix{"zip.prefix",
+    "the folder name inside the zip archive differs; torch.save takes it from the file name, so saving the same "
+    "tensors as a.pt and b.pt gives different bytes"};
+inline constexpr Topic kRecords{"zip.records",
+    "the archive holds different records, or the same records in a different order"};
+inline constexpr Topic kTimestamps{"zip.timestamps", "the zip entries carry different modification times"};
+inline constexpr Topic kDataDescriptors{"zip.data_descriptors",
+    "the zip entries differ in whether a data descriptor follows their data"};
+inline constexpr Topic kCreateSystem{"zip.create_system",
+    "the zip directory records a different 'made by' operating system"};
+inline constexpr Topic kExtraFields{"zip.extra_fields",
+    "the zip entries carry different extra fields (torch's alignment padding or tool-added metadata)"};
+inline constexpr Topic kCompression{"zip.compression", "the zip entries are compressed differently"};
+inline constexpr Topic kZip64{"zip.zip64",
+    "the archive differs in whether it has zip64 end records (torch always writes them)"};
+inline constexpr Topic kUnaccountedBytes{"zip.unaccounted_bytes",
+    "the archive holds bytes that belong to no entry (prepended data, gaps)"};
+inline constexpr Topic kAll[] = {kPrefix, kRecords, kTimestamps, kDataDescriptors, kCreateSystem,
+                                 kExtraFields, kCompression, kZip64, kUnaccountedBytes};
+}  // namespace topics
 
 }  // namespace tensorseal::zip

@@ -25,6 +25,7 @@
 #include "util/checked.h"
 #include "util/crc32.h"
 #include "util/endian.h"
+#include "util/hex.h"
 #include "util/parallel.h"
 #include "zip/constants.h"
 
@@ -41,7 +42,6 @@ using u64 = std::uint64_t;
 // A name as it appears in messages: quoted, control and non-ASCII bytes escaped,
 // bounded length.
 std::string show(std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "'";
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (out.size() > 160) {
@@ -53,8 +53,7 @@ std::string show(std::string_view s) {
       out += static_cast<char>(c);
     } else {
       out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
+      util::append_hex(out, c);
     }
   }
   return out + "'";

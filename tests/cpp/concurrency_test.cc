@@ -221,5 +221,30 @@ TEST_F(Concurrency, ReadBytesOfOneBuffer) {
   for (auto& th : pool) th.join();
 }
 
+// Dict::find from many threads on one Dict whose index is not built yet: the threads
+// race to build it (under the Dict's mutex) and all see every key.
+TEST(ConcurrencyDict, FindFromManyThreads) {
+  for (int round = 0; round < 4; ++round) {
+    Value v = Value::dict();
+    Dict& d = v.as_dict();
+    constexpr int kKeys = 2000;
+    for (int i = 0; i < kKeys; ++i) d.items.emplace_back(Value::str("k" + std::to_string(i)), Value(i));
+    std::atomic<int> wrong{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < 8; ++t) {
+      pool.emplace_back([&, t] {
+        for (int i = 0; i < kKeys; ++i) {
+          const int k = (i * 7 + t * 131) % kKeys;
+          const Value* got = d.find(std::string_view("k" + std::to_string(k)));
+          if (got == nullptr || got->as_int() != k) ++wrong;
+        }
+        if (d.find(std::string_view("missing")) != nullptr) ++wrong;
+      });
+    }
+    for (auto& th : pool) th.join();
+    EXPECT_EQ(wrong.load(), 0);
+  }
+}
+
 }  // namespace
 }  // namespace tensorseal

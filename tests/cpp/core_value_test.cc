@@ -57,6 +57,79 @@ TEST(CoreValue, DictIndexSurvivesManyInsertsAndDirectEdits) {
   EXPECT_EQ(d.find(std::string_view("x"))->as_int(), 2);
 }
 
+// Python's key identity: True == 1 == 1.0, -0.0 == 0 == False, NaN equals nothing,
+// tuples elementwise, frozensets as sets, str and bytes never equal.
+TEST(CoreValue, DictKeysFollowPythonIdentity) {
+  Value v = Value::dict();
+  Dict& d = v.as_dict();
+  d.set(Value(1), Value(str("int")));
+  d.set(Value(true), Value(str("bool")));
+  d.set(Value(1.0), Value(str("float")));
+  ASSERT_EQ(d.items.size(), 1u);
+  EXPECT_TRUE(d.items[0].first.is(Value::Kind::kInt));  // the first key object stays
+  for (const Value& k : {Value(1), Value(true), Value(1.0)}) EXPECT_EQ(d.find(k)->as_str(), "float");
+  d.set(Value(-0.0), Value(str("zero")));
+  EXPECT_EQ(d.find(Value(0))->as_str(), "zero");
+  EXPECT_EQ(d.find(Value(false))->as_str(), "zero");
+  EXPECT_EQ(d.find(Value(0.0))->as_str(), "zero");
+  d.set(Value(1.5), Value(str("x")));
+  EXPECT_EQ(d.items.size(), 3u);
+  EXPECT_EQ(d.find(Value(1.5))->as_str(), "x");
+  EXPECT_EQ(d.find(Value(2)), nullptr);
+  // NaN is never equal to a key, not even another NaN.
+  d.set(Value(std::nan("")), Value(1));
+  d.set(Value(std::nan("")), Value(2));
+  EXPECT_EQ(d.items.size(), 5u);
+  EXPECT_EQ(d.find(Value(std::nan(""))), nullptr);
+  // Tuples compare elementwise with the same identity.
+  d.set(Value::tuple({Value(1), str("a")}), Value(3));
+  EXPECT_EQ(d.find(Value::tuple({Value(true), str("a")}))->as_int(), 3);
+  EXPECT_EQ(d.find(Value::tuple({Value(1.0), str("a")}))->as_int(), 3);
+  EXPECT_EQ(d.find(Value::tuple({Value(1), str("b")})), nullptr);
+  // Frozensets ignore order; str and bytes of the same text are different keys.
+  auto fs = [](std::vector<Value> xs) {
+    auto s = std::make_shared<Set>();
+    s->items = std::move(xs);
+    s->frozen = true;
+    return Value(s);
+  };
+  d.set(fs({Value(1), Value(2)}), Value(4));
+  EXPECT_EQ(d.find(fs({Value(2), Value(1)}))->as_int(), 4);
+  d.set(str("k"), Value(5));
+  EXPECT_EQ(d.find(Value::bytes("k")), nullptr);
+  // Globals by name; tensors by identity.
+  d.set(Value::global("torch", "float32"), Value(6));
+  EXPECT_EQ(d.find(Value::global("torch", "float32"))->as_int(), 6);
+  auto t = make_contiguous(DType::kUInt8, {1}, Storage::owned(std::vector<std::byte>(1)));
+  auto u = make_contiguous(DType::kUInt8, {1}, Storage::owned(std::vector<std::byte>(1)));
+  d.set(Value(t), Value(7));
+  EXPECT_EQ(d.find(Value(t))->as_int(), 7);
+  EXPECT_EQ(d.find(Value(u)), nullptr);
+  // Unhashable keys (hand-built trees only) fall back to structural equality.
+  d.set(Value::list({Value(1)}), Value(8));
+  d.set(Value::list({Value(1)}), Value(9));
+  EXPECT_EQ(d.find(Value::list({Value(1)}))->as_int(), 9);
+}
+
+TEST(CoreValue, DictCopiesKeepTheirOwnIndex) {
+  Value v = Value::dict();
+  Dict& d = v.as_dict();
+  for (int i = 0; i < 100; ++i) d.set(Value(i), Value(i));
+  ASSERT_NE(d.find(Value(5)), nullptr);  // builds the index
+  Dict copy = d;
+  copy.items.clear();
+  copy.set(Value(5), Value(-5));
+  EXPECT_EQ(copy.items.size(), 1u);
+  EXPECT_EQ(copy.find(Value(5))->as_int(), -5);
+  EXPECT_EQ(d.find(Value(5))->as_int(), 5);
+  EXPECT_EQ(d.find(Value(99))->as_int(), 99);
+  Dict moved = std::move(copy);
+  EXPECT_EQ(moved.find(Value(5))->as_int(), -5);
+  d = moved;
+  EXPECT_EQ(d.items.size(), 1u);
+  EXPECT_EQ(d.find(Value(99)), nullptr);
+}
+
 // ---- BigInt -------------------------------------------------------------------------
 
 TEST(CoreValue, BigIntToDecimal) {

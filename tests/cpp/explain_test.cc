@@ -4,10 +4,14 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
+#include "pickle/vm.h"
 #include "tensorseal/explain.h"
 #include "test_util.h"
+#include "tools/explain_topics.h"
+#include "zip/describe.h"
 
 namespace tensorseal {
 namespace {
@@ -129,14 +133,64 @@ TEST(Explain, FactsComparedByTopicAndWhere) {
   EXPECT_EQ(by.count("data"), 0u);
 }
 
-TEST(Explain, KnownTopicsHaveSentences) {
-  for (const char* t : {"zip.prefix", "zip.timestamps", "zip.extra_fields", "zip.create_system",
-                        "zip.serialization_id", "zip.crc_present", "storage.key", "pickle.protocol", "pickle.memo",
-                        "pickle.opcodes", "safetensors.key_order", "safetensors.metadata_order",
-                        "safetensors.header_padding", "storage.slack", "zip.records", "zip.zip64",
-                        "zip.data_descriptors", "torch.file_version", "torch.record", "pickle.frames",
-                        "pickle.nested_file", "npy.version", "npy.header_padding"})
-    EXPECT_NE(explain_topic(t), explain_topic("unknown.topic")) << t;
+// Every declared topic has a sentence of its own.
+TEST(ExplainTopics, DeclaredTopicsHaveDistinctSentences) {
+  std::set<std::string_view> ids;
+  for (const auto& t : detail::tools::known_topics()) {
+    EXPECT_FALSE(t.id.empty());
+    EXPECT_TRUE(ids.insert(t.id).second) << "declared twice: " << t.id;
+    EXPECT_EQ(explain_topic(t.id), t.sentence) << t.id;
+    EXPECT_NE(explain_topic(t.id), explain_topic("unknown.topic")) << t.id;
+  }
+  EXPECT_GT(ids.size(), 30u);
+}
+
+// Topics of the facts the readers emit for every fixture (real producers' files, the
+// seed vectors), for a tensorseal-written structured safetensors file, for a pickle
+// that leaves values behind at STOP, and for an archive with unaccounted bytes.
+std::set<std::string> emitted_topics() {
+  std::set<std::string> out;
+  auto add = [&](const std::vector<Fact>& facts) {
+    for (const auto& f : facts) out.insert(f.topic);
+  };
+  std::vector<std::filesystem::path> files;
+  for (const auto& root : {testing::fixture_dir("gen_tools").parent_path(),
+                           std::filesystem::path(testing::vectors_dir())})
+    for (const auto& e : std::filesystem::recursive_directory_iterator(root))
+      if (e.is_regular_file()) files.push_back(e.path());
+  EXPECT_GT(files.size(), 50u);
+  for (const auto& f : files) {
+    try {
+      add(read_file(f).facts);
+    } catch (const Error&) {  // hostile fixtures, scripts, JSON
+    }
+  }
+  Value nested = Value::dict();
+  nested.as_dict().set(Value::str("layers"), Value::list({Value(std::int64_t{3})}));
+  const std::string st = write_bytes(nested, Format::kSafetensors);
+  add(read_bytes(testing::bytes_of(st), "structured.safetensors").facts);
+  const std::string leftover = "\x80\x02K\x01K\x02.";
+  add(detail::pickle::parse(testing::bytes_of(leftover), "leftover.pkl", 0, Limits{}).facts);
+  detail::zip::Archive gaps;
+  gaps.unaccounted_bytes = 6;
+  add(detail::zip::describe(gaps, ""));
+  return out;
+}
+
+// Facts have one dialect: no reader emits a topic explain has no sentence for, and
+// every declared topic is emitted by some reader (explain's own four by explain).
+TEST(ExplainTopics, DeclaredEqualsEmitted) {
+  const std::set<std::string> emitted = emitted_topics();
+  std::set<std::string> declared, own;
+  for (const auto& t : detail::tools::known_topics()) declared.insert(std::string(t.id));
+  for (const auto& t : detail::tools::own_topics()) own.insert(std::string(t.id));
+  EXPECT_EQ(own.size(), 4u);
+  for (const auto& t : emitted) {
+    EXPECT_TRUE(declared.count(t)) << "emitted without a declaration: " << t;
+    EXPECT_FALSE(own.count(t)) << "a reader emits explain's own topic " << t;
+  }
+  for (const auto& t : declared)
+    if (!own.count(t)) EXPECT_TRUE(emitted.count(t)) << "declared but emitted by no reader: " << t;
 }
 
 TEST(Explain, JsonSchema) {

@@ -14,6 +14,8 @@
 #include <gtest/gtest.h>
 #include <tensorseal/tensorseal.h>
 
+#include "util/hex.h"
+
 namespace tensorseal::testing {
 
 // Directory of the fixtures made by tests/fixtures/gen_<name>.py (real producers).
@@ -71,15 +73,7 @@ inline std::string make_safetensors_file(std::string_view header, std::string_vi
 }
 
 // Lower-case hex of raw bytes.
-inline std::string hex_of(std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
+inline std::string hex_of(std::string_view s) { return tensorseal::util::to_hex(s); }
 
 // The seed's byte strings, kept in the repository (tests/fixtures/vectors/).
 inline std::string vectors_dir() {

@@ -1,0 +1,97 @@
+#include "core/python_key.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace tensorseal::detail::core {
+namespace {
+
+// NaN keys get encodings no other key can have.
+std::atomic<std::uint64_t> nan_keys{0};
+
+void append_length_prefixed(std::string& out, const std::string& item) {
+  out += ':';
+  out += std::to_string(item.size());
+  out += ':';
+  out += item;
+}
+
+}  // namespace
+
+bool python_key(const Value& v, std::string& out) {
+  using K = Value::Kind;
+  switch (v.kind()) {
+    case K::kNone: out += 'N'; return true;
+    case K::kBool: out += v.as_bool() ? "i1" : "i0"; return true;
+    case K::kInt: out += 'i'; out += std::to_string(v.as_int()); return true;
+    case K::kBigInt: out += 'I'; out += v.as_bigint().le_bytes; return true;
+    case K::kFloat: {
+      const double d = v.as_float();
+      if (d != d) {
+        out += 'n';
+        out += std::to_string(nan_keys.fetch_add(1, std::memory_order_relaxed));
+        return true;
+      }
+      // Integral floats in int64 range equal the int of the same value.
+      if (d >= -9.2e18 && d <= 9.2e18 && d == static_cast<double>(static_cast<std::int64_t>(d))) {
+        out += 'i';
+        out += std::to_string(static_cast<std::int64_t>(d));
+        return true;
+      }
+      std::uint64_t bits;
+      std::memcpy(&bits, &d, sizeof bits);
+      out += 'f';
+      out += std::to_string(bits);
+      return true;
+    }
+    case K::kStr: out += 's'; out += v.as_str(); return true;
+    case K::kBytes:
+      if (v.is_bytearray()) return false;
+      out += 'b';
+      out += v.as_bytes();
+      return true;
+    case K::kTuple: {
+      out += 't';
+      out += std::to_string(v.items().size());
+      std::string item;
+      for (const Value& x : v.items()) {
+        item.clear();
+        if (!python_key(x, item)) return false;
+        append_length_prefixed(out, item);
+      }
+      return true;
+    }
+    case K::kSet: {
+      if (!v.as_set().frozen) return false;
+      std::vector<std::string> parts;
+      for (const Value& x : v.as_set().items) {
+        parts.emplace_back();
+        if (!python_key(x, parts.back())) return false;
+      }
+      std::sort(parts.begin(), parts.end());
+      out += 'z';
+      out += std::to_string(parts.size());
+      for (const auto& p : parts) append_length_prefixed(out, p);
+      return true;
+    }
+    case K::kGlobal:
+      out += 'g';
+      out += v.as_global().module;
+      out += '\0';
+      out += v.as_global().name;
+      return true;
+    case K::kObject: case K::kTensor: case K::kStorage: {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "o%p", v.node());
+      out += buf;
+      return true;
+    }
+    case K::kList: case K::kDict: return false;
+  }
+  return false;
+}
+
+}  // namespace tensorseal::detail::core
