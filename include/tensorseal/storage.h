@@ -2,6 +2,9 @@
 //
 // A Storage is an immutable run of bytes, either owned (heap) or a window of a
 // memory-mapped file (zero-copy; the mapping lives as long as any Storage using it).
+// The library never writes a storage's bytes. The Python binding lends them to
+// torch/numpy as writable buffers (as torch.load(mmap=True) does): file mappings are
+// private copy-on-write, so such writes never reach the file.
 // Tensors hold std::shared_ptr<const Storage>; several tensors sharing one storage is
 // how tied weights and views are represented, exactly as in torch.
 #pragma once

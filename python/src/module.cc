@@ -24,6 +24,15 @@ namespace {
 
 nb::object glue() { return nb::module_::import_("tensorseal._glue"); }
 
+// Text the core hands out is UTF-8, except names taken from a damaged container (zip
+// member names, facts quoting file bytes): one policy everywhere, surrogateescape,
+// which never fails and keeps every byte (str.encode("utf-8", "surrogateescape")).
+nb::str py_text(std::string_view s) {
+  PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "surrogateescape");
+  if (o == nullptr) throw nb::python_error();
+  return nb::steal<nb::str>(o);
+}
+
 // ---- C++ -> Python --------------------------------------------------------------
 
 struct ToPy {
@@ -83,12 +92,7 @@ struct ToPy {
                                                                               "little", nb::arg("signed") = true);
       }
       case K::kFloat: return nb::float_(v.as_float());
-      case K::kStr: {
-        // Readers hand out UTF-8; names taken from a damaged container (zip member
-        // names) may not be: surrogateescape keeps every byte instead of failing.
-        const auto sv = v.as_str();
-        return nb::steal<nb::str>(PyUnicode_DecodeUTF8(sv.data(), static_cast<Py_ssize_t>(sv.size()), "surrogateescape"));
-      }
+      case K::kStr: return py_text(v.as_str());
       case K::kBytes: {
         nb::bytes b(v.as_bytes().data(), v.as_bytes().size());
         if (v.is_bytearray()) return nb::module_::import_("builtins").attr("bytearray")(b);
@@ -117,7 +121,7 @@ struct ToPy {
         return obj;
       }
       case K::kTensor: out = tensor(*v.as_tensor()); break;
-      case K::kStorage: out = g.attr("make_storage")(framework, buffer(v.as_storage()), std::string(name(v.as_storage()->dtype))); break;
+      case K::kStorage: out = buffer(v.as_storage()); break;  // untyped: the element type is not kept
       case K::kGlobal: out = g.attr("make_global")(v.as_global().module, v.as_global().name); break;
       case K::kObject: {
         const Object& o = v.as_object();
@@ -196,107 +200,95 @@ struct FromPy {
       for (nb::handle x : nb::borrow<nb::tuple>(h)) items.push_back(convert(x));
       return Value::tuple(std::move(items));
     }
-    // Everything else is classified by the glue (dict kinds, sets, tensors, arrays,
-    // torch.Size/dtype/device) so torch and numpy stay optional imports.
-    nb::tuple kind = nb::borrow<nb::tuple>(g.attr("classify")(h));
-    std::string k = nb::cast<std::string>(kind[0]);
-    if (k == "dict") {
-      Value d = Value::dict(static_cast<DictKind>(nb::cast<int>(kind[1])));
+    // Everything else is described by the glue (python/tensorseal/_glue.py classify: one
+    // typed record per kind) so torch and numpy stay optional imports.
+    nb::object desc = g.attr("classify")(h);
+    nb::handle type = desc.type();
+    if (type.is(g.attr("DictDesc"))) {
+      Value d = Value::dict(static_cast<DictKind>(nb::cast<int>(desc.attr("kind"))));
       nodes.emplace(h.ptr(), d);
       pinned.push_back(nb::borrow(h));
-      for (nb::handle item : nb::borrow<nb::list>(kind[2])) {
+      for (nb::handle item : nb::borrow<nb::list>(desc.attr("items"))) {
         nb::tuple kv = nb::borrow<nb::tuple>(item);
         d.as_dict().set(convert(kv[0]), convert(kv[1]));
       }
-      if (!kind[3].is_none()) {
-        auto attrs = std::make_shared<Dict>();
-        for (nb::handle item : nb::borrow<nb::list>(kind[3])) {
+      nb::object attrs = desc.attr("attrs");
+      if (!attrs.is_none()) {
+        auto a = std::make_shared<Dict>();
+        for (nb::handle item : nb::borrow<nb::list>(attrs)) {
           nb::tuple kv = nb::borrow<nb::tuple>(item);
-          attrs->set(convert(kv[0]), convert(kv[1]));
+          a->set(convert(kv[0]), convert(kv[1]));
         }
-        d.as_dict().attrs = attrs;
+        d.as_dict().attrs = a;
       }
       return d;
     }
-    if (k == "set") {
+    if (type.is(g.attr("SetDesc"))) {
       auto s = std::make_shared<Set>();
-      s->frozen = nb::cast<bool>(kind[1]);
-      for (nb::handle x : nb::borrow<nb::list>(kind[2])) s->items.push_back(convert(x));
+      s->frozen = nb::cast<bool>(desc.attr("frozen"));
+      for (nb::handle x : nb::borrow<nb::list>(desc.attr("items"))) s->items.push_back(convert(x));
       return Value(s);
     }
-    if (k == "tensor") return tensor(kind);
-    if (k == "storage") return Value(storage(kind));
-    if (k == "global") return Value::global(nb::cast<std::string>(kind[1]), nb::cast<std::string>(kind[2]));
-    if (k == "object") {
+    if (type.is(g.attr("TensorDesc"))) return tensor(desc);
+    if (type.is(g.attr("BufferDesc"))) return Value(storage(desc));
+    if (type.is(g.attr("GlobalDesc")))
+      return Value::global(nb::cast<std::string>(desc.attr("module")), nb::cast<std::string>(desc.attr("name")));
+    if (type.is(g.attr("ObjectDesc"))) {
       auto o = std::make_shared<Object>();
-      o->callable = std::make_shared<Value>(convert(kind[1]));
-      o->args = std::make_shared<Value>(convert(kind[2]));
+      o->callable = std::make_shared<Value>(convert(desc.attr("callable")));
+      o->args = std::make_shared<Value>(convert(desc.attr("args")));
       return Value(o);
     }
-    throw Error(rules::kInvalidArgument, "cannot save an object of type " + nb::cast<std::string>(kind[1]) +
+    throw Error(rules::kInvalidArgument, "cannot save an object of type " + nb::cast<std::string>(desc.attr("type_name")) +
                                              " (tensorseal saves tensors, arrays and plain Python data)");
   }
 
-  // kind = ("storage", storage_id, data_ptr, nbytes, owner, dtype): a bare torch storage
-  // (typed: its dtype; untyped: uint8) or the bytes of a numpy array.
-  std::shared_ptr<const Storage> storage(const nb::tuple& kind) {
-    const auto id = nb::cast<std::uintptr_t>(kind[1]);
-    const auto ptr = nb::cast<std::uintptr_t>(kind[2]);
-    const auto nbytes = nb::cast<std::uint64_t>(kind[3]);
-    auto dtype = dtype_from_name(nb::cast<std::string>(kind[5]));
-    if (!dtype) throw Error(rules::kInvalidArgument, "unknown dtype " + nb::cast<std::string>(kind[5]));
-    auto it = storages.find(id);
-    if (it != storages.end() && it->second->size() == nbytes && it->second->dtype == *dtype) return it->second;
-    auto s = Storage::external(reinterpret_cast<const std::byte*>(ptr), nbytes, hold(nb::borrow(kind[4])), *dtype);
-    storages[id] = s;
+  static DType dtype_of(nb::handle name) {
+    const auto n = nb::cast<std::string>(name);
+    auto dtype = dtype_from_name(n);
+    if (!dtype) throw Error(rules::kInvalidArgument, "unknown dtype " + n);
+    return *dtype;
+  }
+
+  // A bare storage (typed: its dtype; untyped: uint8) or the memory under a tensor: one
+  // Storage per (ptr, nbytes), so tensors sharing memory share a storage.
+  std::shared_ptr<const Storage> storage(nb::handle buf) {
+    const auto ptr = nb::cast<std::uintptr_t>(buf.attr("ptr"));
+    const auto nbytes = nb::cast<std::uint64_t>(buf.attr("nbytes"));
+    const DType dtype = dtype_of(buf.attr("dtype"));
+    auto it = storages.find(ptr);
+    if (it != storages.end() && it->second->size() == nbytes && it->second->dtype == dtype) return it->second;
+    auto s = Storage::external(reinterpret_cast<const std::byte*>(ptr), nbytes, hold(buf.attr("owner")), dtype);
+    storages[ptr] = s;
     return s;
   }
 
-  // kind = ("tensor", storage_id, data_ptr, nbytes, owner, dtype, shape, strides,
-  //         offset, requires_grad, is_parameter)
-  Value tensor(const nb::tuple& kind) {
-    const auto id = nb::cast<std::uintptr_t>(kind[1]);
-    const auto ptr = nb::cast<std::uintptr_t>(kind[2]);
-    const auto nbytes = nb::cast<std::uint64_t>(kind[3]);
-    auto dtype = dtype_from_name(nb::cast<std::string>(kind[5]));
-    if (!dtype) throw Error(rules::kInvalidArgument, "unknown dtype " + nb::cast<std::string>(kind[5]));
+  Value tensor(nb::handle desc) {
     auto t = std::make_shared<Tensor>();
-    t->dtype = *dtype;
-    for (nb::handle d : nb::borrow<nb::tuple>(kind[6])) t->shape.push_back(nb::cast<std::int64_t>(d));
-    for (nb::handle d : nb::borrow<nb::tuple>(kind[7])) t->strides.push_back(nb::cast<std::int64_t>(d));
-    t->storage_offset = nb::cast<std::int64_t>(kind[8]);
-    t->requires_grad = nb::cast<bool>(kind[9]);
-    t->is_parameter = nb::cast<bool>(kind[10]);
-    std::shared_ptr<const Storage> storage;
+    t->dtype = dtype_of(desc.attr("dtype"));
+    for (nb::handle d : nb::borrow<nb::tuple>(desc.attr("shape"))) t->shape.push_back(nb::cast<std::int64_t>(d));
+    for (nb::handle d : nb::borrow<nb::tuple>(desc.attr("strides"))) t->strides.push_back(nb::cast<std::int64_t>(d));
+    t->storage_offset = nb::cast<std::int64_t>(desc.attr("offset"));
+    t->requires_grad = nb::cast<bool>(desc.attr("requires_grad"));
+    t->is_parameter = nb::cast<bool>(desc.attr("is_parameter"));
+    nb::object buf = desc.attr("buffer");
     if (split_storages) {
       // Each tensor gets a storage of just the bytes it can reach (safetensors holds
       // unshared tensors; views that do not overlap are separate tensors there).
-      const std::uint64_t item = itemsize(*dtype);
-      std::uint64_t extent = 0;
-      bool empty = false;
-      for (auto d : t->shape) empty = empty || d == 0;
-      if (!empty) {
-        extent = 1;
-        for (std::size_t i = 0; i < t->shape.size(); ++i) {
-          if (t->strides[i] < 0) throw Error(rules::kInvalidArgument, "negative strides are not supported");
-          extent += static_cast<std::uint64_t>(t->shape[i] - 1) * static_cast<std::uint64_t>(t->strides[i]);
-        }
-      }
-      const std::uint64_t begin = static_cast<std::uint64_t>(t->storage_offset) * item;
-      if (t->storage_offset < 0 || begin > nbytes || extent * item > nbytes - begin)
-        throw Error(rules::kViewOutOfBounds, "tensor view reaches past its storage");
-      storage = Storage::external(reinterpret_cast<const std::byte*>(ptr + begin), extent * item,
-                                  hold(nb::borrow(kind[4])), *dtype);
+      for (auto s : t->strides)
+        if (s < 0) throw Error(rules::kInvalidArgument, "negative strides are not supported");
+      const auto ptr = nb::cast<std::uintptr_t>(buf.attr("ptr"));
+      const auto nbytes = nb::cast<std::uint64_t>(buf.attr("nbytes"));
+      // The whole buffer first, to measure the view's extent against it.
+      t->storage = Storage::external(reinterpret_cast<const std::byte*>(ptr), nbytes, nullptr, t->dtype);
+      t->validate();
+      const auto [first, last] = t->storage_extent();
+      t->storage = Storage::external(reinterpret_cast<const std::byte*>(ptr + first), last - first,
+                                     hold(buf.attr("owner")), t->dtype);
       t->storage_offset = 0;
     } else {
-      auto it = storages.find(id);
-      if (it != storages.end() && it->second->size() == nbytes) storage = it->second;
-      else {
-        storage = Storage::external(reinterpret_cast<const std::byte*>(ptr), nbytes, hold(nb::borrow(kind[4])), *dtype);
-        storages[id] = storage;
-      }
+      t->storage = storage(buf);
     }
-    t->storage = storage;
     t->validate();
     return Value(std::shared_ptr<const Tensor>(t));
   }
@@ -320,11 +312,7 @@ nb::dict checkpoint_to_py(const Checkpoint& c, const std::string& framework, boo
     d["root"] = conv.convert(c.root);
   }
   nb::list meta, facts, globals;
-  // Facts quote file content (record names, ids) that a damaged file may hold as
-  // invalid UTF-8: decode leniently so reading never fails on a description.
-  auto text = [](const std::string& s) {
-    return nb::steal<nb::str>(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "backslashreplace"));
-  };
+  auto text = py_text;
   for (const auto& [k, v] : c.metadata) meta.append(nb::make_tuple(text(k), text(v)));
   for (const auto& f : c.facts) facts.append(nb::make_tuple(text(f.topic), text(f.where), text(f.value)));
   for (const auto& g : c.globals) globals.append(nb::make_tuple(text(g.module), text(g.name), text(g.where)));
@@ -421,7 +409,7 @@ nb::list names_to_py(const SafetensorsIndex& idx, const std::vector<std::uint32_
   nb::list out = nb::steal<nb::list>(list);
   for (std::size_t i = 0; i < order.size(); ++i) {
     const std::string& n = idx.entries[order[i]].name;
-    PyObject* s = PyUnicode_DecodeUTF8(n.data(), static_cast<Py_ssize_t>(n.size()), nullptr);
+    PyObject* s = PyUnicode_DecodeUTF8(n.data(), static_cast<Py_ssize_t>(n.size()), "surrogateescape");
     if (s == nullptr) throw nb::python_error();
     PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), s);
   }
@@ -489,9 +477,7 @@ NB_MODULE(_tensorseal, m) {
       .def("metadata", [](const SafetensorsIndex& idx) {
              nb::list out;
              for (const auto& [k, v] : idx.metadata)
-               out.append(nb::make_tuple(
-                   nb::steal<nb::str>(PyUnicode_DecodeUTF8(k.data(), static_cast<Py_ssize_t>(k.size()), "backslashreplace")),
-                   nb::steal<nb::str>(PyUnicode_DecodeUTF8(v.data(), static_cast<Py_ssize_t>(v.size()), "backslashreplace"))));
+               out.append(nb::make_tuple(py_text(k), py_text(v)));
              return out;
            }, "__metadata__ as (key, value) pairs in file order.")
       .def("structured", &SafetensorsIndex::structured,

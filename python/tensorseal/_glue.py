@@ -4,10 +4,11 @@ description of framework objects the core should write."""
 from __future__ import annotations
 
 import collections
-from typing import Any
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
+from . import _tensorseal as _core
 from .objects import Global, Opaque
 
 try:  # torch is optional
@@ -27,28 +28,23 @@ def int_to_le(i: int) -> bytes:
     return i.to_bytes(n, "little", signed=True)
 
 
-# ---- dtypes ---------------------------------------------------------------------
+# ---- dtypes (from the core's table: tensorseal names are torch's) ------------------
+
+_BY_NAME = {name: (bits, typestr) for name, bits, _st, typestr in _core.dtypes()}
+_BY_TYPESTR = {typestr: name for name, _bits, _st, typestr in _core.dtypes() if typestr}
+
 
 def _numpy_dtype(name: str) -> np.dtype:
-    special = {"bool": np.bool_, "complex32": None}
-    if name in special and special[name] is not None:
-        return np.dtype(special[name])
+    typestr = _BY_NAME.get(name, (0, ""))[1]
+    if typestr:
+        return np.dtype(typestr)
     try:
-        return np.dtype(name)
-    except TypeError:
-        pass
-    try:
-        import ml_dtypes  # bf16 and float8 for numpy users
+        import ml_dtypes  # bf16, float8, float4/6 for numpy users, under torch's names
     except ImportError as e:  # pragma: no cover
         raise TypeError(f"numpy has no dtype {name}; install ml_dtypes") from e
-    mapped = {"float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
-              "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e5m2fnuz": "float8_e5m2fnuz",
-              "float8_e8m0fnu": "float8_e8m0fnu", "bfloat16": "bfloat16",
-              "float4_e2m1fn": "float4_e2m1fn", "float6_e2m3fn": "float6_e2m3fn",
-              "float6_e3m2fn": "float6_e3m2fn"}.get(name)
-    if mapped is None or not hasattr(ml_dtypes, mapped):
+    if name not in _BY_NAME or not hasattr(ml_dtypes, name):
         raise TypeError(f"numpy has no dtype {name}")
-    return np.dtype(getattr(ml_dtypes, mapped))
+    return np.dtype(getattr(ml_dtypes, name))
 
 
 def _torch_dtype(name: str) -> Any:
@@ -63,15 +59,7 @@ def dtype_name(dt: Any) -> str:
     if torch is not None and isinstance(dt, torch.dtype):
         return str(dt).removeprefix("torch.")
     dt = np.dtype(dt)
-    if dt.kind == "b":
-        return "bool"
-    names = {"f2": "float16", "f4": "float32", "f8": "float64", "c8": "complex64", "c16": "complex128",
-             "i1": "int8", "i2": "int16", "i4": "int32", "i8": "int64",
-             "u1": "uint8", "u2": "uint16", "u4": "uint32", "u8": "uint64"}
-    key = f"{dt.kind}{dt.itemsize}"
-    if key in names and dt.kind in "fciu":
-        return names[key]
-    return dt.name  # ml_dtypes: bfloat16, float8_e4m3fn, ...
+    return _BY_TYPESTR.get(dt.newbyteorder("<").str if dt.byteorder != "|" else dt.str, dt.name)
 
 
 # ---- C++ -> Python --------------------------------------------------------------
@@ -97,12 +85,6 @@ def make_tensor(framework: str, base: Any, dtype: str, shape: tuple, strides: tu
     return np.ndarray(shape, dtype=dt, buffer=base, offset=offset * item, strides=tuple(s * item for s in strides))
 
 
-def make_storage(framework: str, base: Any, dtype: str) -> Any:
-    """A bare storage: a torch UntypedStorage (TypedStorage is deprecated in torch) or
-    numpy's uint8 buffer. The declared element type is not kept."""
-    return base
-
-
 def make_global(module: str, name: str) -> Any:
     if module == "torch" and torch is not None and isinstance(getattr(torch, name, None), torch.dtype):
         return getattr(torch, name)
@@ -121,8 +103,54 @@ def make_object(callable: Any, args: Any, kwargs: Any, how: int, state: Any, has
 
 
 # ---- Python -> C++ --------------------------------------------------------------
+# classify() describes one Python object as one of these records; the binding reads
+# their fields by name (python/src/module.cc, FromPy).
 
-def _describe_torch(t: Any) -> tuple:
+class DictDesc(NamedTuple):
+    kind: int                     # 0 dict, 1 OrderedDict, 2 Counter (DictKind)
+    items: list                   # (key, value) pairs in order
+    attrs: Optional[list] = None  # OrderedDict attributes (_metadata), or None
+
+
+class SetDesc(NamedTuple):
+    frozen: bool
+    items: list
+
+
+class BufferDesc(NamedTuple):
+    """Memory the core borrows (no copy): [ptr, ptr + nbytes), kept alive by owner.
+    Buffers with the same ptr and nbytes are one storage in the file."""
+    ptr: int
+    nbytes: int
+    owner: Any
+    dtype: str                    # element type of a bare storage; uint8 when untyped
+
+
+class TensorDesc(NamedTuple):
+    buffer: BufferDesc
+    dtype: str
+    shape: tuple
+    strides: tuple                # in elements
+    offset: int                   # storage offset, in elements
+    requires_grad: bool
+    is_parameter: bool
+
+
+class GlobalDesc(NamedTuple):
+    module: str
+    name: str
+
+
+class ObjectDesc(NamedTuple):
+    callable: Any                 # a Global
+    args: tuple
+
+
+class UnsupportedDesc(NamedTuple):
+    type_name: str
+
+
+def _describe_torch(t: Any) -> TensorDesc:
     if t.device.type != "cpu":
         t = t.detach().cpu()
     if t.is_conj():
@@ -132,12 +160,12 @@ def _describe_torch(t: Any) -> tuple:
     if t.layout != torch.strided:
         raise TypeError(f"cannot save a {t.layout} tensor (only strided tensors)")
     storage = t.untyped_storage()
-    return ("tensor", storage.data_ptr(), storage.data_ptr(), storage.nbytes(), storage,
-            dtype_name(t.dtype), tuple(t.shape), tuple(t.stride()), t.storage_offset(),
-            bool(t.requires_grad), isinstance(t, torch.nn.Parameter))
+    return TensorDesc(BufferDesc(storage.data_ptr(), storage.nbytes(), storage, "uint8"), dtype_name(t.dtype),
+                      tuple(t.shape), tuple(t.stride()), t.storage_offset(), bool(t.requires_grad),
+                      isinstance(t, torch.nn.Parameter))
 
 
-def _describe_numpy(a: np.ndarray) -> tuple:
+def _describe_numpy(a: np.ndarray) -> TensorDesc:
     if a.dtype.hasobject or a.dtype.fields is not None:
         raise TypeError(f"cannot save a numpy array of dtype {a.dtype}")
     if not a.dtype.isnative and a.dtype.itemsize > 1:
@@ -147,11 +175,11 @@ def _describe_numpy(a: np.ndarray) -> tuple:
         a = np.ascontiguousarray(a)
     ptr = a.__array_interface__["data"][0]
     extent = item + sum((n - 1) * s for n, s in zip(a.shape, a.strides)) if a.size else 0
-    return ("tensor", ptr, ptr, extent, a, dtype_name(a.dtype), tuple(a.shape),
-            tuple(s // item for s in a.strides), 0, False, False)
+    return TensorDesc(BufferDesc(ptr, extent, a, "uint8"), dtype_name(a.dtype), tuple(a.shape),
+                      tuple(s // item for s in a.strides), 0, False, False)
 
 
-def _describe_storage(s: Any) -> tuple:
+def _describe_storage(s: Any) -> BufferDesc:
     """A bare torch storage: typed storages keep their dtype, untyped ones are bytes."""
     if isinstance(s, torch.storage.TypedStorage):
         dtype = dtype_name(s.dtype)
@@ -163,34 +191,34 @@ def _describe_storage(s: Any) -> tuple:
         raise TypeError("cannot save a storage on the meta device (it has no data)")
     if untyped.device.type != "cpu":
         untyped = untyped.cpu()
-    return ("storage", untyped.data_ptr(), untyped.data_ptr(), untyped.nbytes(), untyped, dtype)
+    return BufferDesc(untyped.data_ptr(), untyped.nbytes(), untyped, dtype)
 
 
-def classify(obj: Any) -> tuple:
+def classify(obj: Any) -> Any:
+    """The record for one object that is not a plain scalar, str, bytes, list or tuple."""
     if type(obj) is dict:
-        return ("dict", 0, list(obj.items()), None)
+        return DictDesc(0, list(obj.items()))
     if type(obj) is collections.OrderedDict:
-        attrs = list(vars(obj).items()) if vars(obj) else None
-        return ("dict", 1, list(obj.items()), attrs)
+        return DictDesc(1, list(obj.items()), list(vars(obj).items()) if vars(obj) else None)
     if type(obj) is collections.Counter:
-        return ("dict", 2, list(obj.items()), None)
+        return DictDesc(2, list(obj.items()))
     if type(obj) in (set, frozenset):
-        return ("set", type(obj) is frozenset, list(obj))
+        return SetDesc(type(obj) is frozenset, list(obj))
     if torch is not None:
         if isinstance(obj, torch.Tensor):
             return _describe_torch(obj)
         if isinstance(obj, (torch.storage.TypedStorage, torch.UntypedStorage)):
             return _describe_storage(obj)
         if isinstance(obj, torch.dtype):
-            return ("global", "torch", dtype_name(obj))
+            return GlobalDesc("torch", dtype_name(obj))
         if isinstance(obj, torch.Size):
-            return ("object", Global("torch", "Size"), (tuple(obj),))
+            return ObjectDesc(Global("torch", "Size"), (tuple(obj),))
         if isinstance(obj, torch.device):
-            return ("object", Global("torch", "device"), (str(obj),))
+            return ObjectDesc(Global("torch", "device"), (str(obj),))
     if isinstance(obj, np.ndarray):
         return _describe_numpy(obj)
     if isinstance(obj, np.generic):
         return _describe_numpy(np.asarray(obj))
     if isinstance(obj, Global):
-        return ("global", obj.module, obj.name)
-    return ("unknown", type(obj).__module__ + "." + type(obj).__qualname__)
+        return GlobalDesc(obj.module, obj.name)
+    return UnsupportedDesc(type(obj).__module__ + "." + type(obj).__qualname__)
