@@ -38,12 +38,13 @@ Runner add_canon(CLI::App& app) {
   cmd->add_option("-o,--output", *out, "output file");
   cmd->add_flag("--in-place", *in_place, "replace IN atomically (keeps its format family)");
   cmd->add_option("--threads", *threads, "worker threads (never changes the bytes)");
+  auto limits = add_limits(cmd);
   return [=]() {
     using namespace tensorseal;
     if (out->empty() && !*in_place)
       throw Error(rules::kInvalidArgument, "give -o OUT, or --in-place to replace the input");
     if (!out->empty() && *in_place) throw Error(rules::kInvalidArgument, "-o and --in-place exclude each other");
-    Checkpoint c = read_file(*in);
+    Checkpoint c = read_file(*in, read_options(*limits));
     const Format f = canonical_family(c.format);
     const std::string target = *in_place ? *in : *out;
     if (*in_place && f != c.format && f == Format::kTorchZip && c.format != Format::kTorchLegacy &&
@@ -65,12 +66,13 @@ Runner add_convert(CLI::App& app) {
   cmd->add_option("--to", *to, "pt | safetensors | npz | npy (default: from OUT's extension)")
       ->check(CLI::IsMember({"pt", "safetensors", "npz", "npy"}));
   cmd->add_option("--threads", *threads, "worker threads (never changes the bytes)");
+  auto limits = add_limits(cmd);
   return [=]() {
     using namespace tensorseal;
     Format f = to->empty() ? format_for_extension(*out) : *format_from_name(*to == "pt" ? "torch-zip" : *to);
     if (f == Format::kUnknown)
       throw Error(rules::kInvalidArgument, "cannot tell the output format from '" + *out + "'; use --to");
-    Checkpoint c = read_file(*in);
+    Checkpoint c = read_file(*in, read_options(*limits));
     write_canonical(c, *out, f, *threads);
     return kExitOk;
   };

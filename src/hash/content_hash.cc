@@ -377,7 +377,8 @@ std::string content_hash(const Value& root, const HashOptions& options) {
 
 std::string hash_file(const std::filesystem::path& path, const HashOptions& options) {
   std::shared_ptr<const MappedFile> file = MappedFile::open(path);
-  const ReadOptions read_options;  // every checksum checked; storage records below
+  ReadOptions read_options;  // every checksum checked; storage records below
+  read_options.limits = options.limits;
   std::vector<detail::zip::CrcCheck> deferred;
   detail::Input in = detail::input_of(file, read_options);
   in.deferred_crcs = &deferred;
