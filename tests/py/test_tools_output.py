@@ -77,7 +77,7 @@ def test_lowered_limit_fails_with_its_rule_and_raised_one_reads(files):
     assert run_tseal("inspect", pt, "--max-alloc", str(1 << 40)).returncode == 0
     r = run_tseal("scan", st, "--max-entries", "1")
     assert r.returncode == 2 and "[safetensors/too-many-tensors]" in r.stderr, r.stderr
-    assert run_tseal("scan", st, "--max-entries", "2").returncode == 0
+    assert run_tseal("scan", st, "--max-entries", "3").returncode == 0  # 2 tensors + __metadata__
     for args in (("hash", st), ("diff", st, st), ("explain", st, st), ("convert", st, st.with_suffix(".npz"))):
         r = run_tseal(*args, "--max-entries", "1")
         assert r.returncode == 2 and "[safetensors/too-many-tensors]" in r.stderr, (args, r.stderr)
@@ -127,7 +127,7 @@ def test_python_limits_keyword(files):
     with pytest.raises(tensorseal.LimitError) as e:
         tensorseal.load(pt, limits=tensorseal.Limits(max_alloc=1))
     assert e.value.rule == "pickle/max-alloc"
-    assert set(tensorseal.load(st, limits={"max_entries": 2, "max_alloc": None})) == {"x", "y"}
+    assert set(tensorseal.load(st, limits={"max_entries": 3, "max_alloc": None})) == {"x", "y"}
     assert tensorseal.inspect(pt, limits=tensorseal.Limits(max_alloc=1 << 40)) == tensorseal.inspect(pt)
 
 
