@@ -40,12 +40,13 @@ Runner add_canon(CLI::App& app) {
   cmd->add_option("-o,--output", *out, "output file");
   cmd->add_flag("--in-place", *in_place, "replace IN atomically (keeps its format family)");
   cmd->add_option("--threads", *threads, "worker threads (never changes the bytes)");
+  auto limits = add_limits(cmd);
   return [=]() {
     using namespace tensorseal;
     if (out->empty() && !*in_place)
       throw Error(rules::kInvalidArgument, "give -o OUT, or --in-place to replace the input");
     if (!out->empty() && *in_place) throw Error(rules::kInvalidArgument, "-o and --in-place exclude each other");
-    Checkpoint c = read_file(*in);
+    Checkpoint c = read_file(*in, read_options(*limits));
     const Format f = format_info(c.format)->canonical;
     if (!out->empty()) {
       const Format named = format_for_extension(*out);
@@ -72,12 +73,13 @@ Runner add_convert(CLI::App& app) {
   cmd->add_option("OUT", *out, "output file")->required();
   cmd->add_option("--to", *to, choices + " (default: from OUT's extension)")->check(CLI::IsMember(names));
   cmd->add_option("--threads", *threads, "worker threads (never changes the bytes)");
+  auto limits = add_limits(cmd);
   return [=]() {
     using namespace tensorseal;
     const Format f = to->empty() ? format_for_extension(*out) : *format_from_name(*to);
     if (f == Format::kUnknown)
       throw Error(rules::kInvalidArgument, "cannot tell the output format from '" + *out + "'; use --to");
-    Checkpoint c = read_file(*in);
+    Checkpoint c = read_file(*in, read_options(*limits));
     write_canonical(c, *out, f, *threads);
     return kExitOk;
   };

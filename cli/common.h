@@ -2,7 +2,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,10 +18,8 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitDifferent = 1;
 inline constexpr int kExitError = 2;
 
-// A registered subcommand: `setup` adds its options to the app and returns the
-// function to run when the subcommand was chosen.
+// What an add_* function returns: the function to run when its subcommand was chosen.
 using Runner = std::function<int()>;
-using Command = std::function<Runner(CLI::App& app)>;
 
 Runner add_inspect(CLI::App& app);
 Runner add_hash(CLI::App& app);
@@ -28,6 +29,15 @@ Runner add_convert(CLI::App& app);
 Runner add_diff(CLI::App& app);
 Runner add_explain(CLI::App& app);
 Runner add_verify(CLI::App& app);
+
+// Adds --threads N (0 = all cores) to a command; the value is set while parsing.
+std::shared_ptr<unsigned> add_threads(CLI::App* cmd);
+// Adds one flag per field of tensorseal::Limits (--max-alloc BYTES, --max-depth N, ...,
+// named after limit_names()) to a command that reads files, in the group "Limits".
+// The returned Limits holds the defaults, changed by the flags given while parsing.
+std::shared_ptr<tensorseal::Limits> add_limits(CLI::App* cmd);
+// ReadOptions with these limits and every checksum checked.
+tensorseal::ReadOptions read_options(const tensorseal::Limits& limits);
 
 // Prints rows as an aligned table (first row is the header).
 void print_table(const std::vector<std::vector<std::string>>& rows, std::FILE* out = stdout);

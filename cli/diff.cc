@@ -8,7 +8,6 @@
 #include <cmath>
 
 #include "common.h"
-#include "tensorseal/diff.h"
 
 namespace tseal {
 namespace {
@@ -146,7 +145,6 @@ Runner add_diff(CLI::App& app) {
     bool json = false, all = false;
     double atol = 0, rtol = 0;
     std::uint64_t ulp = 0;
-    unsigned threads = 0;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("A", args->a, "first checkpoint")->required();
@@ -157,23 +155,22 @@ Runner add_diff(CLI::App& app) {
   cmd->add_option("--ulp", args->ulp, "tolerance in units in the last place");
   cmd->add_option("--report", args->report, "write a self-contained HTML report to this file");
   cmd->add_flag("--all", args->all, "list identical tensors too");
-  cmd->add_option("--threads", args->threads, "worker threads (0 = all cores; never changes the result)");
-  return [args]() {
+  auto threads = add_threads(cmd);
+  auto limits = add_limits(cmd);
+  return [args, threads, limits]() {
     using namespace tensorseal;
-    Checkpoint a = read_file(args->a);
-    Checkpoint b = read_file(args->b);
+    Checkpoint a = read_file(args->a, read_options(*limits));
+    Checkpoint b = read_file(args->b, read_options(*limits));
     DiffOptions o;
     o.atol = args->atol;
     o.rtol = args->rtol;
     o.ulp = args->ulp;
-    o.threads = args->threads;
+    o.threads = *threads;
     o.histogram = !args->report.empty();
     auto progress = std::make_shared<Progress>();
     o.progress = [progress](std::uint64_t done, std::uint64_t total) { progress->update(done, total); };
     DiffReport r = diff(a, b, o);
     progress.reset();
-    r.file_a = args->a;
-    r.file_b = args->b;
     if (!args->report.empty()) write_html_report(r, args->report);
     if (args->json) std::printf("%s\n", to_json(r).c_str());
     else print_human(r, args->all);

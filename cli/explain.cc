@@ -1,7 +1,6 @@
 // tseal explain A B [--json]: why the bytes of two checkpoints differ. Exit 0 when the
 // content is the same (whatever the bytes), 1 when the content differs, 2 on error.
 #include "common.h"
-#include "tensorseal/explain.h"
 
 namespace tseal {
 
@@ -13,13 +12,12 @@ Runner add_explain(CLI::App& app) {
   cmd->add_option("A", *a, "first checkpoint")->required();
   cmd->add_option("B", *b, "second checkpoint")->required();
   cmd->add_flag("--json", *as_json, "print one JSON object (schema in docs/cli.md)");
-  return [a, b, as_json]() {
+  auto limits = add_limits(cmd);
+  return [a, b, as_json, limits]() {
     using namespace tensorseal;
-    Checkpoint ca = read_file(*a);
-    Checkpoint cb = read_file(*b);
-    ExplainReport r = explain(ca, cb);
-    r.file_a = *a;
-    r.file_b = *b;
+    const Checkpoint ca = read_file(*a, read_options(*limits));
+    const Checkpoint cb = read_file(*b, read_options(*limits));
+    const ExplainReport r = explain(ca, cb);
     if (*as_json) {
       std::printf("%s\n", to_json(r).c_str());
       return r.same_content ? kExitOk : kExitDifferent;

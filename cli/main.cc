@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "tseal: %s\n", e.what());
+    std::fprintf(stderr, "tseal: error: %s\n", e.what());
     return tseal::kExitError;
   }
   try {

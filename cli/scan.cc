@@ -1,9 +1,6 @@
 // tseal scan FILE [--json]: every global the file's pickles reference (outer and
 // nested), classed known-safe / unknown / dangerous. Exit 0 only when everything is
 // known-safe, 1 when anything is unknown or dangerous, 2 on error.
-#include <nlohmann/json.hpp>
-#include <tensorseal/scan.h>
-
 #include "common.h"
 
 namespace tseal {
@@ -13,28 +10,24 @@ Runner add_scan(CLI::App& app) {
   auto file = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);
   cmd->add_option("FILE", *file, "checkpoint file")->required();
-  cmd->add_flag("--json", *as_json, "print one JSON object");
-  return [file, as_json]() {
+  cmd->add_flag("--json", *as_json, "print one JSON object (schema in docs/cli.md)");
+  // Scanning reads no tensor data and runs on one thread; --threads is accepted so
+  // that every reading command takes the same flags.
+  add_threads(cmd);
+  auto limits = add_limits(cmd);
+  return [=]() {
     using namespace tensorseal;
-    ScanReport r = scan_file(*file);
+    const ScanReport r = scan_file(*file, read_options(*limits));
     if (*as_json) {
-      nlohmann::ordered_json j;
-      j["file"] = *file;
-      j["format"] = format_name(r.format);
-      j["verdict"] = verdict_name(r.verdict);
-      j["globals"] = nlohmann::ordered_json::array();
-      for (const auto& f : r.findings)
-        j["globals"].push_back({{"module", f.module}, {"name", f.name}, {"class", verdict_name(f.verdict)},
-                                {"count", f.count}, {"where", f.where}, {"reason", f.reason}});
-      std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      std::printf("%s\n", to_json(r).c_str());
     } else {
       std::size_t n[3] = {0, 0, 0};
       for (const auto& f : r.findings) n[static_cast<int>(f.verdict)]++;
-      std::printf("%s: %s (%s): %zu globals: %zu safe, %zu unknown, %zu dangerous\n", file->c_str(),
+      std::printf("%s: %s (%s): %zu globals: %zu safe, %zu unknown, %zu dangerous\n", r.file.c_str(),
                   std::string(verdict_name(r.verdict)).c_str(), std::string(format_name(r.format)).c_str(),
                   r.findings.size(), n[0], n[1], n[2]);
       if (!r.findings.empty()) {
-        std::vector<std::vector<std::string>> rows{{"CLASS", "GLOBAL", "COUNT", "FIRST SEEN"}};
+        std::vector<std::vector<std::string>> rows{{"VERDICT", "GLOBAL", "COUNT", "FIRST SEEN"}};
         for (const auto& f : r.findings)
           rows.push_back({std::string(verdict_name(f.verdict)), f.module + "." + f.name, std::to_string(f.count), f.where});
         print_table(rows);

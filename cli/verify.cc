@@ -1,7 +1,9 @@
 // tseal verify FILE... [--json]: full structural validation plus every checksum the
 // file carries. Exit 0 all intact, 1 some file corrupt, 2 some file unreadable.
+// A corrupt file is a finding, printed on stdout ("CORRUPT  FILE: ..."); an unreadable
+// one is an error, reported like hash does: "tseal: error: ..." on stderr, and the
+// other files are still verified.
 #include "common.h"
-#include "tensorseal/verify.h"
 
 namespace tseal {
 
@@ -9,14 +11,15 @@ Runner add_verify(CLI::App& app) {
   auto* cmd = app.add_subcommand("verify", "Validate files completely (structure, every tensor, checksums)");
   auto files = std::make_shared<std::vector<std::string>>();
   auto as_json = std::make_shared<bool>(false);
-  auto threads = std::make_shared<unsigned>(0);
   cmd->add_option("FILE", *files, "checkpoint files")->required();
   cmd->add_flag("--json", *as_json, "print one JSON object (schema in docs/cli.md)");
-  cmd->add_option("--threads", *threads, "worker threads for hashing (0 = all cores)");
-  return [files, as_json, threads]() {
+  auto threads = add_threads(cmd);
+  auto limits = add_limits(cmd);
+  return [=]() {
     using namespace tensorseal;
     VerifyOptions o;
     o.threads = *threads;
+    o.limits = *limits;
     std::vector<VerifyResult> results;
     int status = kExitOk;
     for (const auto& f : *files) {
@@ -31,7 +34,10 @@ Runner add_verify(CLI::App& app) {
       switch (r.status) {
         case VerifyStatus::kOk: std::printf("OK  %s\n", f.c_str()); break;
         case VerifyStatus::kCorrupt: std::printf("CORRUPT  %s: %s\n", f.c_str(), msg.c_str()); break;
-        case VerifyStatus::kError: std::printf("ERROR  %s: %s\n", f.c_str(), msg.c_str()); break;
+        case VerifyStatus::kError:
+          std::fflush(stdout);
+          std::fprintf(stderr, "tseal: error: %s\n", r.message.c_str());
+          break;
       }
     }
     if (*as_json) std::printf("%s\n", to_json(results).c_str());

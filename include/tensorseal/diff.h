@@ -32,8 +32,6 @@ struct DiffOptions {
   // Called with (bytes compared so far, total bytes) while comparing; calls are
   // serialised by the library. Null: no progress.
   std::function<void(std::uint64_t done, std::uint64_t total)> progress;
-
-  bool has_tolerance() const noexcept { return atol > 0 || rtol > 0 || ulp > 0; }
 };
 
 enum class TensorStatus : std::uint8_t {

@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "tensorseal/limits.h"
 #include "tensorseal/value.h"
 
 namespace tensorseal {
@@ -20,6 +22,7 @@ enum class HashAlgo : std::uint8_t { kSha256, kXxh3 };
 struct HashOptions {
   HashAlgo algo = HashAlgo::kSha256;
   unsigned threads = 0;  // 0: all cores. The result never depends on this.
+  Limits limits;         // for hash_file's read
 };
 
 // "sha256:<64 hex>" or "xxh3:<32 hex>".

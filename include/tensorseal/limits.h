@@ -2,11 +2,13 @@
 //
 // Every size that comes from a file is checked against these before anything is
 // allocated or looped over. Defaults suit real checkpoints; docs/limits.md explains
-// each and how to raise it (ReadOptions in C++, keyword arguments in Python, flags
-// in the CLI).
+// each and how to change it: the `limits` of ReadOptions (and of the other Options
+// structs) in C++, the `limits=` keyword in Python, the --max-* flags in the CLI.
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string_view>
 
 namespace tensorseal {
 
@@ -23,5 +25,15 @@ struct Limits {
   std::uint64_t max_entries = 1'000'000;                // zip entries / tensors
   std::uint32_t max_ndim = 64;                          // tensor dimensions
 };
+
+// The fields of Limits by name ("max_alloc", ...), in declaration order. The CLI's
+// flags (--max-alloc) and Python's limits= keys are these names.
+[[nodiscard]] std::span<const std::string_view> limit_names() noexcept;
+// The field called `name`. Throws Error api/invalid-argument for an unknown name.
+[[nodiscard]] std::uint64_t get_limit(const Limits& limits, std::string_view name);
+// Sets the field called `name`. Throws Error api/invalid-argument for an unknown name
+// or a value the field cannot hold (the 32-bit fields: max_depth, max_nested_files,
+// max_ndim).
+void set_limit(Limits& limits, std::string_view name, std::uint64_t value);
 
 }  // namespace tensorseal

@@ -1,12 +1,15 @@
 // tensorseal/scan.h — what a file's pickles would import, and how dangerous that is.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "tensorseal/checkpoint.h"
+#include "tensorseal/error.h"
 
 namespace tensorseal {
 
@@ -15,10 +18,10 @@ std::string_view verdict_name(Verdict v) noexcept;  // "safe", "unknown", "dange
 
 struct ScanFinding {
   std::string module, name;
-  std::string where;    // first place it is referenced
-  std::size_t count = 0;  // how many references
   Verdict verdict = Verdict::kUnknown;
-  std::string reason;   // why it is classed so
+  std::size_t count = 0;  // how many references
+  std::string where;      // first place it is referenced
+  std::string reason;     // why it is classed so
 };
 
 struct ScanReport {
@@ -37,5 +40,20 @@ Verdict classify_global(std::string_view module, std::string_view name, std::str
 [[nodiscard]] ScanReport scan(const Checkpoint& c);
 // Reads and scans a file. Never executes anything.
 [[nodiscard]] ScanReport scan_file(const std::filesystem::path& path, const ReadOptions& options = {});
+
+namespace rules {
+// A global outside the known-safe set, refused by require_safe (the first such
+// finding's verdict picks the rule).
+inline constexpr Rule kUnknownGlobal{"scan/unknown-global", ErrorKind::kUnsafe};
+inline constexpr Rule kDangerousGlobal{"scan/dangerous-global", ErrorKind::kUnsafe};
+}  // namespace rules
+
+// What torch.load(weights_only=True) does with the report: returns when every finding
+// is known-safe, else throws Error(kUnknownGlobal or kDangerousGlobal) naming the file,
+// the globals outside the safe set and where the first one is referenced.
+void require_safe(const ScanReport& report);
+
+// The report as JSON (schema: docs/cli.md, "tseal scan --json").
+[[nodiscard]] std::string to_json(const ScanReport& report);
 
 }  // namespace tensorseal

@@ -3,13 +3,18 @@
 #pragma once
 
 #include "tensorseal/checkpoint.h"
+#include "tensorseal/diff.h"
 #include "tensorseal/dtype.h"
 #include "tensorseal/error.h"
+#include "tensorseal/explain.h"
 #include "tensorseal/hash.h"
+#include "tensorseal/inspect.h"
 #include "tensorseal/limits.h"
 #include "tensorseal/safetensors.h"
+#include "tensorseal/scan.h"
 #include "tensorseal/storage.h"
 #include "tensorseal/tensor.h"
 #include "tensorseal/value.h"
+#include "tensorseal/verify.h"
 #include "tensorseal/version.h"
 #include "tensorseal/write.h"

@@ -9,12 +9,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <tensorseal/diff.h>
-#include <tensorseal/explain.h>
-#include <tensorseal/safetensors.h>
-#include <tensorseal/scan.h>
 #include <tensorseal/tensorseal.h>
-#include <tensorseal/verify.h>
 #include <unordered_map>
 
 namespace nb = nanobind;
@@ -329,27 +324,25 @@ WriteOptions write_options(const std::vector<std::pair<std::string, std::string>
   return o;
 }
 
-nb::list inspect_tensors(const Value& root, unsigned threads) {
-  auto tensors = collect_tensors(root);
-  std::vector<std::string> digests;
-  {
-    nb::gil_scoped_release nogil;
-    digests = tensor_sha256_all(tensors, threads);
-  }
-  nb::list out;
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = *tensors[i].tensor;
-    nb::list shape;
-    for (auto d : t.shape) shape.append(d);
-    nb::dict e;
-    e["name"] = tensors[i].path;
-    e["dtype"] = std::string(name(t.dtype));
-    e["shape"] = shape;
-    e["sha256"] = digests[i];
-    out.append(e);
-  }
-  return out;
+// Python's limits= as (name, value) pairs over the defaults (tensorseal.limits).
+using LimitPairs = std::vector<std::pair<std::string, std::uint64_t>>;
+
+Limits limits_of(const LimitPairs& pairs) {
+  Limits l;
+  for (const auto& [k, v] : pairs) set_limit(l, k, v);
+  return l;
 }
+
+ReadOptions read_options(const LimitPairs& limits, bool verify = true) {
+  ReadOptions o;
+  o.limits = limits_of(limits);
+  o.verify_checksums = verify;
+  return o;
+}
+
+// The rules Python code raises (tensorseal.errors.error): the C++ side defines every
+// rule id, Python only picks one.
+constexpr Rule kPythonRules[] = {rules::kInvalidArgument};
 
 
 nb::dict tensors_to_py(const Checkpoint& c, const std::string& framework) {
@@ -368,38 +361,17 @@ nb::dict tensors_to_py(const Checkpoint& c, const std::string& framework) {
 
 // A path (str / os.PathLike, already fspath'd by the caller into a str) is read from
 // disk; anything else is an in-memory object converted like save() does.
-Checkpoint checkpoint_of(nb::handle obj, const std::string& name) {
+Checkpoint checkpoint_of(nb::handle obj, const std::string& name, const ReadOptions& options) {
   if (PyUnicode_Check(obj.ptr())) {
     std::string path = nb::cast<std::string>(obj);
     nb::gil_scoped_release nogil;
-    return read_file(path);
+    return read_file(path, options);
   }
   FromPy conv;
   Checkpoint c;
   c.file = name;
   c.root = conv.convert(obj);
   return c;
-}
-
-nb::dict scan_to_py(const ScanReport& r, const std::string& file) {
-  // The same fields, in the same order, as `tseal scan --json`.
-  nb::dict d;
-  d["file"] = file;
-  d["format"] = std::string(format_name(r.format));
-  d["verdict"] = std::string(verdict_name(r.verdict));
-  nb::list globals;
-  for (const auto& f : r.findings) {
-    nb::dict g;
-    g["module"] = f.module;
-    g["name"] = f.name;
-    g["class"] = std::string(verdict_name(f.verdict));
-    g["count"] = f.count;
-    g["where"] = f.where;
-    g["reason"] = f.reason;
-    globals.append(g);
-  }
-  d["globals"] = globals;
-  return d;
 }
 
 // A list of str built in one pass (10,000 tensor names: no per-item append).
@@ -434,33 +406,30 @@ NB_MODULE(_tensorseal, m) {
     }
   });
 
+  // weights_only: raise (require_safe) when the file references a global outside the
+  // known-safe set, before any object is made.
   m.def("read_file", [](const std::string& path, const std::string& framework, bool verify, bool with_root,
-                        bool with_scan) {
+                        bool weights_only, const LimitPairs& limits) {
         Checkpoint c;
-        std::optional<ScanReport> sr;
         {
           nb::gil_scoped_release nogil;
-          ReadOptions o;
-          o.verify_checksums = verify;
-          c = read_file(path, o);
-          if (with_scan) sr = scan(c);
+          c = read_file(path, read_options(limits, verify));
+          if (weights_only) require_safe(scan(c));
         }
-        nb::dict d = checkpoint_to_py(c, framework, with_root);
-        if (sr) d["scan"] = scan_to_py(*sr, path);
-        return d;
+        return checkpoint_to_py(c, framework, with_root);
       }, nb::arg("path"), nb::arg("framework") = "torch", nb::arg("verify") = true, nb::arg("with_root") = true,
-      nb::arg("with_scan") = false);
+      nb::arg("weights_only") = false, nb::arg("limits") = LimitPairs{});
 
   // The tensors of a file as a flat list of (path, tensor, dtype, file offset), paths as
   // in collect_tensors (for safetensors files: the tensor names). Zero-copy like read_file.
-  m.def("read_tensors", [](const std::string& path, const std::string& framework) {
+  m.def("read_tensors", [](const std::string& path, const std::string& framework, const LimitPairs& limits) {
         Checkpoint c;
         {
           nb::gil_scoped_release nogil;
-          c = read_file(path);
+          c = read_file(path, read_options(limits));
         }
         return tensors_to_py(c, framework);
-      }, nb::arg("path"), nb::arg("framework") = "torch");
+      }, nb::arg("path"), nb::arg("framework") = "torch", nb::arg("limits") = LimitPairs{});
 
   // Lazy access to a safetensors file (tensorseal.safetensors.safe_open): the header
   // parsed and validated, the file mapped, a tensor made on request.
@@ -500,29 +469,29 @@ NB_MODULE(_tensorseal, m) {
         return read_safetensors_index(std::move(file));
       }, nb::arg("path"));
 
-  m.def("read_bytes_tensors", [](nb::bytes data, const std::string& name, const std::string& framework) {
+  m.def("read_bytes_tensors", [](nb::bytes data, const std::string& name, const std::string& framework,
+                                 const LimitPairs& limits) {
         std::span<const std::byte> b(reinterpret_cast<const std::byte*>(data.c_str()), data.size());
         Checkpoint c;
         {
           nb::gil_scoped_release nogil;
-          c = read_bytes(b, name);
+          c = read_bytes(b, name, read_options(limits));
         }
         return tensors_to_py(c, framework);
-      }, nb::arg("data"), nb::arg("name") = "<bytes>", nb::arg("framework") = "torch");
+      }, nb::arg("data"), nb::arg("name") = "<bytes>", nb::arg("framework") = "torch", nb::arg("limits") = LimitPairs{});
 
-  m.def("read_bytes", [](nb::bytes data, const std::string& name, const std::string& framework, bool with_scan) {
+  m.def("read_bytes", [](nb::bytes data, const std::string& name, const std::string& framework, bool weights_only,
+                         const LimitPairs& limits) {
         std::span<const std::byte> b(reinterpret_cast<const std::byte*>(data.c_str()), data.size());
         Checkpoint c;
-        std::optional<ScanReport> sr;
         {
           nb::gil_scoped_release nogil;  // `data` is immutable and held by the caller
-          c = read_bytes(b, name);
-          if (with_scan) sr = scan(c);
+          c = read_bytes(b, name, read_options(limits));
+          if (weights_only) require_safe(scan(c));
         }
-        nb::dict d = checkpoint_to_py(c, framework, true);
-        if (sr) d["scan"] = scan_to_py(*sr, name);
-        return d;
-      }, nb::arg("data"), nb::arg("name") = "<bytes>", nb::arg("framework") = "torch", nb::arg("with_scan") = false);
+        return checkpoint_to_py(c, framework, true);
+      }, nb::arg("data"), nb::arg("name") = "<bytes>", nb::arg("framework") = "torch", nb::arg("weights_only") = false,
+      nb::arg("limits") = LimitPairs{});
 
   m.def("write_file", [](nb::handle obj, const std::string& path, const std::string& format,
                          const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads,
@@ -552,13 +521,14 @@ NB_MODULE(_tensorseal, m) {
       }, nb::arg("obj"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
       nb::arg("threads") = 0, nb::arg("split_storages") = false);
 
-  m.def("hash_file", [](const std::string& path, bool fast, unsigned threads) {
-        nb::gil_scoped_release nogil;
+  m.def("hash_file", [](const std::string& path, bool fast, unsigned threads, const LimitPairs& limits) {
         HashOptions o;
         o.algo = fast ? HashAlgo::kXxh3 : HashAlgo::kSha256;
         o.threads = threads;
+        o.limits = limits_of(limits);
+        nb::gil_scoped_release nogil;
         return hash_file(path, o);  // = content_hash(read_file(path).root), zip CRCs fused into the pass
-      }, nb::arg("path"), nb::arg("fast") = false, nb::arg("threads") = 0);
+      }, nb::arg("path"), nb::arg("fast") = false, nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{});
 
   m.def("hash_object", [](nb::handle obj, bool fast, unsigned threads) {
         FromPy conv;
@@ -570,29 +540,22 @@ NB_MODULE(_tensorseal, m) {
         return content_hash(root, o);
       }, nb::arg("obj"), nb::arg("fast") = false, nb::arg("threads") = 0);
 
-  m.def("inspect_file", [](const std::string& path, unsigned threads) {
-        Checkpoint c;
-        std::string content;
-        {
-          nb::gil_scoped_release nogil;
-          c = read_file(path);
-          HashOptions o;
-          o.threads = threads;
-          content = content_hash(c.root, o);
-        }
-        nb::dict d = checkpoint_to_py(c, "torch", false);
-        d["content_hash"] = content;
-        d["tensors"] = inspect_tensors(c.root, threads);
-        return d;
-      }, nb::arg("path"), nb::arg("threads") = 0);
-
-
   // Tools: each returns exactly what the CLI prints with --json (the library's own
   // renderers), so Python and CLI results agree by construction.
+  m.def("inspect_json", [](const std::string& path, unsigned threads, const LimitPairs& limits) {
+        InspectOptions o;
+        o.threads = threads;
+        o.limits = limits_of(limits);
+        nb::gil_scoped_release nogil;
+        return to_json(inspect_file(path, o));
+      }, nb::arg("path"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{});
+
   m.def("diff_json", [](nb::handle a, nb::handle b, const std::string& name_a, const std::string& name_b,
-                        double atol, double rtol, std::uint64_t ulp, unsigned threads, const std::string& report) {
-        Checkpoint ca = checkpoint_of(a, name_a);
-        Checkpoint cb = checkpoint_of(b, name_b);
+                        double atol, double rtol, std::uint64_t ulp, unsigned threads, const std::string& report,
+                        const LimitPairs& limits) {
+        const ReadOptions ro = read_options(limits);
+        Checkpoint ca = checkpoint_of(a, name_a, ro);
+        Checkpoint cb = checkpoint_of(b, name_b, ro);
         nb::gil_scoped_release nogil;
         DiffOptions o;
         o.atol = atol;
@@ -600,41 +563,57 @@ NB_MODULE(_tensorseal, m) {
         o.ulp = ulp;
         o.threads = threads;
         o.histogram = !report.empty();
-        DiffReport r = diff(ca, cb, o);
-        r.file_a = name_a;
-        r.file_b = name_b;
+        const DiffReport r = diff(ca, cb, o);
         if (!report.empty()) write_html_report(r, report);
         return to_json(r);
       }, nb::arg("a"), nb::arg("b"), nb::arg("name_a"), nb::arg("name_b"), nb::arg("atol") = 0.0,
-      nb::arg("rtol") = 0.0, nb::arg("ulp") = 0, nb::arg("threads") = 0, nb::arg("report") = "");
+      nb::arg("rtol") = 0.0, nb::arg("ulp") = 0, nb::arg("threads") = 0, nb::arg("report") = "",
+      nb::arg("limits") = LimitPairs{});
 
-  m.def("explain_json", [](nb::handle a, nb::handle b, const std::string& name_a, const std::string& name_b) {
-        Checkpoint ca = checkpoint_of(a, name_a);
-        Checkpoint cb = checkpoint_of(b, name_b);
+  m.def("explain_json", [](nb::handle a, nb::handle b, const std::string& name_a, const std::string& name_b,
+                           const LimitPairs& limits) {
+        const ReadOptions ro = read_options(limits);
+        Checkpoint ca = checkpoint_of(a, name_a, ro);
+        Checkpoint cb = checkpoint_of(b, name_b, ro);
         nb::gil_scoped_release nogil;
-        ExplainReport r = explain(ca, cb);
-        r.file_a = name_a;
-        r.file_b = name_b;
-        return to_json(r);
-      }, nb::arg("a"), nb::arg("b"), nb::arg("name_a"), nb::arg("name_b"));
+        return to_json(explain(ca, cb));
+      }, nb::arg("a"), nb::arg("b"), nb::arg("name_a"), nb::arg("name_b"), nb::arg("limits") = LimitPairs{});
 
-  m.def("verify_json", [](const std::vector<std::string>& paths, unsigned threads) {
-        nb::gil_scoped_release nogil;
+  m.def("verify_json", [](const std::vector<std::string>& paths, unsigned threads, const LimitPairs& limits) {
         VerifyOptions o;
         o.threads = threads;
+        o.limits = limits_of(limits);
+        nb::gil_scoped_release nogil;
         std::vector<VerifyResult> results;
         for (const auto& p : paths) results.push_back(verify_file(p, o));
         return to_json(results);
-      }, nb::arg("paths"), nb::arg("threads") = 0);
+      }, nb::arg("paths"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{});
 
-  m.def("scan_file", [](const std::string& path) {
-        ScanReport r;
-        {
-          nb::gil_scoped_release nogil;
-          r = scan_file(path);
+  m.def("scan_json", [](const std::string& path, const LimitPairs& limits) {
+        const ReadOptions ro = read_options(limits);
+        nb::gil_scoped_release nogil;
+        return to_json(scan_file(path, ro));
+      }, nb::arg("path"), nb::arg("limits") = LimitPairs{});
+
+  // The Limits fields with their defaults, in declaration order: (name, value).
+  m.def("limit_defaults", []() {
+        std::vector<std::pair<std::string, std::uint64_t>> out;
+        const Limits defaults;
+        for (const auto name : limit_names()) out.emplace_back(std::string(name), get_limit(defaults, name));
+        return out;
+      });
+
+  // (kind name, one-line message) of an error raised by Python code, rendered by
+  // Error::what() so that it reads exactly like the errors raised here.
+  m.def("error_parts", [](const std::string& rule, const std::string& detail, const std::string& file,
+                          std::optional<std::uint64_t> offset) {
+        for (const Rule& r : kPythonRules) {
+          if (r.id != rule) continue;
+          const Error e(r, detail, file, offset.value_or(kNoOffset));
+          return nb::make_tuple(std::string(kind_name(e.kind())), std::string(e.what()));
         }
-        return scan_to_py(r, path);
-      }, nb::arg("path"));
+        throw Error(rules::kInternal, "Python raised an error with an undeclared rule '" + rule + "'");
+      }, nb::arg("rule"), nb::arg("detail"), nb::arg("file") = "", nb::arg("offset") = nb::none());
 
   m.def("classify_global", [](const std::string& module, const std::string& name) {
         std::string reason;

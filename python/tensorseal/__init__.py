@@ -24,6 +24,7 @@ from ._api import (Checkpoint, PathLike, diff, explain, formats, hash, inspect, 
 from ._pickle import deterministic_pickle, disable, enable, is_enabled
 from .errors import (CorruptFileError, Error, InternalError, InvalidArgumentError, IoError, LimitError,
                      UnsafePickleError, UnsupportedError)
+from .limits import Limits
 from .objects import Global, Opaque
 
 __version__: str = _core.__version__
@@ -31,7 +32,7 @@ __all__ = [
     "load", "save", "save_bytes", "load_bytes", "read", "hash", "inspect", "diff", "explain", "scan", "verify", "formats",
     "deterministic_pickle", "enable", "disable", "is_enabled",
     "Error", "CorruptFileError", "UnsafePickleError", "UnsupportedError", "InvalidArgumentError",
-    "IoError", "LimitError", "InternalError", "Global", "Opaque", "Checkpoint", "PathLike",
+    "IoError", "LimitError", "InternalError", "Global", "Opaque", "Checkpoint", "PathLike", "Limits",
 ]
 
 _SUBMODULES = ("torch", "safetensors")

@@ -8,7 +8,8 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _tensorseal as _core
-from .errors import InvalidArgumentError
+from .errors import invalid_argument
+from .limits import LimitsArg, limit_pairs
 from .objects import Opaque
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -27,7 +28,7 @@ def _framework(framework: Optional[str]) -> str:
         return _default_framework()
     f = {"pt": "torch", "np": "numpy"}.get(framework, framework)
     if f not in ("torch", "numpy"):
-        raise InvalidArgumentError(f"unknown framework {framework!r} (use 'torch' or 'numpy')", "api/invalid-argument")
+        raise invalid_argument(f"unknown framework {framework!r} (use 'torch' or 'numpy')")
     return f
 
 
@@ -36,9 +37,7 @@ def _format_for(path: Union[PathLike, str], format: Optional[str]) -> str:
         return format  # a name or alias of the format table; the core resolves and checks it
     fmt = _core.format_for_extension(os.fspath(path))
     if fmt == "unknown":
-        raise InvalidArgumentError(
-            f"{os.fspath(path)}: cannot tell the format from the extension; pass format=",
-            "api/invalid-argument", os.fspath(path))
+        raise invalid_argument("cannot tell the format from the extension; pass format=", os.fspath(path))
     return fmt
 
 
@@ -74,13 +73,15 @@ class Checkpoint:
         return f"Checkpoint(format={self.format!r}, file={self.file!r})"
 
 
-def read(path: PathLike, *, framework: Optional[str] = None, verify: bool = True) -> Checkpoint:
-    """Reads any supported file (format detected from its content) into a Checkpoint."""
-    return Checkpoint(_core.read_file(os.fspath(path), _framework(framework), verify))
+def read(path: PathLike, *, framework: Optional[str] = None, verify: bool = True,
+         limits: LimitsArg = None) -> Checkpoint:
+    """Reads any supported file (format detected from its content) into a Checkpoint.
+    ``limits``: resource limits of the read (:class:`tensorseal.Limits` or a dict)."""
+    return Checkpoint(_core.read_file(os.fspath(path), _framework(framework), verify, limits=limit_pairs(limits)))
 
 
 def load(path: PathLike, *, mmap: bool = True, device: str = "cpu", framework: Optional[str] = None,
-         verify: bool = True) -> Any:
+         verify: bool = True, limits: LimitsArg = None) -> Any:
     """Loads a checkpoint of any supported format without executing pickle code.
 
     Returns the whole content: nested dicts/lists, optimizer state, ``Parameter``\\ s
@@ -92,21 +93,22 @@ def load(path: PathLike, *, mmap: bool = True, device: str = "cpu", framework: O
     ``mmap=False``: tensors are copied into memory. ``device``: torch device to move
     tensors to (sharing is kept). ``framework``: "torch" (default when torch is
     installed) or "numpy" (bf16/float8 through ``ml_dtypes``). ``verify``: check the
-    zip CRC32s of torch files (reads every byte once).
+    zip CRC32s of torch files (reads every byte once). ``limits``: resource limits of
+    the read (:class:`tensorseal.Limits` or a dict; docs/limits.md).
     """
     fw = _framework(framework)
-    root = _core.read_file(os.fspath(path), fw, verify)["root"]
     if fw == "numpy" and device != "cpu":
-        raise InvalidArgumentError(f"numpy arrays live on the cpu, not {device!r}", "api/invalid-argument")
+        raise invalid_argument(f"numpy arrays live on the cpu, not {device!r}")
+    root = _core.read_file(os.fspath(path), fw, verify, limits=limit_pairs(limits))["root"]
     if not mmap or device != "cpu":
         root = _materialise(root, fw, device, copy=not mmap)
     return root
 
 
 def load_bytes(data: Union[bytes, bytearray, memoryview], *, framework: Optional[str] = None,
-               name: str = "<bytes>") -> Any:
+               name: str = "<bytes>", limits: LimitsArg = None) -> Any:
     """Like load(), from bytes in memory (copied once into a buffer the tensors view)."""
-    return _core.read_bytes(bytes(data), name, _framework(framework))["root"]
+    return _core.read_bytes(bytes(data), name, _framework(framework), limits=limit_pairs(limits))["root"]
 
 
 def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
@@ -129,24 +131,21 @@ def save_bytes(obj: Any, format: str, *, metadata: Optional[Dict[str, str]] = No
     return _core.write_bytes(obj, _format_for("", format), sorted((metadata or {}).items()), threads)
 
 
-def hash(path_or_obj: Any, *, fast: bool = False, threads: int = 0) -> str:
+def hash(path_or_obj: Any, *, fast: bool = False, threads: int = 0, limits: LimitsArg = None) -> str:
     """Content hash ("sha256:<hex>"; "xxh3:<hex>" with fast=True) of a file or of an
     in-memory object, as ``tseal hash`` prints it. Independent of container, layout,
-    dict order and file name. The GIL is released while hashing."""
+    dict order and file name. The GIL is released while hashing. ``limits``: resource
+    limits of reading the file."""
+    pairs = limit_pairs(limits)
     if _is_path(path_or_obj):
-        return _core.hash_file(os.fspath(path_or_obj), fast, threads)
+        return _core.hash_file(os.fspath(path_or_obj), fast, threads, pairs)
     return _core.hash_object(path_or_obj, fast, threads)
 
 
-def inspect(path: PathLike, *, threads: int = 0) -> Dict[str, Any]:
+def inspect(path: PathLike, *, threads: int = 0, limits: LimitsArg = None) -> Dict[str, Any]:
     """What ``tseal inspect --json`` prints, as a dict: file, format, content_hash,
-    tensors (name, dtype, shape, sha256) and, when the file has any, metadata."""
-    d = _core.inspect_file(os.fspath(path), threads)
-    out = {"file": os.fspath(path), "format": d["format"], "content_hash": d["content_hash"],
-           "tensors": d["tensors"]}
-    if d["metadata"]:
-        out["metadata"] = dict(d["metadata"])
-    return out
+    tensors (path, dtype, shape, nbytes, sha256) and metadata (schema: docs/cli.md)."""
+    return json.loads(_core.inspect_json(os.fspath(path), threads, limit_pairs(limits)))
 
 
 def _operand(x: Any) -> Tuple[Any, str]:
@@ -154,38 +153,39 @@ def _operand(x: Any) -> Tuple[Any, str]:
 
 
 def diff(a: Any, b: Any, *, atol: float = 0.0, rtol: float = 0.0, ulp: int = 0, threads: int = 0,
-         report: Optional[PathLike] = None) -> Dict[str, Any]:
+         report: Optional[PathLike] = None, limits: LimitsArg = None) -> Dict[str, Any]:
     """Compares two checkpoints value by value: what ``tseal diff A B --json`` prints,
     as a dict (schema: docs/cli.md). ``a`` and ``b`` are paths or in-memory objects.
-    ``report``: also write the self-contained HTML report there."""
+    ``report``: also write the self-contained HTML report there. ``limits``: resource
+    limits of reading the files."""
     oa, na = _operand(a)
     ob, nb = _operand(b)
     return json.loads(_core.diff_json(oa, ob, na, nb, float(atol), float(rtol), int(ulp), threads,
-                                      os.fspath(report) if report is not None else ""))
+                                      os.fspath(report) if report is not None else "", limit_pairs(limits)))
 
 
-def explain(a: Any, b: Any) -> Dict[str, Any]:
+def explain(a: Any, b: Any, *, limits: LimitsArg = None) -> Dict[str, Any]:
     """Why the bytes of two checkpoints differ: what ``tseal explain A B --json`` prints,
     as a dict. ``a`` and ``b`` are paths (or in-memory objects: then only content is
     compared, there are no bytes or container facts)."""
     oa, na = _operand(a)
     ob, nb = _operand(b)
-    return json.loads(_core.explain_json(oa, ob, na, nb))
+    return json.loads(_core.explain_json(oa, ob, na, nb, limit_pairs(limits)))
 
 
-def scan(path: PathLike) -> Dict[str, Any]:
+def scan(path: PathLike, *, limits: LimitsArg = None) -> Dict[str, Any]:
     """Every global the file's pickles reference, classed safe/unknown/dangerous: what
     ``tseal scan FILE --json`` prints, as a dict. Never executes anything."""
-    return _core.scan_file(os.fspath(path))
+    return json.loads(_core.scan_json(os.fspath(path), limit_pairs(limits)))
 
 
-def verify(*paths: PathLike, threads: int = 0) -> Dict[str, Any]:
+def verify(*paths: PathLike, threads: int = 0, limits: LimitsArg = None) -> Dict[str, Any]:
     """Full validation (structure, every tensor, every checksum, embedded content hash):
     what ``tseal verify FILE... --json`` prints, as a dict ``{"ok", "files": [...]}``.
     Problems are reported, not raised."""
     if not paths:
-        raise InvalidArgumentError("verify() needs at least one path", "api/invalid-argument")
-    return json.loads(_core.verify_json([os.fspath(p) for p in paths], threads))
+        raise invalid_argument("verify() needs at least one path")
+    return json.loads(_core.verify_json([os.fspath(p) for p in paths], threads, limit_pairs(limits)))
 
 
 # ---- walking loaded objects -------------------------------------------------------

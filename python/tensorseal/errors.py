@@ -2,7 +2,9 @@
 
 Every error carries the file, the byte offset (or None) and the id of the rule that
 was broken, e.g. ``safetensors/header-too-large``; ``str(err)`` is one line with all
-of it. All derive from :class:`tensorseal.Error`.
+of it, the CLI's message: ``FILE: byte N: [rule] detail`` (``FILE: `` and ``byte N: ``
+only when known). All derive from :class:`tensorseal.Error`. Errors raised by the
+package's Python code are made by :func:`error`, so they read the same way.
 """
 from __future__ import annotations
 
@@ -71,3 +73,17 @@ _BY_KIND = {c.kind: c for c in (InvalidArgumentError, IoError, CorruptFileError,
 def class_for_kind(kind: str) -> type:
     """The exception class for an error kind (``tensorseal::kind_name``)."""
     return _BY_KIND.get(kind, InternalError)
+
+
+def error(rule: str, detail: str, file: str = "", offset: Optional[int] = None) -> Error:
+    """The exception for breaking ``rule`` (an id the C++ side defines, e.g.
+    ``api/invalid-argument``), of the class of the rule's kind, with ``str(err)``
+    rendered by the C++ core exactly like the errors it raises."""
+    from . import _tensorseal as _core
+    kind, message = _core.error_parts(rule, detail, file, offset)
+    return class_for_kind(kind)(message, rule, file, offset, detail)
+
+
+def invalid_argument(detail: str, file: str = "") -> Error:
+    """``error("api/invalid-argument", detail, file)``: the call asked for something impossible."""
+    return error("api/invalid-argument", detail, file)

@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import _api
 from . import _tensorseal as _core
-from .errors import InvalidArgumentError
+from .errors import invalid_argument
 
 __all__ = ["save_file", "load_file", "save", "load", "safe_open", "SafeSlice"]
 
@@ -172,8 +172,7 @@ class safe_open:  # noqa: N801 - the name safetensors users know
                  device: Union[str, int] = "cpu") -> None:
         fw = {"pt": "torch", "torch": "torch", "np": "numpy", "numpy": "numpy"}.get(framework)
         if fw is None:
-            raise InvalidArgumentError(f"framework {framework!r} is not supported (use 'pt' or 'np')",
-                                       "api/invalid-argument")
+            raise invalid_argument(f"framework {framework!r} is not supported (use 'pt' or 'np')")
         self._framework = fw
         self._device = device
         path = os.fspath(filename)

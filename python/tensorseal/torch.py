@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import os
 import pickle
-from typing import IO, Any, Callable, Dict, List, Optional, Union
+from typing import IO, Any, Callable, Dict, Optional, Union
 
 import torch  # the real torch (absolute import)
 
 from . import _api
 from . import _tensorseal as _core
-from .errors import InvalidArgumentError, UnsafePickleError
+from .errors import invalid_argument
 
 __all__ = ["save", "load"]
 
@@ -41,34 +41,16 @@ def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int 
     whole ``nn.Module`` cannot be saved (save its ``state_dict()``).
     """
     if pickle_module is not None and pickle_module is not pickle:
-        raise InvalidArgumentError("tensorseal.torch.save: pickle_module is not supported",
-                                   "api/invalid-argument")
+        raise invalid_argument("tensorseal.torch.save: pickle_module is not supported")
     fmt = "torch-zip" if _use_new_zipfile_serialization else "torch-legacy"
     if isinstance(f, (str, os.PathLike)):
         _api.save(obj, f, fmt)
         return
     if not hasattr(f, "write"):
-        raise InvalidArgumentError(f"tensorseal.torch.save: f must be a path or a binary file, not {type(f).__name__}",
-                                   "api/invalid-argument")
+        raise invalid_argument(f"tensorseal.torch.save: f must be a path or a binary file, not {type(f).__name__}")
     f.write(_api.save_bytes(obj, fmt))
     if hasattr(f, "flush"):
         f.flush()
-
-
-def _unsafe_findings(scan: Dict[str, Any]) -> List[Dict[str, Any]]:
-    return [g for g in scan["globals"] if g["class"] != "safe"]
-
-
-def _raise_unsafe(scan: Dict[str, Any], name: str) -> None:
-    bad = _unsafe_findings(scan)
-    if not bad:
-        return
-    first = bad[0]
-    names = ", ".join(f"{g['module']}.{g['name']} ({g['class']})" for g in bad[:8])
-    detail = (f"weights_only load refused {len(bad)} global(s) outside the safe set: {names}; "
-              f"first at {first['where']}")
-    raise UnsafePickleError(f"{name}: [scan/{first['class']}-global] {detail}", f"scan/{first['class']}-global",
-                            name, None, detail)
 
 
 def _map_location(obj: Any, map_location: MapLocation) -> Any:
@@ -117,27 +99,26 @@ def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = Non
       are read into memory.
     """
     if pickle_module is not None and pickle_module is not pickle:
-        raise InvalidArgumentError("tensorseal.torch.load: pickle_module is not supported", "api/invalid-argument")
+        raise invalid_argument("tensorseal.torch.load: pickle_module is not supported")
     if pickle_load_args.get("encoding", "utf-8") not in ("utf-8", "latin1", "bytes", "ASCII", "ascii"):
-        raise InvalidArgumentError("tensorseal.torch.load: unsupported encoding", "api/invalid-argument")
-    scan = weights_only is not False
+        raise invalid_argument("tensorseal.torch.load: unsupported encoding")
+    # weights_only: the core refuses (UnsafePickleError, rule scan/unknown-global or
+    # scan/dangerous-global) any global outside the safe set before making objects.
+    weights_only = weights_only is not False
     if isinstance(f, (str, os.PathLike)):
         name = os.fspath(f)
-        d = _core.read_file(name, "torch", True, True, scan)
+        d = _core.read_file(name, "torch", True, True, weights_only)
         obj = d["root"]
         if mmap is False:
             obj = _api._materialise(obj, "torch", "cpu", copy=True)
     else:
         if not hasattr(f, "read"):
-            raise InvalidArgumentError(
-                f"tensorseal.torch.load: f must be a path or a binary file, not {type(f).__name__}",
-                "api/invalid-argument")
+            raise invalid_argument(
+                f"tensorseal.torch.load: f must be a path or a binary file, not {type(f).__name__}")
         given = getattr(f, "name", None)
         name = given if isinstance(given, str) else "<file>"
         data = f.read()
-        d = _core.read_bytes(bytes(data), name, "torch", scan)
+        d = _core.read_bytes(bytes(data), name, "torch", weights_only)
         obj = d["root"]
-    if scan:
-        _raise_unsafe(d["scan"], name)
     return _map_location(obj, map_location)
 

@@ -15,13 +15,13 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "tensorseal/error.h"
 #include "tensorseal/hash.h"
 #include "tools/diff_walk.h"
 #include "tools/elements.h"
+#include "tools/json.h"
 #include "util/parallel.h"
 
 namespace tensorseal {
@@ -553,7 +553,7 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
 
 namespace {
 
-using ojson = nlohmann::ordered_json;
+using tools::ojson;
 
 // JSON has no inf/nan: non-finite numbers are written as the strings "inf", "-inf", "nan".
 ojson number(double v) {
@@ -562,14 +562,12 @@ ojson number(double v) {
   return v;
 }
 
-ojson opt_string(const std::optional<std::string>& s) { return s ? ojson(*s) : ojson(nullptr); }
-
 }  // namespace
 
 std::string to_json(const DiffReport& r) {
   ojson j;
-  j["a"] = r.file_a;
-  j["b"] = r.file_b;
+  j["file_a"] = r.file_a;
+  j["file_b"] = r.file_b;
   j["equal"] = r.equal();
   j["tolerance"] = {{"atol", r.atol}, {"rtol", r.rtol}, {"ulp", r.ulp}};
   std::size_t identical = 0, differing_paired = 0;
@@ -611,7 +609,7 @@ std::string to_json(const DiffReport& r) {
     } else {
       e["first_difference"] = nullptr;
     }
-    if (!t.ulp_histogram.empty()) e["ulp_histogram"] = t.ulp_histogram;
+    e["ulp_histogram"] = t.ulp_histogram.empty() ? ojson(nullptr) : ojson(t.ulp_histogram);
     tensors.push_back(std::move(e));
   }
   j["tensors"] = std::move(tensors);
@@ -623,12 +621,12 @@ std::string to_json(const DiffReport& r) {
   j["only_in_a"] = one_sided(r.only_in_a);
   j["only_in_b"] = one_sided(r.only_in_b);
   ojson ren = ojson::array();
-  for (const auto& t : r.renamed) ren.push_back({{"a", t.path_a}, {"b", t.path_b}, {"dtype", name(t.dtype)}, {"shape", t.shape}});
+  for (const auto& t : r.renamed) ren.push_back({{"path_a", t.path_a}, {"path_b", t.path_b}, {"dtype", name(t.dtype)}, {"shape", t.shape}});
   j["renamed"] = std::move(ren);
   ojson vals = ojson::array();
-  for (const auto& v : r.values) vals.push_back({{"path", v.path}, {"a", opt_string(v.a)}, {"b", opt_string(v.b)}});
+  for (const auto& v : r.values) vals.push_back({{"path", v.path}, {"a", tools::or_null(v.a)}, {"b", tools::or_null(v.b)}});
   j["values"] = std::move(vals);
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  return tools::dump(j);
 }
 
 }  // namespace tensorseal

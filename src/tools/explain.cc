@@ -4,7 +4,6 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -14,6 +13,7 @@
 #include "safetensors/constants.h"
 #include "tensorseal/hash.h"
 #include "tools/explain_topics.h"
+#include "tools/json.h"
 #include "torch/constants.h"
 #include "zip/constants.h"
 
@@ -185,11 +185,10 @@ ExplainReport explain(const Checkpoint& a, const Checkpoint& b) {
 }
 
 std::string to_json(const ExplainReport& r) {
-  using ojson = nlohmann::ordered_json;
-  auto opt = [](const std::optional<std::string>& s) { return s ? ojson(*s) : ojson(nullptr); };
+  using tools::ojson;
   ojson j;
-  j["a"] = r.file_a;
-  j["b"] = r.file_b;
+  j["file_a"] = r.file_a;
+  j["file_b"] = r.file_b;
   j["bytes_compared"] = r.bytes_compared;
   j["bytes_identical"] = r.bytes_identical;
   j["size_a"] = r.size_a;
@@ -197,14 +196,14 @@ std::string to_json(const ExplainReport& r) {
   j["differing_bytes"] = r.differing_bytes;
   j["first_differing_byte"] = r.first_differing_byte ? ojson(*r.first_differing_byte) : ojson(nullptr);
   j["same_content"] = r.same_content;
-  j["content_hash_a"] = r.content_hash_a.empty() ? ojson(nullptr) : ojson(r.content_hash_a);
-  j["content_hash_b"] = r.content_hash_b.empty() ? ojson(nullptr) : ojson(r.content_hash_b);
+  j["content_hash_a"] = tools::or_null_if_empty(r.content_hash_a);
+  j["content_hash_b"] = tools::or_null_if_empty(r.content_hash_b);
   j["differing_tensors"] = r.differing_tensors;
   ojson d = ojson::array();
   for (const auto& x : r.differences)
-    d.push_back({{"topic", x.topic}, {"where", x.where}, {"a", opt(x.a)}, {"b", opt(x.b)}, {"explanation", x.explanation}});
+    d.push_back({{"topic", x.topic}, {"where", x.where}, {"a", tools::or_null(x.a)}, {"b", tools::or_null(x.b)}, {"explanation", x.explanation}});
   j["differences"] = std::move(d);
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  return tools::dump(j);
 }
 
 }  // namespace tensorseal

@@ -6,6 +6,8 @@
 #include <array>
 #include <map>
 
+#include "tools/json.h"
+
 namespace tensorseal {
 namespace {
 
@@ -123,6 +125,35 @@ ScanReport scan(const Checkpoint& c) {
 
 ScanReport scan_file(const std::filesystem::path& path, const ReadOptions& options) {
   return scan(read_file(path, options));
+}
+
+void require_safe(const ScanReport& r) {
+  std::vector<const ScanFinding*> bad;
+  for (const auto& f : r.findings)
+    if (f.verdict != Verdict::kSafe) bad.push_back(&f);
+  if (bad.empty()) return;
+  std::string names;
+  for (std::size_t i = 0; i < bad.size() && i < 8; ++i)
+    names += (i ? ", " : "") + bad[i]->module + "." + bad[i]->name + " (" + std::string(verdict_name(bad[i]->verdict)) + ")";
+  const Rule rule = bad[0]->verdict == Verdict::kDangerous ? rules::kDangerousGlobal : rules::kUnknownGlobal;
+  throw Error(rule,
+              "weights_only load refused " + std::to_string(bad.size()) + " global(s) outside the safe set: " + names +
+                  "; first at " + bad[0]->where,
+              r.file);
+}
+
+std::string to_json(const ScanReport& r) {
+  using tools::ojson;
+  ojson j;
+  j["file"] = r.file;
+  j["format"] = format_name(r.format);
+  j["verdict"] = verdict_name(r.verdict);
+  ojson findings = ojson::array();
+  for (const auto& f : r.findings)
+    findings.push_back({{"module", f.module}, {"name", f.name}, {"verdict", verdict_name(f.verdict)},
+                        {"count", f.count}, {"where", f.where}, {"reason", f.reason}});
+  j["findings"] = std::move(findings);
+  return tools::dump(j);
 }
 
 }  // namespace tensorseal

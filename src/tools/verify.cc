@@ -2,11 +2,10 @@
 // embedded content hash. Errors become results, never exceptions.
 #include "tensorseal/verify.h"
 
-#include <nlohmann/json.hpp>
-
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/error.h"
 #include "tensorseal/hash.h"
+#include "tools/json.h"
 
 namespace tensorseal {
 namespace {
@@ -77,7 +76,7 @@ VerifyResult verify_file(const std::filesystem::path& path, const VerifyOptions&
 }
 
 std::string to_json(const std::vector<VerifyResult>& results) {
-  using ojson = nlohmann::ordered_json;
+  using tools::ojson;
   ojson files = ojson::array();
   bool ok = true;
   for (const auto& r : results) {
@@ -85,18 +84,18 @@ std::string to_json(const std::vector<VerifyResult>& results) {
     ojson e;
     e["file"] = r.file;
     e["status"] = verify_status_name(r.status);
-    e["format"] = r.format.empty() ? ojson(nullptr) : ojson(r.format);
+    e["format"] = tools::or_null_if_empty(r.format);
     e["tensors"] = r.tensors;
     e["content_hash_checked"] = r.content_hash_checked;
-    e["error"] = r.message.empty() ? ojson(nullptr) : ojson(r.message);
-    e["rule"] = r.rule.empty() ? ojson(nullptr) : ojson(r.rule);
+    e["message"] = tools::or_null_if_empty(r.message);
+    e["rule"] = tools::or_null_if_empty(r.rule);
     e["offset"] = r.offset ? ojson(*r.offset) : ojson(nullptr);
     files.push_back(std::move(e));
   }
   ojson j;
   j["ok"] = ok;
   j["files"] = std::move(files);
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  return tools::dump(j);
 }
 
 }  // namespace tensorseal

@@ -306,7 +306,7 @@ TEST(Diff, JsonSchema) {
   DiffOptions o;
   o.histogram = true;
   json j = json::parse(to_json(diff_files("added_a.safetensors", "added_b.safetensors", o)));
-  for (const char* k : {"a", "b"}) EXPECT_TRUE(j[k].is_string()) << k;
+  for (const char* k : {"file_a", "file_b"}) EXPECT_TRUE(j[k].is_string()) << k;
   EXPECT_TRUE(j["equal"].is_boolean());
   EXPECT_FALSE(j["equal"].get<bool>());
   for (const char* k : {"atol", "rtol", "ulp"}) EXPECT_TRUE(j["tolerance"][k].is_number()) << k;
@@ -526,7 +526,8 @@ TEST(DiffCli, ExitStatusAndSummary) {
   EXPECT_EQ(run_cli("diff " + fx("ulp_a.safetensors").string() + " /nonexistent/x.safetensors"), 2);
   EXPECT_EQ(run_cli("diff --json " + fx("renamed_a.safetensors").string() + " " + fx("renamed_b.safetensors").string(), &out), 1);
   json j = json::parse(out);
-  EXPECT_EQ(j["renamed"][0]["b"], "head.weight");
+  EXPECT_EQ(j["renamed"][0]["path_a"], "2.weight");
+  EXPECT_EQ(j["renamed"][0]["path_b"], "head.weight");
 }
 
 }  // namespace

@@ -195,7 +195,7 @@ TEST(ExplainTopics, DeclaredEqualsEmitted) {
 
 TEST(Explain, JsonSchema) {
   json j = json::parse(to_json(explain_files("padding_a.safetensors", "padding_b.safetensors")));
-  for (const char* k : {"a", "b", "content_hash_a", "content_hash_b"}) EXPECT_TRUE(j[k].is_string()) << k;
+  for (const char* k : {"file_a", "file_b", "content_hash_a", "content_hash_b"}) EXPECT_TRUE(j[k].is_string()) << k;
   for (const char* k : {"bytes_compared", "bytes_identical", "same_content"}) EXPECT_TRUE(j[k].is_boolean()) << k;
   for (const char* k : {"size_a", "size_b", "differing_bytes", "first_differing_byte", "differing_tensors"})
     EXPECT_TRUE(j[k].is_number_unsigned()) << k;

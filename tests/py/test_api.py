@@ -351,8 +351,8 @@ def test_diff_of_objects(pair):
     a, _ = pair
     loaded = tensorseal.load(a)
     report = tensorseal.diff(a, loaded)
-    assert report["a"] == str(a) and report["b"] == "<object>" and report["equal"] is True
-    assert {**report, "b": str(a)} == tensorseal.diff(a, a)
+    assert report["file_a"] == str(a) and report["file_b"] == "<object>" and report["equal"] is True
+    assert {**report, "file_b": str(a)} == tensorseal.diff(a, a)
     changed = dict(loaded, b=loaded["b"] + 1)
     r = tensorseal.diff(loaded, changed)
     assert r["equal"] is False and [t["path"] for t in r["tensors"] if not t["equal"]] == ["b"]

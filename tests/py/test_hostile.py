@@ -100,8 +100,8 @@ def test_reduce_os_system_never_runs(tmp_path, marker):
     assert scan.returncode == 1
     report = json.loads(scan.stdout)
     assert report["verdict"] == "dangerous"
-    assert any(g["module"] == "posix" and g["name"] == "system" and g["class"] == "dangerous"
-               for g in report["globals"])
+    assert any(g["module"] == "posix" and g["name"] == "system" and g["verdict"] == "dangerous"
+               for g in report["findings"])
     obj = tensorseal.load(path)
     assert isinstance(obj["x"], tensorseal.Opaque) and obj["x"].callable == tensorseal.Global("posix", "system")
     tensorseal.hash(path)
@@ -131,8 +131,8 @@ def test_stack_global_through_memo(tmp_path, marker):
     live_check(path, marker)
     out = tseal("scan", "--json", path)
     assert out.returncode == 1
-    g = json.loads(out.stdout)["globals"]
-    assert [(x["module"], x["name"], x["class"]) for x in g] == [("posix", "system", "dangerous")]
+    g = json.loads(out.stdout)["findings"]
+    assert [(x["module"], x["name"], x["verdict"]) for x in g] == [("posix", "system", "dangerous")]
     tensorseal.load(path)
     assert not marker.exists()
 
@@ -145,8 +145,8 @@ def test_nested_load_from_bytes_with_dangerous_global(tmp_path, marker):
     out = tseal("scan", "--json", path)
     assert out.returncode == 1
     report = json.loads(out.stdout)
-    sys_ = [g for g in report["globals"] if g["name"] == "system"]
-    assert sys_ and sys_[0]["class"] == "dangerous"
+    sys_ = [g for g in report["findings"] if g["name"] == "system"]
+    assert sys_ and sys_[0]["verdict"] == "dangerous"
     assert "/_load_from_bytes#1 @ " in sys_[0]["where"]
     tensorseal.load(path)
     assert not marker.exists()

@@ -65,7 +65,7 @@ def test_reads_safetensors_written_files(tmp_path):
     info = tensorseal.inspect(path)
     assert info["format"] == "safetensors" and info["metadata"] == {"format": "pt"}
     for e in info["tensors"]:
-        assert e["sha256"] == hashlib.sha256(elem_bytes(tensors[e["name"]])).hexdigest()
+        assert e["sha256"] == hashlib.sha256(elem_bytes(tensors[e["path"]])).hexdigest()
 
 
 def test_tensorseal_files_load_in_safetensors_and_torch(tmp_path):
@@ -110,8 +110,8 @@ def test_cli_inspect_json_matches_python(tmp_path):
     j = json.loads(out.stdout)
     assert j["format"] == "safetensors"
     assert j["content_hash"] == tensorseal.hash(path)
-    assert {t["name"] for t in j["tensors"]} == {"x", "y"}
-    assert all(set(t) == {"name", "dtype", "shape", "sha256"} for t in j["tensors"])
+    assert {t["path"] for t in j["tensors"]} == {"x", "y"}
+    assert all(list(t) == ["path", "dtype", "shape", "nbytes", "sha256"] for t in j["tensors"])
     line = run_tseal("hash", path, check=True).stdout
     assert line == f"{tensorseal.hash(path)}  {path}\n"
 

@@ -52,9 +52,9 @@ def test_full_model_is_unknown(tmp_path, monkeypatch):
         assert out.returncode == 1
         r = json.loads(out.stdout)
         assert r["verdict"] == "unknown"
-        net = [g for g in r["globals"] if (g["module"], g["name"]) == ("__main__", "Net")]
-        assert net and net[0]["class"] == "unknown"
-        assert all(g["class"] != "dangerous" for g in r["globals"])
+        net = [g for g in r["findings"] if (g["module"], g["name"]) == ("__main__", "Net")]
+        assert net and net[0]["verdict"] == "unknown"
+        assert all(g["verdict"] != "dangerous" for g in r["findings"])
 
 
 def test_dangerous_payload(tmp_path):
@@ -81,13 +81,13 @@ def test_json_shape(tmp_path):
     torch.save({"w": torch.ones(2), "x": Cmd()}, p)
     out = scan(p, "--json")
     r = json.loads(out.stdout)
-    assert list(r) == ["file", "format", "verdict", "globals"]
+    assert list(r) == ["file", "format", "verdict", "findings"]
     assert r["file"] == str(p) and r["format"] == "torch-zip" and r["verdict"] == "dangerous"
-    for g in r["globals"]:
-        assert list(g) == ["module", "name", "class", "count", "where", "reason"]
-        assert g["class"] in ("safe", "unknown", "dangerous")
+    for g in r["findings"]:
+        assert list(g) == ["module", "name", "verdict", "count", "where", "reason"]
+        assert g["verdict"] in ("safe", "unknown", "dangerous")
         assert isinstance(g["count"], int) and g["count"] >= 1
         assert g["where"].startswith(str(p) + " @ ") and g["reason"]
-    names = [(g["module"], g["name"]) for g in r["globals"]]
+    names = [(g["module"], g["name"]) for g in r["findings"]]
     assert ("torch._utils", "_rebuild_tensor_v2") in names and ("posix", "system") in names
     assert len(names) == len(set(names))  # one finding per global, with a count

@@ -184,7 +184,7 @@ def test_inspect_matches_manifest(which, request):
     for f in manifest(d)["files"]:
         got = tensorseal.inspect(d / f["file"])
         assert got["format"] == f["format"], f["file"]
-        assert [(t["name"], t["dtype"], list(t["shape"]), t["sha256"]) for t in got["tensors"]] == \
+        assert [(t["path"], t["dtype"], list(t["shape"]), t["sha256"]) for t in got["tensors"]] == \
                [(t["path"], t["dtype"], t["shape"], t["sha256"]) for t in f["tensors"]], f["file"]
 
 
@@ -204,7 +204,7 @@ def test_content_hash_same_across_containers_and_torch_versions(t2, t113):
 def test_slice_of_big_storage_hashes_only_the_slice(t2):
     out = run_tseal("inspect", "--json", t2 / "views.pt")
     assert out.returncode == 0, out.stderr
-    by_name = {t["name"]: t for t in json.loads(out.stdout)["tensors"]}
+    by_name = {t["path"]: t for t in json.loads(out.stdout)["tensors"]}
     big = torch.arange(100, dtype=torch.float64).mul(1 / 8).sub(1).float()
     assert by_name["slice"]["sha256"] == hashlib.sha256(big[10:20].numpy().tobytes()).hexdigest()
     assert by_name["slice"]["sha256"] != by_name["big"]["sha256"]

@@ -1,0 +1,43 @@
+// Flags shared by the commands: --threads and the limits.
+#include <string>
+
+#include "common.h"
+
+namespace tseal {
+
+std::shared_ptr<unsigned> add_threads(CLI::App* cmd) {
+  auto threads = std::make_shared<unsigned>(0);
+  cmd->add_option("--threads", *threads, "worker threads (0 = all cores; never changes the result)");
+  return threads;
+}
+
+std::shared_ptr<tensorseal::Limits> add_limits(CLI::App* cmd) {
+  auto limits = std::make_shared<tensorseal::Limits>();
+  auto* group = cmd->add_option_group("Limits", "resource limits of the read (docs/limits.md)");
+  for (const std::string_view name : tensorseal::limit_names()) {
+    std::string flag = "--" + std::string(name);
+    for (auto& c : flag)
+      if (c == '_') c = '-';
+    const std::string help = "limit " + std::string(name) + " (default " +
+                             std::to_string(tensorseal::get_limit(*limits, name)) + ")";
+    group->add_option_function<std::uint64_t>(
+        flag,
+        [limits, name, flag](const std::uint64_t& value) {
+          try {
+            tensorseal::set_limit(*limits, name, value);
+          } catch (const tensorseal::Error& e) {
+            throw CLI::ValidationError(flag, e.detail());
+          }
+        },
+        help);
+  }
+  return limits;
+}
+
+tensorseal::ReadOptions read_options(const tensorseal::Limits& limits) {
+  tensorseal::ReadOptions o;
+  o.limits = limits;
+  return o;
+}
+
+}  // namespace tseal

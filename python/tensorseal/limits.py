@@ -1,0 +1,65 @@
+"""Resource limits of a read (docs/limits.md): the ``limits=`` keyword of
+:func:`tensorseal.read`, ``load``, ``load_bytes``, ``inspect``, ``hash``, ``scan``,
+``verify``, ``diff`` and ``explain``.
+
+``limits`` is a :class:`Limits` or a dict with the same keys, e.g.
+``tensorseal.load(path, limits={"max_alloc": 1 << 20})``; fields left out (or None)
+keep the C++ defaults (``Limits.defaults()``). A file over a limit raises
+:class:`tensorseal.LimitError`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+from . import _tensorseal as _core
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """One field per field of ``tensorseal::Limits`` (include/tensorseal/limits.h);
+    None keeps the default."""
+
+    max_safetensors_header: Optional[int] = None
+    max_pickle_bytes: Optional[int] = None
+    max_pickle_ops: Optional[int] = None
+    max_depth: Optional[int] = None
+    max_stack: Optional[int] = None
+    max_memo: Optional[int] = None
+    max_string: Optional[int] = None
+    max_alloc: Optional[int] = None
+    max_nested_files: Optional[int] = None
+    max_entries: Optional[int] = None
+    max_ndim: Optional[int] = None
+
+    @staticmethod
+    def defaults() -> Dict[str, int]:
+        """Every limit's default value, from the C++ core."""
+        return dict(_core.limit_defaults())
+
+
+LimitsArg = Union[Limits, Mapping[str, Optional[int]], None]
+
+
+def limit_pairs(limits: LimitsArg) -> List[Tuple[str, int]]:
+    """``limits`` as the (name, value) pairs the core takes; the core checks the names
+    and ranges (api/invalid-argument)."""
+    from .errors import invalid_argument
+    if limits is None:
+        return []
+    if isinstance(limits, Limits):
+        items: Any = dataclasses.asdict(limits).items()
+    elif isinstance(limits, Mapping):
+        items = limits.items()
+    else:
+        raise invalid_argument(f"limits must be a tensorseal.Limits or a dict, not {type(limits).__name__}")
+    out = []
+    for k, v in items:
+        if v is None:
+            continue
+        if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise invalid_argument(f"limit {k!r} = {v!r} is not a non-negative integer")
+        if v >= 1 << 64:
+            raise invalid_argument(f"limit {k} = {v} is above its largest value {(1 << 64) - 1}")
+        out.append((k, v))
+    return out
