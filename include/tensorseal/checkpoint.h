@@ -11,11 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "tensorseal/export.h"
 #include "tensorseal/format.h"
 #include "tensorseal/limits.h"
 #include "tensorseal/storage.h"
 #include "tensorseal/value.h"
 
+TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 // A container-level fact a reader noticed: something that shapes the file's bytes
@@ -61,3 +63,4 @@ struct ReadOptions {
 [[nodiscard]] Checkpoint read_mapped(std::shared_ptr<const MappedFile> file, const ReadOptions& options = {});
 
 }  // namespace tensorseal
+TENSORSEAL_API_END

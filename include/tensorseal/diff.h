@@ -17,9 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "tensorseal/export.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/dtype.h"
 
+TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 struct DiffOptions {
@@ -144,3 +146,4 @@ void write_html_report(const DiffReport& report, const std::filesystem::path& pa
 [[nodiscard]] std::string number_text(double v, int significant_digits = 4);
 
 }  // namespace tensorseal
+TENSORSEAL_API_END

@@ -10,6 +10,9 @@
 #include <span>
 #include <string_view>
 
+#include "tensorseal/export.h"
+
+TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 enum class DType : std::uint8_t {
@@ -66,3 +69,4 @@ std::optional<DType> dtype_from_legacy_storage(std::string_view cls) noexcept;
 std::uint32_t swap_unit(DType d) noexcept;
 
 }  // namespace tensorseal
+TENSORSEAL_API_END

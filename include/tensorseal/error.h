@@ -17,6 +17,9 @@
 #include <string>
 #include <string_view>
 
+#include "tensorseal/export.h"
+
+TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 enum class ErrorKind : std::uint8_t {
@@ -82,3 +85,4 @@ inline constexpr Rule kInternal{"internal", ErrorKind::kInternal};
 }  // namespace rules
 
 }  // namespace tensorseal
+TENSORSEAL_API_END

@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "tensorseal/export.h"
 #include "tensorseal/checkpoint.h"
 
+TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 // One source of byte difference.
@@ -50,3 +52,4 @@ struct ExplainReport {
 [[nodiscard]] std::string to_json(const ExplainReport& report);
 
 }  // namespace tensorseal
+TENSORSEAL_API_END

@@ -14,6 +14,9 @@
 #include <span>
 #include <string_view>
 
+#include "tensorseal/export.h"
+
+TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 enum class Format : std::uint8_t {
@@ -46,3 +49,4 @@ struct FormatInfo {
 [[nodiscard]] Format detect_format(std::span<const std::byte> head) noexcept;
 
 }  // namespace tensorseal
+TENSORSEAL_API_END

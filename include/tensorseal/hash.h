@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "tensorseal/export.h"
 #include "tensorseal/limits.h"
 #include "tensorseal/value.h"
 
+TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 enum class HashAlgo : std::uint8_t { kSha256, kXxh3 };
@@ -46,3 +48,4 @@ struct HashOptions {
 [[nodiscard]] std::string sha256_hex(std::span<const std::byte> bytes);
 
 }  // namespace tensorseal
+TENSORSEAL_API_END

@@ -8,10 +8,12 @@
 #include <utility>
 #include <vector>
 
+#include "tensorseal/export.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/dtype.h"
 #include "tensorseal/limits.h"
 
+TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 struct InspectOptions {
@@ -44,3 +46,4 @@ struct InspectReport {
 [[nodiscard]] std::string to_json(const InspectReport& report);
 
 }  // namespace tensorseal
+TENSORSEAL_API_END

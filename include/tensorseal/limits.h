@@ -10,6 +10,9 @@
 #include <span>
 #include <string_view>
 
+#include "tensorseal/export.h"
+
+TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 struct Limits {
@@ -37,3 +40,4 @@ struct Limits {
 void set_limit(Limits& limits, std::string_view name, std::uint64_t value);
 
 }  // namespace tensorseal
+TENSORSEAL_API_END

@@ -24,11 +24,13 @@
 #include <utility>
 #include <vector>
 
+#include "tensorseal/export.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/dtype.h"
 #include "tensorseal/storage.h"
 #include "tensorseal/tensor.h"
 
+TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 // One tensor of the header, validated: a known dtype, a shape whose bytes fit
@@ -80,3 +82,4 @@ struct SafetensorsIndex {
                                                       const ReadOptions& options = {});
 
 }  // namespace tensorseal
+TENSORSEAL_API_END

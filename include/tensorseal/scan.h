@@ -8,9 +8,11 @@
 #include <string_view>
 #include <vector>
 
+#include "tensorseal/export.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/error.h"
 
+TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 enum class Verdict : std::uint8_t { kSafe, kUnknown, kDangerous };
@@ -57,3 +59,4 @@ void require_safe(const ScanReport& report);
 [[nodiscard]] std::string to_json(const ScanReport& report);
 
 }  // namespace tensorseal
+TENSORSEAL_API_END

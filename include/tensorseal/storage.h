@@ -19,8 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "tensorseal/export.h"
 #include "tensorseal/dtype.h"
 
+TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 // A read-only memory map of a whole file. Empty files map to an empty span.
@@ -106,3 +108,4 @@ class Storage {
 };
 
 }  // namespace tensorseal
+TENSORSEAL_API_END

@@ -8,9 +8,11 @@
 #include <span>
 #include <vector>
 
+#include "tensorseal/export.h"
 #include "tensorseal/dtype.h"
 #include "tensorseal/storage.h"
 
+TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 struct Tensor {
@@ -54,3 +56,4 @@ struct Tensor {
 [[nodiscard]] std::string shape_text(const std::vector<std::int64_t>& shape);
 
 }  // namespace tensorseal
+TENSORSEAL_API_END

@@ -2,6 +2,7 @@
 // Umbrella header: includes the whole public API.
 #pragma once
 
+#include "tensorseal/export.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/diff.h"
 #include "tensorseal/dtype.h"

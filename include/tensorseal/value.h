@@ -19,9 +19,11 @@
 #include <variant>
 #include <vector>
 
+#include "tensorseal/export.h"
 #include "tensorseal/storage.h"
 #include "tensorseal/tensor.h"
 
+TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 class Value;
@@ -182,3 +184,4 @@ std::vector<TensorRef> collect_tensors(const Value& root);
 std::string repr(const Value& v, std::size_t max_len = 200);
 
 }  // namespace tensorseal
+TENSORSEAL_API_END

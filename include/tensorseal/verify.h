@@ -12,8 +12,10 @@
 #include <string_view>
 #include <vector>
 
+#include "tensorseal/export.h"
 #include "tensorseal/limits.h"
 
+TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 enum class VerifyStatus : std::uint8_t {
@@ -39,7 +41,9 @@ struct VerifyOptions {
   unsigned threads = 0;  // for recomputing the content hash
 };
 
-// The metadata key under which tensorseal writers may embed the content hash.
+// The safetensors __metadata__ key under which a writer may embed the content hash
+// (e.g. tensorseal.save(sd, "m.safetensors", metadata={"tensorseal.content_hash": h})):
+// verify recomputes it. Other formats carry no metadata.
 inline constexpr std::string_view kContentHashMetadataKey = "tensorseal.content_hash";
 
 // Verifies one file. Never throws tensorseal::Error: failures are reported.
@@ -49,3 +53,4 @@ inline constexpr std::string_view kContentHashMetadataKey = "tensorseal.content_
 [[nodiscard]] std::string to_json(const std::vector<VerifyResult>& results);
 
 }  // namespace tensorseal
+TENSORSEAL_API_END

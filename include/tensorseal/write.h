@@ -10,9 +10,11 @@
 #include <utility>
 #include <vector>
 
+#include "tensorseal/export.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/value.h"
 
+TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 struct WriteOptions {
@@ -30,3 +32,4 @@ void write_file(const Value& root, const std::filesystem::path& path, Format for
 [[nodiscard]] std::string write_bytes(const Value& root, Format format, const WriteOptions& options = {});
 
 }  // namespace tensorseal
+TENSORSEAL_API_END

@@ -45,6 +45,7 @@
 #include "tensorseal/hash.h"
 #include "util/crc32.h"
 #include "util/endian.h"
+#include "util/hex.h"
 #include "util/parallel.h"
 
 namespace tensorseal {
@@ -90,7 +91,7 @@ class ContentHasher {
     Digest d(opt_.algo);
     d.update(kContentDomain);
     d.update(enc);
-    return std::string(opt_.algo == HashAlgo::kSha256 ? "sha256:" : "xxh3:") + detail::to_hex(d.finish());
+    return std::string(opt_.algo == HashAlgo::kSha256 ? "sha256:" : "xxh3:") + util::to_hex(d.finish());
   }
 
  private:
@@ -378,7 +379,7 @@ std::string content_hash(const Value& root, const HashOptions& options) {
 std::string tensor_sha256(const Tensor& t) {
   detail::Digest d(HashAlgo::kSha256);
   t.for_each_run([&](std::span<const std::byte> r) { d.update(r); });
-  return detail::to_hex(d.finish());
+  return util::to_hex(d.finish());
 }
 
 std::vector<std::string> tensor_sha256_all(const std::vector<TensorRef>& tensors, unsigned threads) {
@@ -388,7 +389,7 @@ std::vector<std::string> tensor_sha256_all(const std::vector<TensorRef>& tensors
 }
 
 std::string sha256_hex(std::span<const std::byte> bytes) {
-  return detail::to_hex(detail::Digest::oneshot(HashAlgo::kSha256, bytes));
+  return util::to_hex(detail::Digest::oneshot(HashAlgo::kSha256, bytes));
 }
 
 }  // namespace tensorseal

@@ -70,15 +70,4 @@ std::string Digest::oneshot(HashAlgo algo, std::span<const std::byte> data) {
   return xxh128_bytes(TENSORSEAL_XXH3_128(data.data(), data.size()));
 }
 
-std::string to_hex(std::string_view raw) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(raw.size() * 2);
-  for (unsigned char c : raw) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
-
 }  // namespace tensorseal::detail

@@ -31,6 +31,5 @@ class Digest {
   void* state_ = nullptr;  // EVP_MD_CTX* or XXH3_state_t*
 };
 
-std::string to_hex(std::string_view raw);
 
 }  // namespace tensorseal::detail

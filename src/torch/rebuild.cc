@@ -355,7 +355,7 @@ struct Resolution {
     const std::string prefix = "_load_from_bytes#" + std::to_string(index) + " (" + std::string(format_name(c.format)) + ")";
     for (auto& g : c.globals) r.out->globals.push_back({g.module, g.name, g.where});
     for (auto& f : c.facts) r.out->facts.push_back({f.topic, prefix + " " + f.where, f.value});
-    r.out->facts.push_back({"pickle.nested_file", prefix, std::to_string(payload.size()) + " bytes"});
+    r.out->facts.push_back(core::fact(torchfmt::topics::kNestedFile, prefix, std::to_string(payload.size()) + " bytes"));
     r.nested_cache.emplace(cache_key, c.root);
     return c.root;
   }
