@@ -5,6 +5,7 @@
 
 #include "pickle/vm.h"
 #include "torch/constants.h"
+#include "torch/lazy_bits.h"
 #include "util/checked.h"
 #include "util/endian.h"
 #include "util/text.h"
@@ -151,6 +152,24 @@ struct Resolution {
     return Value(std::shared_ptr<const Tensor>(t));
   }
 
+  // The metadata argument of _rebuild_tensor_v2/_v3 (None or a dict from
+  // torch._C._get_tensor_metadata): the lazy conj/neg bits are applied (lazy_bits.h);
+  // any other key is refused rather than ignored.
+  Value with_metadata(Value tensor, const Value& meta, const std::string& fn) {
+    if (meta.is_none()) return tensor;
+    if (!meta.is(Value::Kind::kDict)) bad_args(fn, "tensor metadata is not a dict", in);
+    bool neg = false, conj = false;
+    for (const auto& [k, v] : meta.as_dict().items) {
+      const bool known_key = k.is(Value::Kind::kStr) && (k.as_str() == "neg" || k.as_str() == "conj");
+      if (!known_key)
+        throw Error(tr::kUnsupportedRebuild, fn + ": tensor metadata key " + repr(k, 60) + " is not understood", in.name);
+      if (!v.is(Value::Kind::kBool)) bad_args(fn, "tensor metadata '" + std::string(k.as_str()) + "' is not a bool", in);
+      (k.as_str() == "neg" ? neg : conj) = v.as_bool();
+    }
+    if (!neg && !conj) return tensor;
+    return Value(apply_lazy_bits(*tensor.as_tensor(), neg, conj, in.options->limits, in.name));
+  }
+
   Value as_parameter(const Value& data, bool requires_grad, const std::string& fn) {
     if (!data.is(Value::Kind::kTensor)) bad_args(fn, "data is not a tensor", in);
     auto t = std::make_shared<Tensor>(*data.as_tensor());
@@ -179,13 +198,15 @@ struct Resolution {
     }
     if (fn == "torch._utils._rebuild_tensor_v2" || fn == "torch._utils._rebuild_tensor") {
       const auto& a = tuple_args(o, fn, in, 4, 7);
-      return tensor_from(fn, a[0], a[1], a[2], a[3], a.size() > 4 ? a[4] : Value(false), std::nullopt);
+      Value t = tensor_from(fn, a[0], a[1], a[2], a[3], a.size() > 4 ? a[4] : Value(false), std::nullopt);
+      return a.size() > 6 ? with_metadata(t, a[6], fn) : t;
     }
     if (fn == "torch._utils._rebuild_tensor_v3") {
       const auto& a = tuple_args(o, fn, in, 7, 8);
       auto dt = dtype_of_global(a[6]);
       if (!dt) bad_args(fn, "dtype argument is not a torch dtype", in);
-      return tensor_from(fn, a[0], a[1], a[2], a[3], a[4], dt);
+      Value t = tensor_from(fn, a[0], a[1], a[2], a[3], a[4], dt);
+      return a.size() > 7 ? with_metadata(t, a[7], fn) : t;
     }
     if (fn == "torch._utils._rebuild_parameter" || fn == "torch._utils._rebuild_parameter_with_state") {
       const auto& a = tuple_args(o, fn, in, 3, 4);
