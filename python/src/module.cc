@@ -246,11 +246,13 @@ struct FromPy {
   }
 
   // A bare storage (typed: its dtype; untyped: uint8) or the memory under a tensor: one
-  // Storage per (ptr, nbytes), so tensors sharing memory share a storage.
+  // Storage per (ptr, nbytes), so tensors sharing memory share a storage. Empty buffers
+  // share nothing (allocators give every empty tensor the same address, or none).
   std::shared_ptr<const Storage> storage(nb::handle buf) {
     const auto ptr = nb::cast<std::uintptr_t>(buf.attr("ptr"));
     const auto nbytes = nb::cast<std::uint64_t>(buf.attr("nbytes"));
     const DType dtype = dtype_of(buf.attr("dtype"));
+    if (nbytes == 0) return Storage::external(nullptr, 0, hold(buf.attr("owner")), dtype);
     auto it = storages.find(ptr);
     if (it != storages.end() && it->second->size() == nbytes && it->second->dtype == dtype) return it->second;
     auto s = Storage::external(reinterpret_cast<const std::byte*>(ptr), nbytes, hold(buf.attr("owner")), dtype);

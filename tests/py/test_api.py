@@ -485,3 +485,15 @@ def test_formats_table_is_the_cores():
                 assert tensorseal.hash(tensorseal.load_bytes(tensorseal.save_bytes(sd, name))) == tensorseal.hash(sd)
     with pytest.raises(tensorseal.InvalidArgumentError):
         tensorseal.save_bytes(sd, "pickle")
+
+
+def test_zero_size_tensors_of_different_dtypes_save(tmp_path):
+    # Empty tensors all sit at one address (or none); they are not one storage.
+    sd = {"a": torch.zeros(0), "b": torch.zeros(0, dtype=torch.int64), "c": torch.zeros(0, 3, dtype=torch.bfloat16)}
+    for ext in ("pt", "safetensors"):
+        path = tmp_path / f"empty.{ext}"
+        tensorseal.save(sd, path)
+        back = torch.load(path, weights_only=True) if ext == "pt" else tensorseal.load(path)
+        assert {k: (v.dtype, tuple(v.shape)) for k, v in back.items()} == \
+            {k: (v.dtype, tuple(v.shape)) for k, v in sd.items()}
+    assert tensorseal.hash(tmp_path / "empty.pt") == tensorseal.hash(tmp_path / "empty.safetensors") == tensorseal.hash(sd)
