@@ -1,20 +1,30 @@
 // Recognisers of the torch formats (rows of src/api/formats.cc).
+#include <algorithm>
 #include <cstring>
 #include <string_view>
 
+#include "pickle/vm.h"
+#include "torch/constants.h"
 #include "torch/format.h"
 #include "zip/sniff.h"
 
 namespace tensorseal::detail {
 namespace {
 
-bool starts_with(std::span<const std::byte> b, std::string_view magic) {
-  return b.size() >= magic.size() && std::memcmp(b.data(), magic.data(), magic.size()) == 0;
+// Limits for parsing the first pickle of a file during detection: the legacy magic
+// pickle is a dozen opcodes; anything larger is not one.
+Limits magic_limits() {
+  Limits l;
+  l.max_pickle_bytes = 64;
+  l.max_pickle_ops = 16;
+  l.max_depth = 4;
+  l.max_stack = 16;
+  l.max_memo = 16;
+  l.max_string = 64;
+  l.max_alloc = 4096;
+  l.max_nested_files = 0;
+  return l;
 }
-
-// The legacy format opens with the pickled magic number 0x1950a86a20f9469cfc6c
-// (protocol 2: PROTO 2, LONG1 of 10 bytes).
-constexpr std::string_view kLegacyMagicPickle{"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 14};
 
 }  // namespace
 
@@ -24,7 +34,20 @@ bool detect_torch_zip(std::span<const std::byte> head) noexcept {
   return !first || !first->ends_with(".npy");
 }
 
-bool detect_torch_legacy(std::span<const std::byte> head) noexcept { return starts_with(head, kLegacyMagicPickle); }
+// A legacy file is a sequence of pickles whose first one is torch's magic number
+// 0x1950a86a20f9469cfc6c, at whatever protocol torch.save(pickle_protocol=...) used
+// (LONG1 at protocol 2+, possibly framed; the text LONG at protocols 0 and 1): the
+// first pickle's value decides, not a byte prefix.
+bool detect_torch_legacy(std::span<const std::byte> head) noexcept {
+  if (!detect_pickle(head)) return false;
+  try {
+    static const Limits limits = magic_limits();
+    const pickle::Parsed p = pickle::parse(head.first(std::min<std::size_t>(head.size(), 64)), "", 0, limits);
+    return p.value.is(Value::Kind::kBigInt) && p.value.as_bigint().to_decimal() == torchfmt::kLegacyMagic;
+  } catch (...) {
+    return false;
+  }
+}
 
 bool detect_pickle(std::span<const std::byte> b) noexcept {
   if (b.empty()) return false;

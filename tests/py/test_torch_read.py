@@ -259,3 +259,20 @@ def test_nan_and_negative_zero_survive(t2):
     assert leaves["set"] == {1, 2, 3} and leaves["frozenset"] == frozenset({"a", "b"})
     assert list(leaves) == ["zeta", "alpha", "mid"] + list(leaves)[3:]
     assert type(leaves["od"]) is collections.OrderedDict and leaves["od"]._metadata == {"": {"version": 1}}
+
+
+@pytest.mark.parametrize("protocol", [1, 2, 3, 4, 5])
+def test_legacy_files_of_every_pickle_protocol(tmp_path, protocol):
+    # torch.save(..., _use_new_zipfile_serialization=False, pickle_protocol=p): the
+    # format is told by the first pickle's value (the magic number), not its bytes.
+    # (Protocol 0 writes text persistent ids, which torch.load itself cannot read.)
+    sd = {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.tensor([1, -2], dtype=torch.int64),
+          "step": 3}
+    path = tmp_path / f"legacy_p{protocol}.pt"
+    torch.save(sd, path, _use_new_zipfile_serialization=False, pickle_protocol=protocol)
+    ref = torch.load(path, weights_only=False)
+    c = tensorseal.read(path)
+    assert c.format == "torch-legacy"
+    got = tensorseal.load(path)
+    assert got["step"] == 3 and all(torch.equal(got[k], ref[k]) and got[k].dtype == ref[k].dtype for k in ("w", "b"))
+    assert tensorseal.hash(path) == tensorseal.hash(sd)
