@@ -44,6 +44,22 @@ Outcome read_outcome(const std::string& bytes, const ReadOptions& options = {}) 
 
 // CPU seconds `fn` takes (process CPU time, all threads): the bound is on the work
 // done, not on how busy a shared test machine is.
+// The CPU-time bounds below hold for optimised builds. Sanitizer builds run the same
+// inputs to find memory errors; their instrumented allocator dominates these
+// allocation-bound inputs (a million nested lists: 0.2 CPU-s optimised, 2.3 under
+// ASan), so they get four times the bound.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr double kCpuScale = 4.0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr double kCpuScale = 4.0;
+#else
+constexpr double kCpuScale = 1.0;
+#endif
+#else
+constexpr double kCpuScale = 1.0;
+#endif
+
 double seconds(const std::function<void()>& fn) {
   const std::clock_t t0 = std::clock();
   fn();
@@ -69,7 +85,7 @@ void every_prefix_fails(const std::string& file) {
     ASSERT_NE(o.rule, "") << file << " cut to " << n << " bytes was accepted";
     ASSERT_NE(o.kind, ErrorKind::kInternal) << file << " cut to " << n << ": " << o.rule;
   }
-  EXPECT_LT(worst, 1.0);
+  EXPECT_LT(worst, 1.0 * kCpuScale);
 }
 
 TEST(TorchHostile, ZipTruncatedAtEveryLengthIsAnError) { every_prefix_fails("tiny.pt"); }
@@ -215,11 +231,11 @@ TEST(TorchHostile, MillionDeepNestingFailsFast) {
   constexpr std::size_t kN = 1'000'000;
   std::string b = "\x80\x02" + std::string(kN - 1, ']') + std::string(kN - 2, 'a') + ".";
   Outcome o;
-  EXPECT_LT(seconds([&] { o = read_outcome(b); }), 1.0);
+  EXPECT_LT(seconds([&] { o = read_outcome(b); }), 1.0 * kCpuScale);
   EXPECT_EQ(o.rule, "pickle/max-depth");
   // A million MARKs: the metastack is bounded too.
   std::string marks = "\x80\x02" + std::string(kN, '(') + ".";
-  EXPECT_LT(seconds([&] { o = read_outcome(marks); }), 1.0);
+  EXPECT_LT(seconds([&] { o = read_outcome(marks); }), 1.0 * kCpuScale);
   EXPECT_EQ(o.rule, "pickle/max-depth");
 }
 
@@ -237,7 +253,7 @@ TEST(TorchHostile, MemoBombIsRefused) {
   }
   b += ".";
   Outcome o;
-  EXPECT_LT(seconds([&] { o = read_outcome(b); }), 1.0);
+  EXPECT_LT(seconds([&] { o = read_outcome(b); }), 1.0 * kCpuScale);
   EXPECT_EQ(o.rule, "pickle/max-alloc");
 }
 
