@@ -27,6 +27,7 @@ struct Limits {
   std::uint32_t max_nested_files = 8;                   // _load_from_bytes nesting
   std::uint64_t max_entries = 1'000'000;                // zip entries / tensors
   std::uint32_t max_ndim = 64;                          // tensor dimensions
+  std::uint64_t max_pickle_inflate = 64ull << 20;       // a compressed pickle record, inflated
 };
 
 // The fields of Limits by name ("max_alloc", ...), in declaration order. The CLI's

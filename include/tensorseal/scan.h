@@ -31,6 +31,13 @@ struct ScanReport {
   Format format = Format::kUnknown;
   Verdict verdict = Verdict::kSafe;   // the worst finding
   std::vector<ScanFinding> findings;  // unique globals, in first-reference order
+  // How standard loaders could read the file (scan_file only): "pickle",
+  // "torch-legacy", "zip", "npy", "tar", "safetensors". More than one: a polyglot.
+  std::vector<std::string> interpretations;
+  // Parsing stopped at an error after a global outside the safe set was seen: the
+  // findings are those seen before it (a loader runs them before reaching the error).
+  bool incomplete = false;
+  std::string error;  // the error's one-line message, when incomplete
 };
 
 // Classifies one global name. Known-safe: what torch's weights_only loader allows plus
@@ -40,7 +47,11 @@ Verdict classify_global(std::string_view module, std::string_view name, std::str
 
 // Scans a checkpoint already read (outer and nested pickles alike).
 [[nodiscard]] ScanReport scan(const Checkpoint& c);
-// Reads and scans a file. Never executes anything.
+// Scans a file under every interpretation a standard loader could take (pickle.load,
+// torch.load's zip, legacy and tar paths, numpy.load, zipfile), nested payloads
+// included; reads no tensor data and never executes anything. Throws Error when the
+// file cannot be read and nothing outside the safe set was seen; when something was,
+// returns the report marked incomplete instead.
 [[nodiscard]] ScanReport scan_file(const std::filesystem::path& path, const ReadOptions& options = {});
 
 namespace rules {

@@ -18,7 +18,7 @@ struct Entry {
   Field field;
 };
 
-constexpr std::array<Entry, 11> kFields = {{
+constexpr std::array<Entry, 12> kFields = {{
     {"max_safetensors_header", &Limits::max_safetensors_header},
     {"max_pickle_bytes", &Limits::max_pickle_bytes},
     {"max_pickle_ops", &Limits::max_pickle_ops},
@@ -30,6 +30,7 @@ constexpr std::array<Entry, 11> kFields = {{
     {"max_nested_files", &Limits::max_nested_files},
     {"max_entries", &Limits::max_entries},
     {"max_ndim", &Limits::max_ndim},
+    {"max_pickle_inflate", &Limits::max_pickle_inflate},
 }};
 
 constexpr std::array<std::string_view, kFields.size()> kNames = [] {

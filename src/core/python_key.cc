@@ -4,7 +4,11 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <unordered_map>
 #include <vector>
+
+#include <openssl/evp.h>
 
 namespace tensorseal::detail::core {
 namespace {
@@ -12,16 +16,68 @@ namespace {
 // NaN keys get encodings no other key can have.
 std::atomic<std::uint64_t> nan_keys{0};
 
-void append_length_prefixed(std::string& out, const std::string& item) {
+// A tuple's or frozenset's item: short encodings inline (":len:enc"), longer ones by
+// their SHA-256 ("#" + 32 bytes), so a key's size stays linear in its items however
+// deep values nest.
+constexpr std::size_t kInlineItem = 64;
+void append_item(std::string& out, const std::string& item) {
+  if (item.size() > kInlineItem) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_Digest(item.data(), item.size(), md, &len, EVP_sha256(), nullptr);
+    out += '#';
+    out.append(reinterpret_cast<const char*>(md), len);
+    return;
+  }
   out += ':';
   out += std::to_string(item.size());
   out += ':';
   out += item;
 }
 
-}  // namespace
+// Encodings of the tuples and frozensets met during one python_key call, by node: a
+// value shared many times (a memo DAG of nested frozensets) is encoded once, so the
+// work is linear in distinct nodes, not in the expanded tree.
+using Memo = std::unordered_map<const void*, std::optional<std::string>>;
 
-bool python_key(const Value& v, std::string& out) {
+bool key_of(const Value& v, std::string& out, Memo& memo);
+
+bool container_key(const Value& v, std::string& out, Memo& memo) {
+  if (auto it = memo.find(v.node()); it != memo.end()) {
+    if (!it->second) return false;
+    out += *it->second;
+    return true;
+  }
+  std::string enc;
+  bool ok = true;
+  if (v.kind() == Value::Kind::kTuple) {
+    enc += 't';
+    enc += std::to_string(v.items().size());
+    std::string item;
+    for (const Value& x : v.items()) {
+      item.clear();
+      if (!(ok = key_of(x, item, memo))) break;
+      append_item(enc, item);
+    }
+  } else {
+    std::vector<std::string> parts;
+    for (const Value& x : v.as_set().items) {
+      parts.emplace_back();
+      if (!(ok = key_of(x, parts.back(), memo))) break;
+    }
+    if (ok) {
+      std::sort(parts.begin(), parts.end());
+      enc += 'z';
+      enc += std::to_string(parts.size());
+      for (const auto& p : parts) append_item(enc, p);
+    }
+  }
+  memo.emplace(v.node(), ok ? std::optional<std::string>(enc) : std::nullopt);
+  if (ok) out += enc;
+  return ok;
+}
+
+bool key_of(const Value& v, std::string& out, Memo& memo) {
   using K = Value::Kind;
   switch (v.kind()) {
     case K::kNone: out += 'N'; return true;
@@ -53,30 +109,10 @@ bool python_key(const Value& v, std::string& out) {
       out += 'b';
       out += v.as_bytes();
       return true;
-    case K::kTuple: {
-      out += 't';
-      out += std::to_string(v.items().size());
-      std::string item;
-      for (const Value& x : v.items()) {
-        item.clear();
-        if (!python_key(x, item)) return false;
-        append_length_prefixed(out, item);
-      }
-      return true;
-    }
-    case K::kSet: {
+    case K::kTuple: return container_key(v, out, memo);
+    case K::kSet:
       if (!v.as_set().frozen) return false;
-      std::vector<std::string> parts;
-      for (const Value& x : v.as_set().items) {
-        parts.emplace_back();
-        if (!python_key(x, parts.back())) return false;
-      }
-      std::sort(parts.begin(), parts.end());
-      out += 'z';
-      out += std::to_string(parts.size());
-      for (const auto& p : parts) append_length_prefixed(out, p);
-      return true;
-    }
+      return container_key(v, out, memo);
     case K::kGlobal:
       out += 'g';
       out += v.as_global().module;
@@ -93,5 +129,13 @@ bool python_key(const Value& v, std::string& out) {
   }
   return false;
 }
+
+}  // namespace
+
+bool python_key(const Value& v, std::string& out) {
+  Memo memo;
+  return key_of(v, out, memo);
+}
+
 
 }  // namespace tensorseal::detail::core

@@ -176,13 +176,21 @@ std::string python_repr_shape(std::span<const std::int64_t> shape) {
 
 }  // namespace
 
-Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) {
-  const auto b = image->bytes();
+namespace {
+
+// The header of a .npy image: version, where the data starts, the dict's keys.
+struct RawHeader {
+  int major = 1, minor = 0;
+  u64 prefix = 0, data_offset = 0;
+  std::map<std::string, Literal> dict;
+};
+
+RawHeader read_raw_header(std::span<const std::byte> b) {
   const u64 size = b.size();
   if (size < np::kMagic.size() || util::as_chars(b.first(np::kMagic.size())) != np::kMagic)
     fail(nr::kBadMagic, "not a .npy file (no \\x93NUMPY magic)", 0);
   if (size < np::kMagic.size() + 2) fail(nr::kTruncatedHeader, "file ends inside the format version", size);
-  Parsed p;
+  RawHeader p;
   p.major = static_cast<int>(b[6]);
   p.minor = static_cast<int>(b[7]);
   if (!((p.major == 1 || p.major == 2 || p.major == 3) && p.minor == 0))
@@ -197,10 +205,37 @@ Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) 
   const std::string_view text = util::as_chars(b.subspan(prefix, hlen));
   // Versions 1.0 and 2.0 are latin-1, 3.0 UTF-8; the parser accepts only ASCII inside
   // strings and the keys are ASCII, so the encodings need no decoding here.
-  auto dict = HeaderParser(text, prefix, p.major <= 2).parse();
-  for (const auto& [k, v] : dict)
+  p.prefix = prefix;
+  p.data_offset = prefix + hlen;
+  p.dict = HeaderParser(text, prefix, p.major <= 2).parse();
+  for (const auto& [k, v] : p.dict)
     if (k != "descr" && k != "fortran_order" && k != "shape")
       fail(nr::kBadHeader, "unexpected key '" + k + "' (numpy writes descr, fortran_order, shape)", prefix);
+  return p;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> object_array_data(std::span<const std::byte> head) {
+  RawHeader h = read_raw_header(head);
+  auto it = h.dict.find("descr");
+  if (it == h.dict.end() || !std::holds_alternative<std::string>(it->second))
+    fail(nr::kBadHeader, "header has no string 'descr'", h.prefix);
+  std::string_view code = std::get<std::string>(it->second);
+  if (!code.empty() && (code[0] == '<' || code[0] == '>' || code[0] == '|' || code[0] == '=')) code.remove_prefix(1);
+  if (code.starts_with("O")) return h.data_offset;
+  return std::nullopt;
+}
+
+Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) {
+  const auto b = image->bytes();
+  const u64 size = b.size();
+  RawHeader raw = read_raw_header(b);
+  Parsed p;
+  p.major = raw.major;
+  p.minor = raw.minor;
+  const u64 prefix = raw.prefix, hlen = raw.data_offset - raw.prefix;
+  auto& dict = raw.dict;
   auto get = [&](const char* key) -> const Literal& {
     auto it = dict.find(key);
     if (it == dict.end()) fail(nr::kBadHeader, std::string("header has no '") + key + "'", prefix);
@@ -255,6 +290,7 @@ Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) 
          p.data_offset + *nbytes);
 
   // Padding: the spaces between '}' and the final newline, for `explain`.
+  const std::string_view text = util::as_chars(b.subspan(prefix, hlen));
   std::size_t end = text.size();
   if (end && text[end - 1] == '\n') --end;
   while (end && text[end - 1] == ' ') --end, ++p.trailing_spaces;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,6 +28,10 @@ struct Parsed {
 // views `image` (zero-copy; Fortran order gives column-major strides) unless the data
 // is big-endian, in which case it is swapped into an owned little-endian storage.
 // Throws Error with offsets relative to the image and no file name: callers locate it.
+// Reads only the header at the start of `head` (a prefix of a .npy image); returns the
+// offset of the data when the array is an object array (its data is a pickle), else
+// nullopt. Throws the same errors as parse for a malformed header.
+[[nodiscard]] std::optional<std::uint64_t> object_array_data(std::span<const std::byte> head);
 [[nodiscard]] Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits);
 
 // The exact header numpy.lib.format writes for a C-order array (magic, version,

@@ -368,6 +368,9 @@ std::optional<Value> stdlib_reduce(const Object& obj) {
   auto is_latin1 = [](const Value& v) {
     return v.is(Value::Kind::kStr) && (v.as_str() == "latin1" || v.as_str() == "latin-1");
   };
+  auto is_utf8 = [](const Value& v) {
+    return v.is(Value::Kind::kStr) && (v.as_str() == "utf-8" || v.as_str() == "utf8" || v.as_str() == "UTF-8");
+  };
 
   if (is("collections", "OrderedDict") || is("collections", "Counter")) {
     auto d = std::make_shared<Dict>();
@@ -400,14 +403,30 @@ std::optional<Value> stdlib_reduce(const Object& obj) {
     return Value(std::move(s));
   }
   if (is("_codecs", "encode")) {
-    if (args.size() != 2 || !args[0].is(Value::Kind::kStr) || !is_latin1(args[1])) return std::nullopt;
+    if (args.size() != 2 || !args[0].is(Value::Kind::kStr)) return std::nullopt;
+    if (is_utf8(args[1])) {
+      // Strings hold UTF-8; a lone surrogate (ED A0..BF ..) would make Python raise.
+      const std::string_view t = args[0].as_str();
+      for (std::size_t i = 0; i + 1 < t.size(); ++i)
+        if (static_cast<unsigned char>(t[i]) == 0xED && static_cast<unsigned char>(t[i + 1]) >= 0xA0) return std::nullopt;
+      return Value::bytes(std::string(t));
+    }
+    if (!is_latin1(args[1])) return std::nullopt;
     auto b = util::latin1_encode(args[0].as_str());
     if (!b) return std::nullopt;
     return Value::bytes(std::move(*b));
   }
   if (is("builtins", "bytes")) {
     if (args.empty()) return Value::bytes("");
-    return std::nullopt;
+    // bytes([104, 105]): a list or tuple of ints in 0..255.
+    if (args.size() != 1 || !(args[0].is(Value::Kind::kList) || args[0].is(Value::Kind::kTuple))) return std::nullopt;
+    std::string out;
+    out.reserve(args[0].items().size());
+    for (const Value& x : args[0].items()) {
+      if (!x.is(Value::Kind::kInt) || x.as_int() < 0 || x.as_int() > 255) return std::nullopt;
+      out += static_cast<char>(x.as_int());
+    }
+    return Value::bytes(std::move(out));
   }
   if (is("builtins", "bytearray")) {
     if (args.empty()) return Value::bytes("", true);

@@ -25,8 +25,8 @@ std::pair<std::string, std::string> py3_to_py2_name(std::string_view module, std
 //   collections.OrderedDict()                  -> Dict{kOrderedDict} (Python 2: ([[k, v], ...],))
 //   collections.Counter() / Counter(dict)      -> Dict{kCounter}
 //   builtins.set(list) / frozenset(list), ()   -> Set
-//   _codecs.encode(str, 'latin1')              -> bytes (protocol < 3 bytes)
-//   builtins.bytes()                           -> b''
+//   _codecs.encode(str, 'latin1' | 'utf-8')    -> bytes (protocol < 3 bytes)
+//   builtins.bytes() / bytes([int, ...])       -> bytes
 //   builtins.bytearray() / bytearray(bytes) / bytearray(str, 'latin-1') -> bytearray
 //   builtins.getattr(Global m.a, 'b')          -> Global m.'a.b' (protocol < 4 nested names)
 // Names are Python 3 names (the VM maps Python 2 names at protocol < 3). Anything else,

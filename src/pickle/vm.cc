@@ -39,6 +39,16 @@ namespace tensorseal::detail::pickle {
 
 namespace {
 
+// How a non-str STACK_GLOBAL operand shows in a "<computed>" GlobalRef.
+std::string describe_operand(const Value& v) {
+  if (v.is(Value::Kind::kStr)) return std::string(v.as_str());
+  if (v.is(Value::Kind::kObject) && v.as_object().callable && v.as_object().callable->is(Value::Kind::kGlobal)) {
+    const Global& g = v.as_object().callable->as_global();
+    return "<result of " + g.module + "." + g.name + ">";
+  }
+  return "<" + std::string(kind_name(v.kind())) + ">";
+}
+
 // Holds a container slot's bookkeeping (see the file comment).
 struct Info {
   std::uint32_t height = 1;
@@ -255,6 +265,7 @@ class Vm {
     std::string m(module), n(name);
     if (proto_ < 3) std::tie(m, n) = py2_to_py3_name(module, name);
     out_.globals.push_back(GlobalRef{m, n, name_ + " @ " + std::to_string(base_ + op_pos_)});
+    if (hooks_.on_global) hooks_.on_global(out_.globals.back());
     return Value::global(std::move(m), std::move(n));
   }
   std::string_view check_utf8_name(std::string_view s, std::string_view what) {
@@ -803,9 +814,13 @@ void Vm::step() {
       need_stack(2);
       Slot name = pop();
       Slot module = pop();
-      if (!module.v.is(Value::Kind::kStr) || !name.v.is(Value::Kind::kStr))
+      if (!module.v.is(Value::Kind::kStr) || !name.v.is(Value::Kind::kStr)) {
+        if (hooks_.on_global)
+          hooks_.on_global(GlobalRef{std::string(kComputedModule), describe_operand(module.v) + "." + describe_operand(name.v),
+                                     name_ + " @ " + std::to_string(base_ + op_pos_)});
         fail(rules::kStackGlobalOperands, "STACK_GLOBAL needs two str operands, got " + std::string(kind_name(module.v.kind())) +
                                               " and " + std::string(kind_name(name.v.kind())));
+      }
       push_leaf(make_global(module.v.as_str(), name.v.as_str()));
       return;
     }

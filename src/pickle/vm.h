@@ -25,6 +25,9 @@
 
 namespace tensorseal::detail::pickle {
 
+// GlobalRef::module of a STACK_GLOBAL whose operands were computed (see Hooks::on_global).
+inline constexpr std::string_view kComputedModule = "<computed>";
+
 struct Hooks {
   // PERSID / BINPERSID: maps the persistent id (a str for PERSID, any value for
   // BINPERSID) to the object it stands for. Unset: persistent ids are refused.
@@ -36,6 +39,11 @@ struct Hooks {
   // should be a new node or a leaf (it may contain the arguments). Unset: Objects are
   // kept.
   std::function<std::optional<Value>(const Object& obj, std::uint64_t offset)> reduce;
+  // Called for every global as it is read (the same GlobalRef Parsed::globals gets),
+  // and for a STACK_GLOBAL whose operands are not both str (module "<computed>": a name
+  // built at load time) just before the VM refuses it. Lets a scanner keep what a
+  // stream referenced even when parsing fails later.
+  std::function<void(const GlobalRef& ref)> on_global;
 };
 
 struct Parsed {

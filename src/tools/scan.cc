@@ -6,7 +6,9 @@
 #include <array>
 #include <map>
 
+#include "pickle/vm.h"
 #include "tools/json.h"
+#include "tools/scan.h"
 
 namespace tensorseal {
 namespace {
@@ -33,12 +35,29 @@ constexpr std::array<std::string_view, 42> kSafe = {
 };
 
 // Whole modules whose every name can run code, touch files, processes or the network.
-constexpr std::array<std::string_view, 44> kDangerousModules = {
+// The list and its sources: docs/security.md ("Dangerous globals").
+constexpr std::array<std::string_view, 52> kDangerousModules = {
     "os", "posix", "nt", "subprocess", "_posixsubprocess", "sys", "runpy", "importlib", "pickle", "_pickle",
     "cPickle", "marshal", "ctypes", "socket", "shutil", "pty", "commands", "webbrowser", "code", "codeop",
     "asyncio", "multiprocessing", "_thread", "threading", "signal", "tempfile", "urllib", "http", "ftplib",
     "smtplib", "telnetlib", "bdb", "pdb", "timeit", "trace", "profile", "cProfile", "distutils", "setuptools",
     "pip", "zipimport", "imp", "types", "dill",
+    // Gadget modules: pydoc.locate imports any name, pydoc.pipepager runs a shell;
+    // venv/ensurepip run pip in a subprocess; idlelib's run/rpc/debugger execute code;
+    // imaplib.IMAP4_stream and platform.popen run commands;
+    // _io/io open files.
+    "pydoc", "venv", "ensurepip", "idlelib", "imaplib", "platform", "_io", "io",
+};
+
+// Dotted prefixes (module paths) every name under which is dangerous.
+constexpr std::array<std::string_view, 9> kDangerousPrefixes = {
+    "torch.utils.collect_env",  // run(command) via subprocess
+    "torch.utils.cpp_extension",  // load/load_inline compile and import code
+    "numpy.f2py",  // compiles and imports Fortran/C
+    "numpy.distutils", "numpy.testing._private.utils",  // runstring exec()s a string
+    "logging.config",  // listen()/fileConfig evaluate configuration code
+    "logging.handlers",  // file, socket, SMTP and HTTP writers
+    "torch._C._jit", "torch.jit",  // load/compile TorchScript programs
 };
 
 // Single names that execute code or reach anything through attribute access.
@@ -52,6 +71,21 @@ constexpr std::array<std::string_view, 36> kDangerousNames = {
     "functools.partial", "functools.reduce", "functools.partialmethod",
     "torch.serialization.load", "torch.load", "torch.hub.load", "torch.hub.load_state_dict_from_url",
     "torch.jit.load", "numpy.load", "numpy.lib.npyio.load", "copyreg._reconstructor",
+};
+
+// Single gadgets outside the modules above: file writes and command runners.
+constexpr std::array<std::string_view, 8> kDangerousGadgets = {
+    "torch.save", "torch.serialization.save", "torch._C.PyTorchFileWriter",  // write any file
+    "logging.FileHandler", "logging.basicConfig",  // create/append files
+    "uuid._get_command_stdout",  // runs a command
+    "numpy.save", "numpy.savetxt",  // write any file
+};
+
+// A name the last component of which runs code or commands wherever it is reached
+// from (e.g. a module that happens to import os: "X.os.system").
+constexpr std::array<std::string_view, 14> kDangerousLeaves = {
+    "system", "popen", "popen2", "popen3", "execv", "execve", "execl", "execlp", "execvp", "spawnv", "spawnl",
+    "eval", "exec", "__import__",
 };
 
 std::string fold(std::string_view module) {
@@ -86,11 +120,30 @@ Verdict classify_global(std::string_view module_in, std::string_view name, std::
     if (reason) *reason = std::move(why);
     return v;
   };
+  if (module == detail::pickle::kComputedModule)
+    return say(Verdict::kDangerous, "a name built at load time: the loader imports whatever it evaluates to");
   for (auto d : kDangerousNames)
     if (d == full) return say(Verdict::kDangerous, "can execute code or reach arbitrary objects");
-  const std::string top = module.substr(0, module.find('.'));
-  for (auto m : kDangerousModules)
-    if (m == top) return say(Verdict::kDangerous, "module '" + top + "' can run commands, import code or touch the system");
+  for (auto d : kDangerousGadgets)
+    if (d == full) return say(Verdict::kDangerous, "writes files or runs commands");
+  for (auto p : kDangerousPrefixes)
+    if (full.starts_with(p) && full.size() > p.size() && full[p.size()] == '.')
+      return say(Verdict::kDangerous, "'" + std::string(p) + "' compiles, runs or writes on load");
+  // Every dotted component of the path: a dangerous module reached as an attribute of
+  // another ("numpy.core.os.system") is as dangerous as imported directly.
+  std::size_t begin = 0;
+  while (begin <= full.size()) {
+    const std::size_t dot = std::min(full.find('.', begin), full.size());
+    const std::string_view part = std::string_view(full).substr(begin, dot - begin);
+    const bool last = dot == full.size();
+    for (auto m : kDangerousModules)
+      if (m == part && !last)
+        return say(Verdict::kDangerous, "reaches module '" + std::string(part) + "', which can run commands, import code or touch the system");
+    if (last && begin > 0)
+      for (auto leaf : kDangerousLeaves)
+        if (leaf == part) return say(Verdict::kDangerous, "'" + std::string(part) + "' runs code or commands");
+    begin = dot + 1;
+  }
   if (module == "copyreg" && name == "_reconstructor") return say(Verdict::kDangerous, "calls an arbitrary class");
   for (auto s : kSafe)
     if (s == full) return say(Verdict::kSafe, "allowed by torch's weights_only loader");
@@ -98,12 +151,14 @@ Verdict classify_global(std::string_view module_in, std::string_view name, std::
   return say(Verdict::kUnknown, "not on the safe list: loading it with pickle imports and runs this name");
 }
 
-ScanReport scan(const Checkpoint& c) {
+namespace detail::tools {
+
+ScanReport summarize(const std::string& file, Format format, const std::vector<GlobalRef>& globals) {
   ScanReport r;
-  r.file = c.file;
-  r.format = c.format;
+  r.file = file;
+  r.format = format;
   std::map<std::pair<std::string, std::string>, std::size_t> index;
-  for (const auto& g : c.globals) {
+  for (const auto& g : globals) {
     auto key = std::pair(g.module, g.name);
     auto it = index.find(key);
     if (it != index.end()) {
@@ -123,9 +178,9 @@ ScanReport scan(const Checkpoint& c) {
   return r;
 }
 
-ScanReport scan_file(const std::filesystem::path& path, const ReadOptions& options) {
-  return scan(read_file(path, options));
-}
+}  // namespace detail::tools
+
+ScanReport scan(const Checkpoint& c) { return detail::tools::summarize(c.file, c.format, c.globals); }
 
 void require_safe(const ScanReport& r) {
   std::vector<const ScanFinding*> bad;
@@ -153,6 +208,9 @@ std::string to_json(const ScanReport& r) {
     findings.push_back({{"module", f.module}, {"name", f.name}, {"verdict", verdict_name(f.verdict)},
                         {"count", f.count}, {"where", f.where}, {"reason", f.reason}});
   j["findings"] = std::move(findings);
+  j["interpretations"] = r.interpretations;
+  j["incomplete"] = r.incomplete;
+  if (r.incomplete) j["error"] = r.error;
   return tools::dump(j);
 }
 

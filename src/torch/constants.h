@@ -73,8 +73,13 @@ inline constexpr Topic kStorageSlack{"storage.slack",
     "a view was saved together with its whole storage: bytes outside the tensor's view are stored too"};
 inline constexpr Topic kNestedFile{"pickle.nested_file",
     "a pickle embeds a whole torch file (torch.storage._load_from_bytes) of a different size"};
-inline constexpr Topic kAll[] = {kFileVersion, kRecord, kSerializationId, kByteorder,
-                                 kSysInfo, kStorageKey, kStorageSlack, kNestedFile};
+inline constexpr Topic kCrcNotRecorded{"zip.crc_not_recorded",
+    "one archive records no CRC-32 checksums (torch.serialization.set_crc32_options(False)): its records cannot "
+    "be checked for corruption"};
+inline constexpr Topic kUnexpectedRecords{"torch.unexpected_records",
+    "the archive holds records torch's loader never reads (another loader, e.g. numpy.load or a script, might)"};
+inline constexpr Topic kAll[] = {kFileVersion, kRecord,  kSerializationId, kByteorder,      kSysInfo,
+                                 kStorageKey,  kStorageSlack, kNestedFile, kCrcNotRecorded, kUnexpectedRecords};
 }  // namespace topics
 
 }  // namespace tensorseal::torchfmt

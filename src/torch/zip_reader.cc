@@ -19,6 +19,7 @@
 #include "torch/rebuild.h"
 #include "util/endian.h"
 #include "util/parallel.h"
+#include "zip/constants.h"
 #include "zip/describe.h"
 #include "zip/reader.h"
 
@@ -36,6 +37,14 @@ std::string trim(std::string_view s) {
 
 // Storage slack: bytes of a storage no tensor reaches (a view saved with its whole
 // storage, e.g. a slice of a big tensor). Reported per storage key for `explain`.
+// Records torch.save writes and torch.load reads (names relative to the archive folder).
+bool is_torch_record(std::string_view name) {
+  for (auto r : {tc::kDataPkl, tc::kVersionRecord, tc::kDataVersionRecord, tc::kByteOrderRecord, tc::kFormatVersionRecord,
+                 tc::kStorageAlignmentRecord, tc::kSerializationIdRecord})
+    if (name == r) return true;
+  return name.starts_with(tc::kDataDir) && name.size() > tc::kDataDir.size() && name.find('/', tc::kDataDir.size()) == std::string_view::npos;
+}
+
 void add_slack_facts(const Value& root, const std::map<const Storage*, std::string>& keys, Checkpoint& c) {
   std::map<const Storage*, std::pair<std::uint64_t, std::uint64_t>> used;
   for (const auto& ref : collect_tensors(root)) {
@@ -62,6 +71,13 @@ Checkpoint read_torch_zip(const Input& in) {
   const auto file = in.bytes();
   zip::Archive ar = zip::read(file, in.name, limits);
   if (ar.entries.empty()) throw Error(tr::kNoDataPkl, "empty zip archive", in.name, 0);
+  if (auto clash = zip::find_case_collision(ar)) {
+    const zip::Entry &a = ar.entries[clash->first], &b = ar.entries[clash->second];
+    throw Error(tensorseal::zip::rules::kCaseCollision,
+                "entries '" + a.name + "' and '" + b.name + "' differ only in case; torch looks names up ignoring case, so "
+                "either could be the record it loads",
+                in.name, b.local_offset);
+  }
 
   // The prefix is the folder of the first entry; every entry must live under it.
   const std::string& first = ar.entries.front().name;
@@ -98,6 +114,13 @@ Checkpoint read_torch_zip(const Input& in) {
 
   Checkpoint c;
   c.format = Format::kTorchZip;
+  if (!ar.crcs_recorded) c.facts.push_back(fact(tc::topics::kCrcNotRecorded, "crc32", "not recorded"));
+  {
+    std::string unexpected;
+    for (const auto& [name, e] : records)
+      if (!is_torch_record(name)) unexpected += (unexpected.empty() ? "" : ",") + name;
+    if (!unexpected.empty()) c.facts.push_back(fact(tc::topics::kUnexpectedRecords, "records", unexpected));
+  }
 
   auto version = small_record(tc::kVersionRecord);
   if (!version) version = small_record(tc::kDataVersionRecord);
@@ -129,6 +152,13 @@ Checkpoint read_torch_zip(const Input& in) {
   auto pkl = records.find(std::string(tc::kDataPkl));
   if (pkl == records.end()) throw Error(tr::kNoDataPkl, "no '" + prefix + "data.pkl' record", in.name, 0);
   const zip::Entry& pkl_entry = *pkl->second;
+  // torch writes data.pkl stored; a deflated one inflates against the pickle budget
+  // (refused by its declared size before anything is inflated).
+  if (pkl_entry.method != tensorseal::zip::kMethodStored && pkl_entry.size > limits.max_pickle_inflate)
+    throw Error(tensorseal::zip::rules::kEntryTooLarge,
+                "entry '" + pkl_entry.name + "' inflates to " + std::to_string(pkl_entry.size) + " bytes, over max_pickle_inflate (" +
+                    std::to_string(limits.max_pickle_inflate) + ")",
+                in.name, pkl_entry.data_offset);
   std::vector<std::byte> pkl_scratch;
   auto pkl_bytes = zip::entry_bytes(file, pkl_entry, pkl_scratch, in.name, limits);
   if (in.options->verify_checksums) zip::verify_crc(pkl_entry, pkl_bytes, in.name);

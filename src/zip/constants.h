@@ -85,6 +85,8 @@ inline constexpr Rule kBadExtra{"zip/bad-extra-field", K::kCorrupt};
 inline constexpr Rule kBadZip64Extra{"zip/bad-zip64-extra", K::kCorrupt};
 inline constexpr Rule kBadName{"zip/bad-name", K::kCorrupt};
 inline constexpr Rule kDuplicateName{"zip/duplicate-name", K::kCorrupt};
+inline constexpr Rule kCaseCollision{"zip/case-insensitive-duplicate", K::kCorrupt};
+inline constexpr Rule kAmbiguousEocd{"zip/ambiguous-end-of-central-directory", K::kCorrupt};
 inline constexpr Rule kEncrypted{"zip/encrypted", K::kUnsupported};
 inline constexpr Rule kUnsupportedMethod{"zip/unsupported-method", K::kUnsupported};
 inline constexpr Rule kLocalMissing{"zip/local-header-missing", K::kCorrupt};

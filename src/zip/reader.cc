@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <unordered_set>
@@ -141,11 +142,22 @@ u64 Parser::find_eocd() {
     fail(zr::kNoEocd,
          "file of " + num(size_) + " bytes is too small to hold an end-of-central-directory record (22 bytes)", 0);
   const u64 lowest = size_ > z::kEocdSearchSpan ? size_ - z::kEocdSearchSpan : 0;
-  std::optional<u64> misfit;
+  // torch (miniz) and Python's zipfile take the last signature in the file; the record
+  // whose comment ends exactly at the end of the file is the only well-formed one. When
+  // they are not the same record, loaders disagree on the directory: refused.
+  std::optional<u64> misfit, last;
   for (u64 pos = size_ - z::kEocdSize + 1; pos-- > lowest;) {
     if (le32(pos) != z::kEocdSig) continue;
+    if (!last) last = pos;
     const u16 comment_len = le16(pos + 20);
-    if (pos + z::kEocdSize + comment_len == size_) return pos;
+    if (pos + z::kEocdSize + comment_len == size_) {
+      if (*last != pos)
+        fail(zr::kAmbiguousEocd,
+             "two end-of-central-directory records: the one at " + num(pos) +
+                 " spans to the end of the file, but torch and Python's zipfile read the last signature, at " + num(*last),
+             *last);
+      return pos;
+    }
     if (!misfit) misfit = pos;
   }
   if (misfit)
@@ -448,6 +460,10 @@ Archive Parser::run() {
       fail(zr::kDuplicateName, "entry " + show(e.name) + " appears twice in the central directory", a.central_offset);
   for (std::size_t i = 0; i < a.entries.size(); ++i) read_local(a.entries[i], i);
   check_layout(a);
+  // torch.save with set_crc32_options(False) writes 0 in every record's CRC field.
+  a.crcs_recorded = std::any_of(a.entries.begin(), a.entries.end(), [](const Entry& e) { return e.crc32 != 0; });
+  if (!a.crcs_recorded)
+    for (auto& e : a.entries) e.crc_recorded = false;
   return a;
 }
 
@@ -508,7 +524,20 @@ void verify_crc(const Entry& e, std::span<const std::byte> data, const std::stri
   check_crc(e, util::crc32(0, data), name);
 }
 
+std::optional<std::pair<std::size_t, std::size_t>> find_case_collision(const Archive& a) {
+  std::map<std::string, std::size_t> folded;
+  for (std::size_t i = 0; i < a.entries.size(); ++i) {
+    std::string f = a.entries[i].name;
+    for (char& c : f)
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    auto [it, fresh] = folded.emplace(std::move(f), i);
+    if (!fresh) return std::pair(it->second, i);
+  }
+  return std::nullopt;
+}
+
 void check_crc(const Entry& e, std::uint32_t got, const std::string& name) {
+  if (!e.crc_recorded) return;
   if (got != e.crc32)
     throw Error(zr::kCrcMismatch, "entry " + show(e.name) + ": CRC32 of the data is " + hex(got) + ", the archive says " + hex(e.crc32), name,
                 e.data_offset);

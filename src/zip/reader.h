@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,6 +36,8 @@ struct Entry {
   bool has_data_descriptor = false;
   std::uint64_t descriptor_size = 0; // bytes of the data descriptor (0 when none)
   std::uint64_t end_offset = 0;      // first byte after data (and descriptor)
+  // False when the archive records no CRCs (see Archive::crcs_recorded): checks pass.
+  bool crc_recorded = true;
 };
 
 struct Archive {
@@ -51,6 +54,10 @@ struct Archive {
   // Bytes that belong to nothing: the prefix plus gaps between entries and before the
   // central directory. 0 for every archive torch, numpy and python write.
   std::uint64_t unaccounted_bytes = 0;
+  // False when every record's CRC field is 0: what torch.save writes after
+  // torch.serialization.set_crc32_options(False). Such CRCs are "not recorded", not
+  // mismatches (torch reads these files); one zero CRC among real ones is checked.
+  bool crcs_recorded = true;
 };
 
 // Parses and validates the archive structure (not CRCs: see verify_crc). Throws
@@ -64,7 +71,13 @@ struct Archive {
 std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const Entry& e, std::vector<std::byte>& scratch,
                                        const std::string& name, const Limits& limits);
 
-// Throws Error{zip/crc-mismatch} naming the entry when CRC32 of `data` != e.crc32.
+// Two entries whose names are equal ignoring ASCII case (indices in central directory
+// order), if any. torch's zip reader (miniz) looks names up ignoring case, so in a
+// torch archive either could be the record torch loads.
+[[nodiscard]] std::optional<std::pair<std::size_t, std::size_t>> find_case_collision(const Archive& a);
+
+// Throws Error{zip/crc-mismatch} naming the entry when CRC32 of `data` != e.crc32
+// (never when the entry's CRC is not recorded).
 void verify_crc(const Entry& e, std::span<const std::byte> data, const std::string& name);
 // The same check when the CRC32 of the entry's data was computed elsewhere (`got`).
 void check_crc(const Entry& e, std::uint32_t got, const std::string& name);

@@ -96,7 +96,7 @@ ScanReport sample_scan() {
 TEST(Scan, JsonKeysAreTheStructFields) {
   const ScanReport r = sample_scan();
   const ojson j = ojson::parse(to_json(r));
-  EXPECT_EQ(keys(j), (std::vector<std::string>{"file", "format", "verdict", "findings"}));
+  EXPECT_EQ(keys(j), (std::vector<std::string>{"file", "format", "verdict", "findings", "interpretations", "incomplete"}));
   EXPECT_EQ(j["file"], "f.pt");
   EXPECT_EQ(j["format"], "torch-zip");
   EXPECT_EQ(j["verdict"], "dangerous");
@@ -132,9 +132,9 @@ TEST(Scan, RequireSafeNamesTheFirstFindingOutsideTheSafeSet) {
 
 TEST(Limits, EveryFieldByName) {
   const auto names = limit_names();
-  ASSERT_EQ(names.size(), 11u);
+  ASSERT_EQ(names.size(), 12u);
   EXPECT_EQ(names.front(), "max_safetensors_header");
-  EXPECT_EQ(names.back(), "max_ndim");
+  EXPECT_EQ(names.back(), "max_pickle_inflate");
   const Limits defaults;
   EXPECT_EQ(get_limit(defaults, "max_alloc"), defaults.max_alloc);
   EXPECT_EQ(get_limit(defaults, "max_depth"), defaults.max_depth);

@@ -1,0 +1,395 @@
+// scan_file: what any standard loader could run from a file, read the way each one
+// reads it. The findings are the union over every interpretation a loader could take:
+//
+//   pickle  pickle.load, and torch.load of any file that does not open with a zip
+//           local header: the pickle at byte 0; when its value is torch's legacy magic
+//           number, the four pickles torch reads after it (legacy format).
+//   zip     torch.load (miniz), numpy.load and zipfile: the archive found from the
+//           last end-of-central-directory signature; every member that is a pickle
+//           (a .pkl name, or data opening with PROTO) and the pickle of every
+//           object-dtype .npy member. When the archive breaks a zip rule (duplicate or
+//           case-colliding names, local/central disagreement, CRC...), loaders may pick
+//           any record, so every local header in the file is walked instead.
+//   npy     numpy.load(allow_pickle=True) of a .npy: an object array's pickle.
+//   tar     torch.load of torch's oldest (tar) format: the pickles of every member.
+//   safetensors  nothing runs; noted as an interpretation only.
+//
+// Nested torch files (torch.storage._load_from_bytes payloads, also when built by
+// _codecs.encode or bytes([...])) are scanned the same way, Limits::max_nested_files
+// deep. Tensor data is never read or inflated; compressed pickles inflate streamed
+// against Limits::max_pickle_inflate.
+//
+// Errors keep the evidence: when an interpretation fails after a global outside the
+// safe set was seen, the report says "incomplete" with the error and keeps the
+// verdict (pickle.load runs a payload before it reaches a broken byte). A failure
+// with nothing unsafe seen is the file's error, as for every other command.
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "numpy/npy.h"
+#include "pickle/compat.h"
+#include "pickle/vm.h"
+#include "tensorseal/error.h"
+#include "tensorseal/format.h"
+#include "tensorseal/scan.h"
+#include "tools/scan.h"
+#include "torch/constants.h"
+#include "util/checked.h"
+#include "util/endian.h"
+#include "zip/constants.h"
+#include "zip/inflate.h"
+#include "zip/reader.h"
+#include "zip/sniff.h"
+
+namespace tensorseal {
+namespace {
+
+namespace pk = detail::pickle;
+namespace zp = detail::zip;
+using Bytes = std::span<const std::byte>;
+
+// pickle.load reads one pickle; torch's legacy loader reads the magic number, the
+// protocol version, sys_info, the object and the storage keys.
+constexpr int kLegacyPickles = 5;
+constexpr std::uint64_t kTarBlock = 512;
+constexpr std::uint64_t kNpyHeadBytes = 64 << 10;  // enough for any header numpy writes
+
+bool has(std::string_view s, std::string_view suffix) { return s.ends_with(suffix); }
+
+class Scanner {
+ public:
+  Scanner(std::string file, const Limits& limits) : file_(std::move(file)), limits_(limits) {}
+
+  std::vector<GlobalRef> refs;
+  std::vector<std::string> interpretations;
+  std::optional<Error> evidence_error;  // a failure that came after unsafe globals
+
+  // Every interpretation of a whole file (or nested payload). Returns false when none
+  // applied; `primary_error` is the failure of the one the format table picked.
+  void blob(Bytes data, const std::string& where, unsigned depth, bool top, std::optional<Error>& primary_error) {
+    const Format detected = detect_format(data);
+    auto attempt = [&](const char* what, bool primary, auto&& fn) {
+      const std::size_t before = refs.size();
+      try {
+        if (fn() && top) note(what);
+      } catch (const Error& e) {
+        if (unsafe_since(before)) {
+          if (!evidence_error) evidence_error = e;
+        } else if (primary && !primary_error) {
+          primary_error = e;
+        }
+      }
+    };
+    const bool zip_head = zp::starts_with_local_header(data);
+    attempt(detected == Format::kTorchLegacy ? "torch-legacy" : "pickle",
+            detected == Format::kPickle || detected == Format::kTorchLegacy,
+            [&] { return !zip_head && pickles(data, where, 0, depth); });
+    attempt("zip", detected == Format::kTorchZip || detected == Format::kNpz, [&] { return zip(data, where, depth); });
+    attempt("npy", detected == Format::kNpy, [&] { return npy(data, where, 0, depth); });
+    attempt("tar", false, [&] { return tar(data, where, depth); });
+    if (detected == Format::kSafetensors && top) note("safetensors");
+  }
+
+ private:
+  void note(const char* what) {
+    if (std::find(interpretations.begin(), interpretations.end(), what) == interpretations.end()) interpretations.push_back(what);
+  }
+  bool unsafe_since(std::size_t before) const {
+    for (std::size_t i = before; i < refs.size(); ++i)
+      if (classify_global(refs[i].module, refs[i].name) != Verdict::kSafe) return true;
+    return false;
+  }
+
+  pk::Hooks hooks(const std::string& where, unsigned depth) {
+    pk::Hooks h;
+    // torch's unpicklers resolve persistent ids; what they stand for runs nothing.
+    h.persistent_load = [](const Value&, std::uint64_t) { return Value(); };
+    h.on_global = [this](const GlobalRef& g) { refs.push_back(g); };
+    h.reduce = [this, where, depth](const Object& o, std::uint64_t off) -> std::optional<Value> {
+      if (auto v = pk::stdlib_reduce(o)) return v;
+      if (!o.callable || !o.callable->is(Value::Kind::kGlobal)) return std::nullopt;
+      const Global& g = o.callable->as_global();
+      if (g.module != "torch.storage" || g.name != "_load_from_bytes") return std::nullopt;
+      const std::string at = where + " @ " + std::to_string(off);
+      const auto& args = o.args->items();
+      if (args.size() != 1 || !args[0].is(Value::Kind::kBytes) || args[0].is_bytearray()) {
+        refs.push_back(GlobalRef{std::string(pk::kComputedModule), "<_load_from_bytes payload built at load time>", at});
+        return std::nullopt;
+      }
+      if (depth >= limits_.max_nested_files)
+        throw Error(torchfmt::rules::kNestingTooDeep,
+                    "_load_from_bytes payloads nested deeper than max_nested_files (" + std::to_string(limits_.max_nested_files) + ")",
+                    file_, off);
+      const std::string_view b = args[0].as_bytes();
+      std::optional<Error> nested_error;
+      blob(Bytes(reinterpret_cast<const std::byte*>(b.data()), b.size()), where + "/_load_from_bytes#" + std::to_string(++nested_),
+           depth + 1, false, nested_error);
+      if (nested_error) throw *nested_error;
+      return std::nullopt;
+    };
+    return h;
+  }
+
+  // One pickle at data[0] (a legacy sequence when the first value is the magic number).
+  bool pickles(Bytes data, const std::string& where, std::uint64_t base, unsigned depth) {
+    if (data.empty()) return false;
+    const pk::Hooks h = hooks(where, depth);
+    std::uint64_t pos = 0;
+    for (int i = 0; i < kLegacyPickles && pos < data.size(); ++i) {
+      const pk::Parsed p = pk::parse(data.subspan(pos), where, base + pos, limits_, h);
+      pos += p.end;
+      const bool magic = p.value.is(Value::Kind::kBigInt) && p.value.as_bigint().to_decimal() == torchfmt::kLegacyMagic;
+      if (i == 0 && !magic) break;
+    }
+    return true;
+  }
+
+  // A .npy image (or its first bytes): the pickle of an object array.
+  bool npy(Bytes image, const std::string& where, std::uint64_t base, unsigned depth) {
+    if (image.size() < 6 || std::memcmp(image.data(), "\x93NUMPY", 6) != 0) return false;
+    if (auto data = detail::npy::object_array_data(image)) {
+      if (*data < image.size()) pickles(image.subspan(*data), where, base + *data, depth);
+    }
+    return true;
+  }
+
+  // A member's bytes: stored ones as they are; deflated ones inflated to at most `cap`.
+  // `complete` is false when only a prefix came back.
+  Bytes member(Bytes file, const zp::Entry& e, std::uint64_t cap, std::vector<std::byte>& scratch, bool& complete) {
+    complete = true;
+    if (e.data_offset > file.size()) return {};
+    const Bytes raw = file.subspan(e.data_offset, std::min<std::uint64_t>(e.compressed_size, file.size() - e.data_offset));
+    if (e.method == tensorseal::zip::kMethodStored) return raw.first(std::min<std::uint64_t>(raw.size(), e.size ? e.size : raw.size()));
+    if (e.method != tensorseal::zip::kMethodDeflated) return {};
+    zp::Inflated in = zp::inflate_bounded(raw, cap);
+    complete = in.ended;
+    scratch = std::move(in.data);
+    if (in.over && cap == limits_.max_pickle_inflate)
+      throw Error(tensorseal::zip::rules::kEntryTooLarge,
+                  "entry '" + e.name + "' inflates past max_pickle_inflate (" + std::to_string(cap) + " bytes)", file_, e.data_offset);
+    return {scratch.data(), scratch.size()};
+  }
+
+  // Runs fn; a failure after an unsafe global becomes the evidence error, other
+  // failures propagate unless `tolerant` (a candidate that need not be a pickle).
+  template <class F>
+  void guard(bool tolerant, F&& fn) {
+    const std::size_t before = refs.size();
+    try {
+      fn();
+    } catch (const Error& e) {
+      if (unsafe_since(before)) {
+        if (!evidence_error) evidence_error = e;
+      } else if (!tolerant) {
+        throw;
+      }
+    }
+  }
+
+  void scan_member(Bytes file, const zp::Entry& e, const std::string& where, unsigned depth) {
+    const std::string at = where + "/" + e.name;
+    std::vector<std::byte> scratch;
+    bool complete = true;
+    if (has(e.name, ".npy")) {
+      const Bytes head = member(file, e, kNpyHeadBytes, scratch, complete);
+      if (head.size() < 6 || std::memcmp(head.data(), "\x93NUMPY", 6) != 0) return;
+      if (auto data = detail::npy::object_array_data(head)) {
+        std::vector<std::byte> whole;
+        const Bytes image = member(file, e, limits_.max_pickle_inflate, whole, complete);
+        if (*data < image.size()) pickles(image.subspan(*data), at, e.data_offset + *data, depth);
+      }
+      return;
+    }
+    // A pickle: a .pkl name, or data opening with PROTO n.
+    std::vector<std::byte> peek_buf;
+    const Bytes peek = member(file, e, 2, peek_buf, complete);
+    const bool proto = peek.size() >= 2 && static_cast<unsigned char>(peek[0]) == 0x80 && static_cast<unsigned char>(peek[1]) <= 5;
+    if (!has(e.name, ".pkl") && !proto) return;
+    guard(!has(e.name, ".pkl"), [&] {
+      const Bytes data = member(file, e, limits_.max_pickle_inflate, scratch, complete);
+      pickles(data, at, e.data_offset, depth);
+    });
+  }
+
+  bool zip(Bytes data, const std::string& where, unsigned depth) {
+    // Loaders find an archive from its end: no end record, no archive.
+    const std::uint64_t span = std::min<std::uint64_t>(data.size(), tensorseal::zip::kEocdSearchSpan);
+    bool end_record = false;
+    for (std::uint64_t i = data.size() - span; i + 4 <= data.size() && !end_record; ++i)
+      end_record = util::load_le<std::uint32_t>(data.data() + i) == tensorseal::zip::kEocdSig;
+    if (!end_record) return false;
+    zp::Archive a;
+    try {
+      a = zp::read(data, file_, limits_);
+    } catch (const Error&) {
+      // zipfile also reads archives behind a prefix or with a broken directory: the
+      // records are there for some loader, so this interpretation holds.
+      if (walk_local_headers(data, where, depth) > 0 && depth == 0) note("zip");
+      throw;
+    }
+    for (const auto& e : a.entries) scan_member(data, e, where, depth);
+    if (zp::find_case_collision(a) && detect_format(data) == Format::kTorchZip) {
+      const auto clash = *zp::find_case_collision(a);
+      throw Error(tensorseal::zip::rules::kCaseCollision,
+                  "entries '" + a.entries[clash.first].name + "' and '" + a.entries[clash.second].name +
+                      "' differ only in case; torch looks names up ignoring case",
+                  file_, a.entries[clash.second].local_offset);
+    }
+    return true;
+  }
+
+  // Every "PK\3\4" in the file as a record some loader could read: its name, method
+  // and sizes from the local header alone.
+  // Returns how many local headers were found.
+  std::uint64_t walk_local_headers(Bytes data, const std::string& where, unsigned depth) {
+    namespace z = tensorseal::zip;
+    std::uint64_t seen = 0;
+    for (std::uint64_t pos = 0; pos + z::kLocalHeaderSize <= data.size(); ++pos) {
+      if (util::load_le<std::uint32_t>(data.data() + pos) != z::kLocalHeaderSig) continue;
+      if (++seen > limits_.max_entries) break;
+      zp::Entry e;
+      e.flags = util::load_le<std::uint16_t>(data.data() + pos + 6);
+      e.method = util::load_le<std::uint16_t>(data.data() + pos + 8);
+      e.compressed_size = util::load_le<std::uint32_t>(data.data() + pos + 18);
+      e.size = util::load_le<std::uint32_t>(data.data() + pos + 22);
+      const std::uint64_t name_len = util::load_le<std::uint16_t>(data.data() + pos + 26);
+      const std::uint64_t extra_len = util::load_le<std::uint16_t>(data.data() + pos + 28);
+      const std::uint64_t name_at = pos + z::kLocalHeaderSize;
+      if (name_at + name_len + extra_len > data.size()) continue;
+      e.name.assign(reinterpret_cast<const char*>(data.data() + name_at), name_len);
+      e.local_offset = pos;
+      e.data_offset = name_at + name_len + extra_len;
+      // Unknown sizes (data descriptor, zip64): everything to the end of the file; a
+      // pickle stops at STOP, inflate at the end of its stream.
+      if ((e.flags & z::kFlagDataDescriptor) || e.compressed_size == z::kSentinel32 || e.compressed_size == 0) {
+        e.compressed_size = data.size() - e.data_offset;
+        e.size = 0;
+      }
+      try {
+        scan_member(data, e, where, depth);
+      } catch (const Error&) {
+        // A broken candidate: the ones that parse, and what the others referenced
+        // before breaking (kept in refs), are the evidence.
+      }
+    }
+    return seen;
+  }
+
+  // torch's tar format (torch.load's _legacy_load): members "storages" (a count
+  // pickle, then per storage an args pickle (key, location, storage class) and the raw
+  // data: u64 element count + elements, then a storage-views pickle), "tensors" (a
+  // count pickle, then per tensor an args pickle and ndim/sizes/strides/offset) and
+  // "pickle" (the object). Every pickle torch would load is scanned.
+  // What tarfile accepts as a first header (any tar dialect, magic or not): the
+  // checksum field (octal, at 148) equals the sum of the header's bytes with that
+  // field read as spaces.
+  static bool tar_header(Bytes data) {
+    if (data.size() < kTarBlock) return false;
+    const auto* h = reinterpret_cast<const unsigned char*>(data.data());
+    std::uint64_t stored = 0;
+    int i = 148;
+    while (i < 156 && h[i] == ' ') ++i;
+    int digits = 0;
+    for (; i < 156 && h[i] >= '0' && h[i] <= '7'; ++i, ++digits) stored = stored * 8 + (h[i] - '0');
+    if (digits == 0) return false;
+    std::uint64_t sum = 0;
+    for (std::uint64_t j = 0; j < kTarBlock; ++j) sum += (j >= 148 && j < 156) ? ' ' : h[j];
+    return sum == stored;
+  }
+
+  bool tar(Bytes data, const std::string& where, unsigned depth) {
+    if (!tar_header(data)) return false;
+    std::uint64_t pos = 0;
+    for (std::uint64_t n = 0; pos + kTarBlock <= data.size() && n < limits_.max_entries; ++n) {
+      const auto* h = reinterpret_cast<const char*>(data.data() + pos);
+      if (h[0] == '\0') break;  // end-of-archive blocks
+      const std::string name(h, strnlen(h, 100));
+      std::uint64_t size = 0;
+      for (int i = 124; i < 136 && h[i] >= '0' && h[i] <= '7'; ++i) size = size * 8 + static_cast<std::uint64_t>(h[i] - '0');
+      const std::uint64_t body = pos + kTarBlock;
+      if (body > data.size() || size > data.size() - body)
+        throw Error(tensorseal::rules::kUnknownFormat, "tar member '" + name + "' runs past the end of the file", file_, pos + 124);
+      const std::string at = where + "/" + name;
+      const Bytes m = data.subspan(body, size);
+      if (h[156] == '0' || h[156] == '\0') {
+        if (name == "storages" || name == "tensors") {
+          guard(false, [&] { tar_records(m, at, body, depth, name == "storages"); });
+        } else {
+          guard(name != "pickle", [&] { pickles(m, at, body, depth); });
+        }
+      }
+      pos = body + (size + kTarBlock - 1) / kTarBlock * kTarBlock;
+    }
+    return true;
+  }
+
+  void tar_records(Bytes m, const std::string& at, std::uint64_t base, unsigned depth, bool storages) {
+    const pk::Hooks h = hooks(at, depth);
+    std::uint64_t pos = 0;
+    auto next = [&]() {
+      pk::Parsed p = pk::parse(m.subspan(pos), at, base + pos, limits_, h);
+      pos += p.end;
+      return p.value;
+    };
+    auto need = [&](std::uint64_t n) {
+      if (n > m.size() - pos) throw Error(tensorseal::rules::kUnknownFormat, "tar member '" + at + "' ends early", file_, base + pos);
+    };
+    const Value count = next();
+    if (!count.is(Value::Kind::kInt) || count.as_int() < 0) return;
+    for (std::int64_t i = 0; i < count.as_int(); ++i) {
+      const Value args = next();
+      if (storages) {
+        // (key, location, storage class): the class gives the element size.
+        if (!args.is(Value::Kind::kTuple) || args.items().size() != 3 || !args.items()[2].is(Value::Kind::kGlobal)) return;
+        const auto dt = dtype_from_legacy_storage(args.items()[2].as_global().name);
+        if (!dt) return;
+        need(8);
+        const std::uint64_t numel = util::load_le<std::uint64_t>(m.data() + pos);
+        pos += 8;
+        const auto bytes = util::mul(numel, itemsize(*dt));
+        if (!bytes) return;
+        need(*bytes);
+        pos += *bytes;
+      } else {
+        need(8);
+        const auto ndim = util::load_le<std::int32_t>(m.data() + pos);
+        if (ndim < 0 || static_cast<std::uint32_t>(ndim) > limits_.max_ndim) return;
+        const std::uint64_t skip = 8 + 16 * static_cast<std::uint64_t>(ndim) + 8;
+        need(skip);
+        pos += skip;
+      }
+    }
+    if (storages && pos < m.size()) next();  // the storage views
+  }
+
+  std::string file_;
+  const Limits& limits_;
+  unsigned nested_ = 0;  // _load_from_bytes payloads met, numbering them as the readers do
+};
+
+}  // namespace
+
+ScanReport scan_file(const std::filesystem::path& path, const ReadOptions& options) {
+  const auto file = MappedFile::open(path);
+  const std::string name = path.string();
+  Scanner s(name, options.limits);
+  std::optional<Error> primary_error;
+  s.blob(file->bytes(), name, 0, true, primary_error);
+  ScanReport r = detail::tools::summarize(name, detect_format(file->bytes()), s.refs);
+  r.interpretations = s.interpretations;
+  if (r.verdict != Verdict::kSafe && (s.evidence_error || primary_error)) {
+    r.incomplete = true;
+    r.error = (s.evidence_error ? *s.evidence_error : *primary_error).what();
+    return r;
+  }
+  if (primary_error) throw *primary_error;
+  if (s.evidence_error) throw *s.evidence_error;
+  if (r.interpretations.empty())
+    throw Error(rules::kUnknownFormat, "not a file any loader tensorseal knows would read (pickle, zip, npy, safetensors, tar)", name, 0);
+  return r;
+}
+
+}  // namespace tensorseal
