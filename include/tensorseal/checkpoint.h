@@ -43,7 +43,11 @@ struct Checkpoint {
   std::vector<std::pair<std::string, std::string>> metadata;
   std::vector<Fact> facts;
   std::vector<GlobalRef> globals;
-  std::shared_ptr<const MappedFile> mapping;  // null when read from memory
+  // A checkpoint read from several files (a Hugging Face shard directory): how many
+  // entries of `root` each file holds, in file order (root lists them file by file).
+  // Empty for a single file. `canon` passes it on (WriteOptions::shard_counts).
+  std::vector<std::uint64_t> shard_counts;
+  std::shared_ptr<const MappedFile> mapping;  // the file read; null from memory or a directory
 };
 
 struct ReadOptions {
@@ -54,6 +58,8 @@ struct ReadOptions {
 
 // Reads a file: memory-maps it, detects its format and parses it. Tensors are
 // zero-copy views of the mapping where the layout allows. Throws tensorseal::Error.
+// A directory is read as a Hugging Face shard directory through its index file
+// (docs/formats/hf-shards.md); each shard file is mapped in turn.
 [[nodiscard]] Checkpoint read_file(const std::filesystem::path& path, const ReadOptions& options = {});
 // Same for bytes in memory. `name` is used in messages. The bytes are copied once
 // into an owned buffer that the returned tensors view.

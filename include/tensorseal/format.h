@@ -20,7 +20,7 @@ TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 enum class Format : std::uint8_t {
-  kUnknown, kTorchZip, kTorchLegacy, kPickle, kSafetensors, kNpy, kNpz,
+  kUnknown, kTorchZip, kTorchLegacy, kPickle, kSafetensors, kNpy, kNpz, kHfShards,
 };
 
 struct FormatInfo {
@@ -28,9 +28,11 @@ struct FormatInfo {
   std::string_view name;                          // "torch-zip", "safetensors", ...
   std::span<const std::string_view> aliases;      // other accepted names ("pt", "legacy")
   std::span<const std::string_view> extensions;   // lower case with the dot; first = preferred
+                                                  // (none: a directory, e.g. hf-shards)
   std::string_view description;                  // one line, for help texts
   bool writable = false;                          // write_file can produce it
   Format canonical = Format::kUnknown;            // what `canon` writes for a file of this format
+  bool directory = false;                         // a directory of files (read and written whole)
 };
 
 // Every format, in detection order: detect_format returns the first row whose

@@ -5,7 +5,9 @@
 // File writes are atomic: a temp file in the target directory, fsync, rename.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <string_view>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,9 +24,21 @@ struct WriteOptions {
   std::vector<std::pair<std::string, std::string>> metadata;
   unsigned threads = 0;  // 0: all cores; never changes the bytes
   bool fsync = true;     // fsync file and directory before/after the rename
+  // hf-shards (a directory): the most tensor bytes per shard file (0: huggingface_hub's
+  // default, 5GB); a tensor larger than this gets a shard of its own.
+  std::uint64_t max_shard_size = 0;
+  // hf-shards: this split instead (entries per shard, in root order), as
+  // Checkpoint::shard_counts gives it; `canon` uses it to keep a directory's layout.
+  std::vector<std::uint64_t> shard_counts;
 };
 
-// Writes `root` as `format` to `path` atomically. Throws tensorseal::Error; on error
+// A shard size as huggingface_hub's parse_size_to_int reads it: a number (decimals
+// allowed) and one of the units KB, MB, GB, TB (decimal: "5GB" = 5e9; any case), or a
+// plain byte count. Throws Error shards/bad-size.
+[[nodiscard]] std::uint64_t parse_shard_size(std::string_view text);
+
+// Writes `root` as `format` to `path` atomically. For hf-shards `path` is a directory,
+// built beside the target and renamed into place as a whole. Throws tensorseal::Error; on error
 // nothing is left at `path` that was not there before.
 void write_file(const Value& root, const std::filesystem::path& path, Format format,
                 const WriteOptions& options = {});

@@ -497,15 +497,19 @@ NB_MODULE(_tensorseal, m) {
 
   m.def("write_file", [](nb::handle obj, const std::string& path, const std::string& format,
                          const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads,
-                         bool split_storages) {
+                         bool split_storages, std::uint64_t max_shard_size) {
         FromPy conv;
         conv.split_storages = split_storages;
         Value root = conv.convert(obj);
         Format f = parse_format(format);
+        WriteOptions o = write_options(metadata, threads);
+        o.max_shard_size = max_shard_size;
         nb::gil_scoped_release nogil;
-        write_file(root, path, f, write_options(metadata, threads));
+        write_file(root, path, f, o);
       }, nb::arg("obj"), nb::arg("path"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
-      nb::arg("threads") = 0, nb::arg("split_storages") = false);
+      nb::arg("threads") = 0, nb::arg("split_storages") = false, nb::arg("max_shard_size") = 0);
+
+  m.def("parse_shard_size", [](const std::string& text) { return parse_shard_size(text); });
 
   m.def("write_bytes", [](nb::handle obj, const std::string& format,
                           const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads,
@@ -640,6 +644,7 @@ NB_MODULE(_tensorseal, m) {
           d["description"] = std::string(f.description);
           d["writable"] = f.writable;
           d["canonical"] = std::string(format_name(f.canonical));
+          d["directory"] = f.directory;
           out.append(d);
         }
         return out;

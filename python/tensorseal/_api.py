@@ -112,7 +112,8 @@ def load_bytes(data: Union[bytes, bytearray, memoryview], *, framework: Optional
 
 
 def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
-         metadata: Optional[Dict[str, str]] = None, threads: int = 0) -> None:
+         metadata: Optional[Dict[str, str]] = None, threads: int = 0,
+         max_shard_size: Union[int, str, None] = None) -> None:
     """Writes ``obj`` canonically: the bytes depend only on the content.
 
     ``obj``: a tensor, array, or any nesting of dicts/OrderedDicts/lists/tuples with
@@ -122,8 +123,24 @@ def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
     / "legacy", "npz", "npy") or the file extension. The write
     is atomic (temp file, fsync, rename). Tensor data is read straight from the
     tensors' memory (no copy through Python); the GIL is released while writing.
+
+    ``max_shard_size`` (or ``format="hf-shards"``): ``path`` becomes a directory of
+    Hugging Face safetensors shards (``model-0000N-of-0000M.safetensors`` +
+    ``model.safetensors.index.json``) of at most that many tensor bytes each: an int,
+    or a string with a decimal unit as huggingface_hub reads it ("5GB", "500MB");
+    default "5GB". ``obj`` must be a flat dict of named tensors; the split follows
+    its order (docs/formats/hf-shards.md). The directory is written as a whole.
     """
-    _core.write_file(obj, os.fspath(path), _format_for(path, format), sorted((metadata or {}).items()), threads)
+    size = 0
+    if max_shard_size is not None:
+        if format not in (None, "hf-shards", "shards"):
+            raise invalid_argument(f"max_shard_size writes hf-shards, not {format!r}", os.fspath(path))
+        format = "hf-shards"
+        size = _core.parse_shard_size(max_shard_size) if isinstance(max_shard_size, str) else int(max_shard_size)
+        if size <= 0:
+            raise invalid_argument(f"max_shard_size must be positive, not {max_shard_size!r}", os.fspath(path))
+    _core.write_file(obj, os.fspath(path), _format_for(path, format), sorted((metadata or {}).items()), threads,
+                     max_shard_size=size)
 
 
 def save_bytes(obj: Any, format: str, *, metadata: Optional[Dict[str, str]] = None, threads: int = 0) -> bytes:

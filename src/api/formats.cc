@@ -9,6 +9,7 @@
 
 #include "numpy/format.h"
 #include "safetensors/format.h"
+#include "shards/format.h"
 #include "tensorseal/error.h"
 #include "torch/format.h"
 
@@ -23,11 +24,13 @@ constexpr std::array<Names, 1> kTorchLegacyAliases{"legacy"};
 constexpr std::array<Names, 1> kSafetensorsExtensions{".safetensors"};
 constexpr std::array<Names, 1> kNpyExtensions{".npy"};
 constexpr std::array<Names, 1> kNpzExtensions{".npz"};
+constexpr std::array<Names, 1> kHfShardsAliases{"shards"};
 
 // Detection order: zip archives first (npz before torch zip: both are zips, told apart
 // by their first member), then fixed magic numbers, then the legacy pickle magic before
 // plain pickles, and safetensors (a JSON header after a length) before plain pickles,
-// whose first byte it may share.
+// whose first byte it may share. Last, formats of several files, recognised by the
+// index file a directory is read through (a JSON object, which no row above accepts).
 constexpr std::array kRows{
     FormatRow{{Format::kNpz, "npz", {}, kNpzExtensions, "numpy.savez archive of .npy arrays", true, Format::kNpz},
               detect_npz, read_npz, write_npz},
@@ -44,6 +47,10 @@ constexpr std::array kRows{
               detect_safetensors, read_safetensors, write_safetensors},
     FormatRow{{Format::kPickle, "pickle", {}, {}, "plain pickle stream (pickle.dumps)", false, Format::kTorchZip},
               detect_pickle, read_pickle_file, nullptr},
+    FormatRow{{Format::kHfShards, "hf-shards", kHfShardsAliases, {},
+               "Hugging Face shard directory (*.index.json + safetensors or .bin shards)", true, Format::kHfShards,
+               true},
+              detect_hf_shards, read_hf_shards, nullptr, write_hf_shards},
 };
 
 std::string known_formats() {
@@ -71,6 +78,11 @@ Checkpoint read_input(const Input& in) {
     return r.read(with_nested);
   }
   throw Error(rules::kUnknownFormat, "not a checkpoint tensorseal knows (" + known_formats() + ")", in.name, 0);
+}
+
+std::filesystem::path checkpoint_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec) ? find_shard_index(path) : path;
 }
 
 }  // namespace detail::api

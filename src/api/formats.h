@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <span>
 
 #include "io/input.h"
@@ -18,6 +19,8 @@ struct FormatRow {
   bool (*detect)(std::span<const std::byte> head) noexcept;
   Checkpoint (*read)(const Input& in);
   void (*write)(const Value& root, const WriteOptions& options, Sink& sink);  // null: not writable
+  // Formats that are directories: writes the whole directory (atomically) instead.
+  void (*write_dir)(const Value& root, const WriteOptions& options, const std::filesystem::path& dir) = nullptr;
 };
 
 // Every row, in detection order.
@@ -28,5 +31,9 @@ const FormatRow* row(Format f) noexcept;
 // Detects the format of `in` and runs its reader; sets in.read_nested for nested files
 // when the caller left it unset.
 Checkpoint read_input(const Input& in);
+
+// The file read_file reads for `path`: `path` itself, or the index file of a shard
+// directory.
+std::filesystem::path checkpoint_file(const std::filesystem::path& path);
 
 }  // namespace tensorseal::detail::api

@@ -12,7 +12,11 @@ Checkpoint read_mapped(std::shared_ptr<const MappedFile> file, const ReadOptions
 }
 
 Checkpoint read_file(const std::filesystem::path& path, const ReadOptions& options) {
-  return read_mapped(MappedFile::open(path), options);
+  const auto file = detail::api::checkpoint_file(path);
+  Checkpoint c = read_mapped(MappedFile::open(file), options);
+  if (file != path) c.file = path.string();  // a directory: named as given
+  if (c.format == Format::kHfShards) c.mapping.reset();  // the bytes are the shards', not the index's
+  return c;
 }
 
 Checkpoint read_bytes(std::span<const std::byte> bytes, std::string name, const ReadOptions& options) {

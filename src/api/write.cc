@@ -9,6 +9,8 @@ namespace {
 
 void write_to(const Value& root, Format format, const WriteOptions& options, detail::Sink& sink) {
   const auto* r = detail::api::row(format);
+  if (r != nullptr && r->write_dir != nullptr)
+    throw Error(rules::kInvalidArgument, std::string(format_name(format)) + " is a directory, not one file");
   if (r == nullptr || r->write == nullptr)
     throw Error(rules::kInvalidArgument, "cannot write format " + std::string(format_name(format)));
   r->write(root, options, sink);
@@ -17,6 +19,14 @@ void write_to(const Value& root, Format format, const WriteOptions& options, det
 }  // namespace
 
 void write_file(const Value& root, const std::filesystem::path& path, Format format, const WriteOptions& options) {
+  if (const auto* r = detail::api::row(format); r != nullptr && r->write_dir != nullptr) {
+    try {
+      r->write_dir(root, options, path);
+    } catch (const Error& e) {
+      throw e.located(path.string());
+    }
+    return;
+  }
   detail::AtomicFileSink sink(path, options.fsync);
   try {
     write_to(root, format, options, sink);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
@@ -20,6 +21,9 @@ using ReadNested = Checkpoint (*)(const Input&);
 struct Input {
   std::shared_ptr<const Storage> whole;  // every byte of the file
   std::string name;                      // for messages
+  // The folder of the file when it was read from disk (empty for bytes in memory):
+  // formats made of several files (shard directories) find the others beside it.
+  std::filesystem::path directory;
   const ReadOptions* options = nullptr;
   std::uint32_t nesting = 0;             // depth of nested files (_load_from_bytes)
   ReadNested read_nested = nullptr;      // null: nested files are refused
@@ -41,6 +45,8 @@ struct Input {
 inline Input input_of(const std::shared_ptr<const MappedFile>& file, const ReadOptions& options) {
   Input in;
   in.name = file->path();
+  in.directory = std::filesystem::path(file->path()).parent_path();
+  if (in.directory.empty()) in.directory = ".";
   in.whole = Storage::mapped(file, 0, file->size());
   in.options = &options;
   return in;

@@ -11,6 +11,7 @@
 #include "numpy/constants.h"
 #include "pickle/constants.h"
 #include "safetensors/constants.h"
+#include "shards/constants.h"
 #include "tensorseal/hash.h"
 #include "tools/explain_topics.h"
 #include "tools/json.h"
@@ -141,7 +142,8 @@ std::span<const Topic> detail::tools::known_topics() {
     for (std::span<const Topic> table :
          {std::span<const Topic>(kOwnTopics), std::span<const Topic>(zip::topics::kAll),
           std::span<const Topic>(torchfmt::topics::kAll), std::span<const Topic>(detail::pickle::topics::kAll),
-          std::span<const Topic>(safetensors::topics::kAll), std::span<const Topic>(numpy::topics::kAll)})
+          std::span<const Topic>(safetensors::topics::kAll), std::span<const Topic>(numpy::topics::kAll),
+          std::span<const Topic>(shards::topics::kAll)})
       v.insert(v.end(), table.begin(), table.end());
     return v;
   }();

@@ -171,6 +171,14 @@ std::set<std::string> emitted_topics() {
   add(read_bytes(testing::bytes_of(st), "structured.safetensors").facts);
   const std::string leftover = "\x80\x02K\x01K\x02.";
   add(detail::pickle::parse(testing::bytes_of(leftover), "leftover.pkl", 0, Limits{}).facts);
+  const auto shard_dir = std::filesystem::temp_directory_path() / "tseal_explain_topics_shards";
+  std::filesystem::remove_all(shard_dir);
+  Value flat = Value::dict();
+  flat.as_dict().set(Value::str("w"), Value(std::shared_ptr<const Tensor>(make_contiguous(
+                                          DType::kUInt8, {2}, Storage::owned(std::vector<std::byte>(2))))));
+  write_file(flat, shard_dir, Format::kHfShards);
+  add(read_file(shard_dir).facts);
+  std::filesystem::remove_all(shard_dir);
   detail::zip::Archive gaps;
   gaps.unaccounted_bytes = 6;
   add(detail::zip::describe(gaps, ""));

@@ -1,0 +1,95 @@
+#include "io/atomic_dir.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <system_error>
+
+#include "io/sink.h"
+#include "tensorseal/error.h"
+
+namespace tensorseal::detail {
+namespace fs = std::filesystem;
+namespace {
+
+[[noreturn]] void fail(const Rule& rule, const fs::path& p, int err, std::string_view what) {
+  throw Error(rule, std::string(what) + ": " + std::strerror(err), p.string());
+}
+
+void fsync_path(const fs::path& p) {
+  const int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail(rules::kIoWrite, p, errno, "cannot open directory to fsync");
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) fail(rules::kIoWrite, p, err, "fsync failed");
+}
+
+// Removes temp directories of earlier writers of `target` whose process is gone (the
+// pid is in the name, as for AtomicFileSink's temp files).
+void remove_stale(const fs::path& parent, const std::string& base) {
+  std::error_code ec;
+  const std::string prefix = "." + base + std::string(AtomicFileSink::kTempMarker);
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    const std::string n = e.path().filename().string();
+    if (!n.starts_with(prefix) || !e.is_directory(ec)) continue;
+    const long pid = std::strtol(n.c_str() + prefix.size(), nullptr, 10);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) continue;  // writer alive
+    fs::remove_all(e.path(), ec);
+  }
+}
+
+}  // namespace
+
+AtomicDirectory::AtomicDirectory(fs::path target, bool fsync, std::function<void(const fs::path&)> check_replace)
+    : target_(std::move(target)), fsync_(fsync), check_replace_(std::move(check_replace)) {
+  if (target_.filename().empty()) target_ = target_.parent_path();  // "out/" names "out"
+  fs::path parent = target_.parent_path();
+  if (parent.empty()) parent = ".";
+  const std::string base = target_.filename().string();
+  remove_stale(parent, base);
+  std::random_device rd;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    temp_ = parent / ("." + base + std::string(AtomicFileSink::kTempMarker) + std::to_string(::getpid()) + "." +
+                      std::to_string(rd() % 1000000000u));
+    if (::mkdir(temp_.c_str(), 0755) == 0) return;
+    if (errno != EEXIST) fail(rules::kIoOpen, target_, errno, "cannot create a temp directory beside it");
+  }
+  fail(rules::kIoOpen, target_, EEXIST, "cannot create a temp directory beside it");
+}
+
+AtomicDirectory::~AtomicDirectory() {
+  if (committed_) return;
+  std::error_code ec;
+  fs::remove_all(temp_, ec);
+}
+
+void AtomicDirectory::commit() {
+  if (fsync_) fsync_path(temp_);
+  fs::path parent = target_.parent_path();
+  if (parent.empty()) parent = ".";
+  std::error_code ec;
+  const auto st = fs::symlink_status(target_, ec);
+  if (!ec && fs::exists(st)) {
+    check_replace_(target_);
+    // Swap in one step, then remove the old tree (now at the temp name).
+    if (::renameat2(AT_FDCWD, temp_.c_str(), AT_FDCWD, target_.c_str(), RENAME_EXCHANGE) != 0)
+      fail(rules::kIoWrite, target_, errno, "cannot swap the new directory into place");
+    committed_ = true;
+    if (fsync_) fsync_path(parent);
+    fs::remove_all(temp_, ec);
+  } else {
+    if (::rename(temp_.c_str(), target_.c_str()) != 0) fail(rules::kIoWrite, target_, errno, "rename failed");
+    committed_ = true;
+  }
+  if (fsync_) fsync_path(parent);
+}
+
+}  // namespace tensorseal::detail

@@ -1,0 +1,219 @@
+// Shard directory reader: the index (index.cc), then every shard it names, each read
+// by its own format's reader through Input::read_nested and checked against the index.
+//
+// The value tree is one flat dict, the same a single safetensors / .pt file of the same
+// state dict gives, in this order: shard files sorted by name (bytewise; for
+// "model-0000N-of-0000M" that is N), within a shard the order its reader gives
+// (safetensors: data order; torch: the saved dict's order). Tensors stay zero-copy
+// windows of each shard's own mapping; no shard's data is read into memory here.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <system_error>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/topic.h"
+#include "safetensors/format.h"
+#include "shards/constants.h"
+#include "shards/format.h"
+#include "shards/index.h"
+#include "torch/format.h"
+
+namespace tensorseal::detail {
+namespace sh = tensorseal::shards;
+namespace fs = std::filesystem;
+using core::fact;
+
+namespace {
+
+[[noreturn]] void fail(const Rule& r, std::string detail, std::string file, std::uint64_t offset = kNoOffset) {
+  throw Error(r, std::move(detail), std::move(file), offset);
+}
+
+// True when `p` (canonical) is `root` (canonical) or inside it.
+bool inside(const fs::path& p, const fs::path& root) {
+  auto r = root.begin();
+  auto q = p.begin();
+  for (; r != root.end(); ++r, ++q)
+    if (q == p.end() || *q != *r) return false;
+  return true;
+}
+
+// The on-disk path of shard `file`, refused when it could leave `dir`: absolute paths,
+// "..", and symlinks (of the file or of a folder on the way) resolving outside.
+fs::path shard_path(const fs::path& dir, const std::string& file, const std::string& index_name) {
+  const fs::path rel(file);
+  if (file.empty() || rel.is_absolute() || rel.has_root_name() || rel.has_root_directory())
+    fail(sh::rules::kShardPath, "shard '" + file + "' is not a relative file name", index_name);
+  for (const auto& part : rel)
+    if (part == ".." || part == ".")
+      fail(sh::rules::kShardPath, "shard '" + file + "' leaves the directory ('" + part.string() + "')", index_name);
+  const fs::path p = dir / rel;
+  std::error_code ec;
+  const auto st = fs::symlink_status(p, ec);
+  if (ec || !fs::exists(st))
+    fail(sh::rules::kShardMissing, "shard '" + file + "' is listed in the index but absent", index_name);
+  const fs::path real = fs::canonical(p, ec);
+  if (ec) fail(sh::rules::kShardMissing, "shard '" + file + "' cannot be resolved: " + ec.message(), index_name);
+  const fs::path real_dir = fs::canonical(dir, ec);
+  if (ec || !inside(real, real_dir))
+    fail(sh::rules::kShardPath, "shard '" + file + "' resolves to " + real.string() + ", outside the directory",
+         index_name);
+  if (!fs::is_regular_file(real, ec))
+    fail(sh::rules::kShardMissing, "shard '" + file + "' is not a regular file", index_name);
+  return p;
+}
+
+std::string join(const std::vector<std::string>& v, std::string_view sep) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : std::string(sep)) + x;
+  return s;
+}
+
+}  // namespace
+
+bool detect_hf_shards(std::span<const std::byte> b) noexcept {
+  std::size_t i = 0;
+  while (i < b.size() && (b[i] == std::byte{' '} || b[i] == std::byte{'\n'} || b[i] == std::byte{'\r'} ||
+                          b[i] == std::byte{'\t'}))
+    ++i;
+  if (i == b.size() || b[i] != std::byte{'{'}) return false;
+  const std::string_view text(reinterpret_cast<const char*>(b.data()), std::min<std::size_t>(b.size(), 1 << 20));
+  return text.find("\"weight_map\"") != std::string_view::npos;
+}
+
+fs::path find_shard_index(const fs::path& dir) {
+  for (auto name : {sh::kSafetensorsIndex, sh::kTorchIndex}) {
+    std::error_code ec;
+    if (fs::is_regular_file(dir / name, ec)) return dir / name;
+  }
+  std::vector<fs::path> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().filename().string().ends_with(sh::kIndexSuffix) && e.is_regular_file(ec)) found.push_back(e.path());
+  if (ec) fail(rules::kIoOpen, "cannot list the directory: " + ec.message(), dir.string());
+  std::sort(found.begin(), found.end());
+  if (found.empty())
+    fail(sh::rules::kNoIndex,
+         "no shard index (" + std::string(sh::kSafetensorsIndex) + " or another *" + std::string(sh::kIndexSuffix) +
+             ") in this directory",
+         dir.string());
+  if (found.size() > 1)
+    fail(sh::rules::kAmbiguousIndex,
+         "several shard indexes (" + found[0].filename().string() + ", " + found[1].filename().string() +
+             "); name the one to read",
+         dir.string());
+  return found[0];
+}
+
+Checkpoint read_hf_shards(const Input& in) {
+  if (in.directory.empty())
+    fail(sh::rules::kNotOnDisk, "a shard index read from memory has no shards beside it", in.name);
+  if (in.size() > sh::kMaxIndexSize)
+    fail(sh::rules::kIndexTooLarge, "index of " + std::to_string(in.size()) + " bytes exceeds " +
+                                        std::to_string(sh::kMaxIndexSize), in.name, 0);
+  if (in.read_nested == nullptr) fail(rules::kInternal, "shard index read without a ReadNested", in.name);
+  const shards::ShardIndex idx = shards::parse_index(in.bytes(), in.name);
+
+  // name -> file; the files in name order.
+  std::unordered_map<std::string, std::string> file_of;
+  file_of.reserve(idx.weight_map.size());
+  std::set<std::string> files;
+  for (const auto& [name, file] : idx.weight_map) {
+    file_of.emplace(name, file);
+    files.insert(file);
+  }
+  if (files.size() > in.options->limits.max_entries)
+    fail(sh::rules::kTooManyShards, std::to_string(files.size()) + " shard files exceed max_entries", in.name);
+
+  Checkpoint c;
+  c.format = Format::kHfShards;
+  c.root = Value::dict();
+  Dict& root = c.root.as_dict();
+  root.items.reserve(idx.weight_map.size());
+  std::unordered_map<std::string, std::string> seen;  // tensor -> shard it was found in
+  std::unordered_set<const Storage*> storages;
+  std::uint64_t stored_bytes = 0;
+  std::set<std::pair<std::string, std::string>> metadata_seen;
+  std::vector<std::string> boundaries;
+
+  for (const std::string& file : files) {
+    const fs::path p = shard_path(in.directory, file, in.name);
+    const std::string shard_name = p.string();
+    Input sub = input_of(MappedFile::open(p), *in.options);
+    sub.name = shard_name;
+    sub.nesting = in.nesting;
+    sub.read_nested = in.read_nested;
+    sub.defer_checksums = in.defer_checksums;
+    // Checked before reading: a shard that is itself an index would recurse.
+    const auto head = sub.bytes();
+    if (!detect_safetensors(head) && !detect_torch_zip(head) && !detect_torch_legacy(head))
+      fail(sh::rules::kShardFormat, "shard is neither a safetensors file nor a torch.save file", shard_name, 0);
+    Checkpoint s = in.read_nested(sub);
+    if (s.format != Format::kSafetensors && s.format != Format::kTorchZip && s.format != Format::kTorchLegacy)
+      fail(sh::rules::kShardFormat, "shard is a " + std::string(format_name(s.format)) + " file", shard_name, 0);
+    if (!s.root.is(Value::Kind::kDict))
+      fail(sh::rules::kShardNotFlat, "shard holds a " + std::string(kind_name(s.root.kind())) + ", not a dict of tensors",
+           shard_name);
+
+    std::uint64_t count = 0;
+    for (const auto& [k, v] : s.root.as_dict().items) {
+      if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor))
+        fail(sh::rules::kShardNotFlat, "shard entry " + repr(k, 60) + " -> " + std::string(kind_name(v.kind())) +
+                                           " is not a named tensor", shard_name);
+      const std::string name(k.as_str());
+      if (auto it = seen.find(name); it != seen.end())
+        fail(sh::rules::kTensorDuplicate, "tensor '" + name + "' is also in shard '" + it->second + "'", shard_name);
+      const auto mapped = file_of.find(name);
+      if (mapped == file_of.end())
+        fail(sh::rules::kTensorExtra, "tensor '" + name + "' is not in the index's weight_map", shard_name);
+      if (mapped->second != file)
+        fail(sh::rules::kTensorExtra, "tensor '" + name + "' is here, but the index maps it to '" + mapped->second + "'",
+             shard_name);
+      seen.emplace(name, file);
+      const Storage* st = v.as_tensor()->storage.get();
+      if (st != nullptr && storages.insert(st).second) stored_bytes += st->size();
+      root.items.emplace_back(k, v);
+      ++count;
+    }
+    c.shard_counts.push_back(count);
+    boundaries.push_back(file + ": " + std::to_string(count) + " tensors");
+
+    for (const auto& m : s.metadata)
+      if (metadata_seen.insert(m).second) c.metadata.push_back(m);
+    for (auto& f : s.facts) c.facts.push_back({std::move(f.topic), file + ": " + f.where, std::move(f.value)});
+    for (auto& g : s.globals) c.globals.push_back({std::move(g.module), std::move(g.name), file + ": " + g.where});
+  }
+
+  for (const auto& [name, file] : idx.weight_map)
+    if (!seen.count(name))
+      fail(sh::rules::kTensorMissing, "tensor '" + name + "' of the weight_map is not in this shard",
+           (in.directory / file).string());
+  if (idx.total_size && *idx.total_size != stored_bytes)
+    fail(sh::rules::kTotalSize, "metadata.total_size is " + std::to_string(*idx.total_size) +
+                                    " but the shards store " + std::to_string(stored_bytes) + " bytes of tensors",
+         in.name);
+
+  // Facts for `explain`: what shapes the directory's bytes without being content.
+  std::vector<std::string> names, key_order;
+  for (const auto& f : files) names.push_back(f);
+  bool sorted = true;
+  for (std::size_t i = 0; i < idx.weight_map.size(); ++i) {
+    key_order.push_back(idx.weight_map[i].first);
+    if (i && idx.weight_map[i - 1].first > idx.weight_map[i].first) sorted = false;
+  }
+  std::vector<std::string> other;
+  for (const auto& [k, v] : idx.other_metadata) other.push_back(k + "=" + v);
+  c.facts.insert(c.facts.begin(),
+                 {fact(sh::topics::kIndexName, "index", fs::path(in.name).filename().string()),
+                  fact(sh::topics::kFiles, "index", std::to_string(names.size()) + " files: " + join(names, ", ")),
+                  fact(sh::topics::kBoundaries, "index", join(boundaries, "; ")),
+                  fact(sh::topics::kKeyOrder, "weight_map",
+                       sorted ? std::string("sorted by name") : "as listed: " + join(key_order, ",")),
+                  fact(sh::topics::kIndexMetadata, "metadata", join(other, ", ")),
+                  fact(sh::topics::kIndexFormatting, "index", idx.formatting)});
+  return c;
+}
+
+}  // namespace tensorseal::detail
