@@ -87,6 +87,7 @@ struct ToPy {
                                                                               "little", nb::arg("signed") = true);
       }
       case K::kFloat: return nb::float_(v.as_float());
+      case K::kComplex: return nb::steal(PyComplex_FromDoubles(v.as_complex().real, v.as_complex().imag));
       case K::kStr: return py_text(v.as_str());
       case K::kBytes: {
         nb::bytes b(v.as_bytes().data(), v.as_bytes().size());
@@ -167,6 +168,8 @@ struct FromPy {
       return Value(BigInt{std::string(b.c_str(), b.size())});
     }
     if (PyFloat_CheckExact(h.ptr())) return Value(PyFloat_AsDouble(h.ptr()));
+    if (PyComplex_CheckExact(h.ptr()))
+      return Value(Complex{PyComplex_RealAsDouble(h.ptr()), PyComplex_ImagAsDouble(h.ptr())});
     if (PyUnicode_CheckExact(h.ptr())) return Value::str(nb::cast<std::string>(h));
     if (PyBytes_CheckExact(h.ptr())) {
       nb::bytes b = nb::borrow<nb::bytes>(h);
