@@ -322,9 +322,11 @@ nb::dict checkpoint_to_py(const Checkpoint& c, const std::string& framework, boo
   return d;
 }
 
-WriteOptions write_options(const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads) {
+WriteOptions write_options(const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads,
+                           bool empty_metadata = false) {
   WriteOptions o;
   o.metadata = metadata;
+  o.empty_metadata = empty_metadata;
   o.threads = threads;
   return o;
 }
@@ -454,6 +456,9 @@ NB_MODULE(_tensorseal, m) {
                out.append(nb::make_tuple(py_text(k), py_text(v)));
              return out;
            }, "__metadata__ as (key, value) pairs in file order.")
+      .def("has_metadata", [](const SafetensorsIndex& idx) {
+             return idx.metadata_position != SafetensorsIndex::kAbsent && !idx.metadata_null;
+           }, "True when the header holds a __metadata__ object (possibly empty); false when absent or null.")
       .def("structured", &SafetensorsIndex::structured,
            "A whole checkpoint written by tensorseal (read it with read_tensors to get its tree).")
       .def("tensor", [](const SafetensorsIndex& idx, const std::string& key, const std::string& framework) -> nb::object {
@@ -500,19 +505,19 @@ NB_MODULE(_tensorseal, m) {
 
   m.def("write_file", [](nb::handle obj, const std::string& path, const std::string& format,
                          const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads,
-                         bool split_storages) {
+                         bool split_storages, bool empty_metadata) {
         FromPy conv;
         conv.split_storages = split_storages;
         Value root = conv.convert(obj);
         Format f = parse_format(format);
         nb::gil_scoped_release nogil;
-        write_file(root, path, f, write_options(metadata, threads));
+        write_file(root, path, f, write_options(metadata, threads, empty_metadata));
       }, nb::arg("obj"), nb::arg("path"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
-      nb::arg("threads") = 0, nb::arg("split_storages") = false);
+      nb::arg("threads") = 0, nb::arg("split_storages") = false, nb::arg("empty_metadata") = false);
 
   m.def("write_bytes", [](nb::handle obj, const std::string& format,
                           const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads,
-                          bool split_storages) {
+                          bool split_storages, bool empty_metadata) {
         FromPy conv;
         conv.split_storages = split_storages;
         Value root = conv.convert(obj);
@@ -520,11 +525,11 @@ NB_MODULE(_tensorseal, m) {
         std::string out;
         {
           nb::gil_scoped_release nogil;
-          out = write_bytes(root, f, write_options(metadata, threads));
+          out = write_bytes(root, f, write_options(metadata, threads, empty_metadata));
         }
         return nb::bytes(out.data(), out.size());
       }, nb::arg("obj"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
-      nb::arg("threads") = 0, nb::arg("split_storages") = false);
+      nb::arg("threads") = 0, nb::arg("split_storages") = false, nb::arg("empty_metadata") = false);
 
   m.def("hash_file", [](const std::string& path, bool fast, unsigned threads, const LimitPairs& limits) {
         HashOptions o;
