@@ -140,3 +140,22 @@ def test_complex_in_opaque_forms_stays_opaque(tmp_path):
     torch.save({"c": FromText()}, path)
     got = tensorseal.load(path)
     assert not isinstance(got["c"], complex)
+
+
+def test_canonical_file_loads_in_torch_1_13(tmp_path, old_python):
+    """The canonical .pt with complex values loads in torch 1.13 to the same bits (with
+    weights_only=False: 1.13's allowlist lacks builtins.complex, for its own files too);
+    and torch 1.13's own save of them reads in tensorseal."""
+    import subprocess
+    obj = {"z": complex(1, 2), "n": complex(-0.0, NAN), "l": [3j]}
+    ours = tmp_path / "ours.pt"
+    tensorseal.save(obj, ours)
+    theirs = tmp_path / "theirs.pt"
+    code = ("import sys, struct, torch\n"
+            "d = torch.load(sys.argv[1], weights_only=False)\n"
+            "print(d['z'], struct.pack('<dd', d['n'].real, d['n'].imag).hex(), d['l'])\n"
+            "torch.save({'z': complex(1, 2), 'n': complex(-0.0, float('nan')), 'l': [3j]}, sys.argv[2])\n")
+    r = subprocess.run([old_python, "-c", code, str(ours), str(theirs)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["(1+2j)", bits(complex(-0.0, NAN)).hex(), "[3j]"]
+    assert same(tensorseal.load(theirs), obj)
