@@ -1,6 +1,9 @@
-// tseal canon IN [-o OUT | --in-place]: rewrite a checkpoint in canonical form, in the
-// format the format table names for it (.pt stays .pt, .safetensors stays .safetensors,
-// legacy/pickle become .pt).
+// tseal canon IN [-o OUT | --in-place] [--allow-unsafe]: rewrite a checkpoint in
+// canonical form, in the format the format table names for it (.pt stays .pt,
+// .safetensors stays .safetensors, legacy/pickle become .pt). A file whose pickles
+// reference dangerous globals (tensorseal::scan) is refused with exit 1 and one
+// "tseal: refused: ..." line naming them, unless --allow-unsafe: a canonical copy must
+// not make an attack look like a clean checkpoint.
 // tseal convert IN OUT [--to FORMAT]: canonical form in another format.
 // tseal convert IN OUTDIR --shards SIZE: Hugging Face safetensors shards (hf-shards).
 // Both stream tensor data from the memory-mapped input and write atomically (a
@@ -35,6 +38,24 @@ std::vector<std::string> writable_names() {
   return out;
 }
 
+// The refusal of a file with dangerous globals: one line naming them (at most 8) and
+// where the first is referenced, as the scan/dangerous-global rule.
+tensorseal::Error dangerous_refusal(const tensorseal::ScanReport& r) {
+  using namespace tensorseal;
+  std::string names, first;
+  std::size_t n = 0;
+  for (const auto& f : r.findings) {
+    if (f.verdict != Verdict::kDangerous) continue;
+    if (n == 0) first = f.where;
+    if (n++ < 8) names += (names.empty() ? "" : ", ") + f.module + "." + f.name;
+  }
+  if (n > 8) names += ", ...";
+  return Error(rules::kDangerousGlobal,
+               "canon refuses a file with " + std::to_string(n) + " dangerous global(s): " + names + " (first at " + first +
+                   "); pass --allow-unsafe to rewrite it anyway",
+               r.file);
+}
+
 }  // namespace
 
 Runner add_canon(CLI::App& app) {
@@ -42,10 +63,12 @@ Runner add_canon(CLI::App& app) {
   auto in = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto in_place = std::make_shared<bool>(false);
+  auto allow_unsafe = std::make_shared<bool>(false);
   auto threads = std::make_shared<unsigned>(0);
   cmd->add_option("IN", *in, "input checkpoint")->required();
   cmd->add_option("-o,--output", *out, "output file");
   cmd->add_flag("--in-place", *in_place, "replace IN atomically (keeps its format family)");
+  cmd->add_flag("--allow-unsafe", *allow_unsafe, "rewrite a file that references dangerous globals (refused by default)");
   cmd->add_option("--threads", *threads, "worker threads (never changes the bytes)");
   auto limits = add_limits(cmd);
   return [=]() {
@@ -54,6 +77,13 @@ Runner add_canon(CLI::App& app) {
       throw Error(rules::kInvalidArgument, "give -o OUT, or --in-place to replace the input");
     if (!out->empty() && *in_place) throw Error(rules::kInvalidArgument, "-o and --in-place exclude each other");
     Checkpoint c = read_file(*in, read_options(*limits));
+    if (!*allow_unsafe) {
+      const ScanReport r = scan(c);
+      if (r.verdict == Verdict::kDangerous) {
+        std::fprintf(stderr, "tseal: refused: %s\n", dangerous_refusal(r).what());
+        return kExitDifferent;
+      }
+    }
     const Format f = format_info(c.format)->canonical;
     if (!out->empty() && !format_info(f)->directory) {
       const Format named = format_for_extension(*out);

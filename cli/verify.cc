@@ -1,5 +1,7 @@
 // tseal verify FILE... [--json]: full structural validation plus every checksum the
 // file carries. Exit 0 all intact, 1 some file corrupt, 2 some file unreadable.
+// Dangerous globals are a second verdict, printed as "DANGEROUS  FILE: ..." after the
+// file's integrity line; they do not change the exit status (tseal scan gates on them).
 // A corrupt file is a finding, printed on stdout ("CORRUPT  FILE: ..."); an unreadable
 // one is an error, reported like hash does: "tseal: error: ..." on stderr, and the
 // other files are still verified.
@@ -38,6 +40,13 @@ Runner add_verify(CLI::App& app) {
           std::fflush(stdout);
           std::fprintf(stderr, "tseal: error: %s\n", r.message.c_str());
           break;
+      }
+      if (r.globals == Verdict::kDangerous) {
+        std::string names;
+        for (const auto& g : r.unsafe_globals)
+          if (g.verdict == Verdict::kDangerous) names += (names.empty() ? "" : ", ") + g.module + "." + g.name;
+        std::printf("DANGEROUS  %s: loading it with pickle would import %s; tseal scan lists every global\n", f.c_str(),
+                    names.c_str());
       }
     }
     if (*as_json) std::printf("%s\n", to_json(results).c_str());

@@ -55,6 +55,7 @@ struct SafetensorsIndex {
   // when the header has none: the header's keys are the entries' names with
   // "__metadata__" inserted at this position.
   std::size_t metadata_position = kAbsent;
+  bool metadata_null = false;  // "__metadata__": null (present, but not an object)
   std::vector<std::uint32_t> by_name;    // entry indices, names in bytewise (code point) order
   std::vector<std::uint32_t> by_offset;  // entry indices in data order (sorted by data_offsets)
   std::shared_ptr<const Storage> whole;  // every byte of the file: the mapping or an owned copy

@@ -92,12 +92,18 @@ struct Object {
 struct Str { std::shared_ptr<const std::string> utf8; };
 struct Bytes { std::shared_ptr<const std::string> data; bool bytearray = false; };
 struct None {};
+// A Python complex number (builtins.complex): two binary64 parts, compared and hashed
+// by their bits like floats. Pickles spell it REDUCE(builtins.complex, (real, imag)).
+struct Complex {
+  double real = 0.0, imag = 0.0;
+};
 
 class Value {
  public:
   enum class Kind : std::uint8_t {
     kNone, kBool, kInt, kBigInt, kFloat, kStr, kBytes,
     kList, kTuple, kDict, kSet, kTensor, kStorage, kGlobal, kObject,
+    kComplex,  // last: the kinds before it keep their numbers
   };
 
   Value() = default;  // None
@@ -108,6 +114,7 @@ class Value {
   Value(std::int64_t i) : v_(i) {}
   Value(int i) : v_(std::int64_t{i}) {}
   Value(double d) : v_(d) {}
+  Value(Complex c) : v_(c) {}
   Value(BigInt b);  // normalises: values that fit become plain ints
   Value(std::shared_ptr<List> p) : v_(std::move(p)) {}
   Value(std::shared_ptr<Tuple> p) : v_(std::move(p)) {}
@@ -136,6 +143,7 @@ class Value {
   std::int64_t as_int() const;
   const BigInt& as_bigint() const;
   double as_float() const;
+  Complex as_complex() const;
   std::string_view as_str() const;
   std::string_view as_bytes() const;
   bool is_bytearray() const;
@@ -159,7 +167,7 @@ class Value {
                std::shared_ptr<List>, std::shared_ptr<Tuple>, std::shared_ptr<Dict>,
                std::shared_ptr<Set>, std::shared_ptr<const Tensor>,
                std::shared_ptr<const Storage>, std::shared_ptr<Global>,
-               std::shared_ptr<Object>>
+               std::shared_ptr<Object>, Complex>
       v_;
 };
 

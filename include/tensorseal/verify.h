@@ -3,6 +3,8 @@
 // Reads the file with every checksum check on (ReadOptions::verify_checksums: zip
 // CRC32s), validates every tensor view against its storage, and when the file carries
 // a tensorseal content hash (metadata key "tensorseal.content_hash") recomputes it.
+// Separately from integrity, it classes the globals the file's pickles reference
+// (tensorseal::scan): an intact file can still be dangerous to load with pickle.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 
 #include "tensorseal/export.h"
 #include "tensorseal/limits.h"
+#include "tensorseal/scan.h"
 
 TENSORSEAL_API_BEGIN
 namespace tensorseal {
@@ -34,6 +37,11 @@ struct VerifyResult {
   std::string message;                   // the error's one-line message ("" when ok)
   std::string rule;                      // the broken rule id ("" when ok)
   std::optional<std::uint64_t> offset;   // byte offset of the problem, when known
+  // The globals verdict (scan's: the worst global referenced), independent of
+  // `status`; nullopt when the file could not be read. `unsafe_globals` holds scan's
+  // findings that are not known-safe, in first-reference order.
+  std::optional<Verdict> globals;
+  std::vector<ScanFinding> unsafe_globals;
 };
 
 struct VerifyOptions {

@@ -22,6 +22,9 @@ namespace tensorseal {
 struct WriteOptions {
   // safetensors: user metadata for "__metadata__" (written sorted by key).
   std::vector<std::pair<std::string, std::string>> metadata;
+  // safetensors: write "__metadata__":{} even when `metadata` is empty, as
+  // safetensors.torch.save(..., metadata={}) does (the drop-in's byte identity).
+  bool empty_metadata = false;
   unsigned threads = 0;  // 0: all cores; never changes the bytes
   bool fsync = true;     // fsync file and directory before/after the rename
   // hf-shards (a directory): the most tensor bytes per shard file (0: huggingface_hub's

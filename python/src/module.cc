@@ -87,6 +87,7 @@ struct ToPy {
                                                                               "little", nb::arg("signed") = true);
       }
       case K::kFloat: return nb::float_(v.as_float());
+      case K::kComplex: return nb::steal(PyComplex_FromDoubles(v.as_complex().real, v.as_complex().imag));
       case K::kStr: return py_text(v.as_str());
       case K::kBytes: {
         nb::bytes b(v.as_bytes().data(), v.as_bytes().size());
@@ -167,6 +168,8 @@ struct FromPy {
       return Value(BigInt{std::string(b.c_str(), b.size())});
     }
     if (PyFloat_CheckExact(h.ptr())) return Value(PyFloat_AsDouble(h.ptr()));
+    if (PyComplex_CheckExact(h.ptr()))
+      return Value(Complex{PyComplex_RealAsDouble(h.ptr()), PyComplex_ImagAsDouble(h.ptr())});
     if (PyUnicode_CheckExact(h.ptr())) return Value::str(nb::cast<std::string>(h));
     if (PyBytes_CheckExact(h.ptr())) {
       nb::bytes b = nb::borrow<nb::bytes>(h);
@@ -319,9 +322,11 @@ nb::dict checkpoint_to_py(const Checkpoint& c, const std::string& framework, boo
   return d;
 }
 
-WriteOptions write_options(const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads) {
+WriteOptions write_options(const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads,
+                           bool empty_metadata = false) {
   WriteOptions o;
   o.metadata = metadata;
+  o.empty_metadata = empty_metadata;
   o.threads = threads;
   return o;
 }
@@ -451,6 +456,9 @@ NB_MODULE(_tensorseal, m) {
                out.append(nb::make_tuple(py_text(k), py_text(v)));
              return out;
            }, "__metadata__ as (key, value) pairs in file order.")
+      .def("has_metadata", [](const SafetensorsIndex& idx) {
+             return idx.metadata_position != SafetensorsIndex::kAbsent && !idx.metadata_null;
+           }, "True when the header holds a __metadata__ object (possibly empty); false when absent or null.")
       .def("structured", &SafetensorsIndex::structured,
            "A whole checkpoint written by tensorseal (read it with read_tensors to get its tree).")
       .def("tensor", [](const SafetensorsIndex& idx, const std::string& key, const std::string& framework) -> nb::object {
@@ -497,23 +505,24 @@ NB_MODULE(_tensorseal, m) {
 
   m.def("write_file", [](nb::handle obj, const std::string& path, const std::string& format,
                          const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads,
-                         bool split_storages, std::uint64_t max_shard_size) {
+                         bool split_storages, bool empty_metadata, std::uint64_t max_shard_size) {
         FromPy conv;
         conv.split_storages = split_storages;
         Value root = conv.convert(obj);
         Format f = parse_format(format);
-        WriteOptions o = write_options(metadata, threads);
+        WriteOptions o = write_options(metadata, threads, empty_metadata);
         o.max_shard_size = max_shard_size;
         nb::gil_scoped_release nogil;
         write_file(root, path, f, o);
       }, nb::arg("obj"), nb::arg("path"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
-      nb::arg("threads") = 0, nb::arg("split_storages") = false, nb::arg("max_shard_size") = 0);
+      nb::arg("threads") = 0, nb::arg("split_storages") = false, nb::arg("empty_metadata") = false,
+      nb::arg("max_shard_size") = 0);
 
   m.def("parse_shard_size", [](const std::string& text) { return parse_shard_size(text); });
 
   m.def("write_bytes", [](nb::handle obj, const std::string& format,
                           const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads,
-                          bool split_storages) {
+                          bool split_storages, bool empty_metadata) {
         FromPy conv;
         conv.split_storages = split_storages;
         Value root = conv.convert(obj);
@@ -521,11 +530,11 @@ NB_MODULE(_tensorseal, m) {
         std::string out;
         {
           nb::gil_scoped_release nogil;
-          out = write_bytes(root, f, write_options(metadata, threads));
+          out = write_bytes(root, f, write_options(metadata, threads, empty_metadata));
         }
         return nb::bytes(out.data(), out.size());
       }, nb::arg("obj"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
-      nb::arg("threads") = 0, nb::arg("split_storages") = false);
+      nb::arg("threads") = 0, nb::arg("split_storages") = false, nb::arg("empty_metadata") = false);
 
   m.def("hash_file", [](const std::string& path, bool fast, unsigned threads, const LimitPairs& limits) {
         HashOptions o;

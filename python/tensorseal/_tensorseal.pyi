@@ -22,6 +22,9 @@ class SafetensorsIndex:
     def metadata(self) -> list:
         """__metadata__ as (key, value) pairs in file order."""
 
+    def has_metadata(self) -> bool:
+        """True when the header holds a __metadata__ object (possibly empty); false when absent or null."""
+
     def structured(self) -> bool:
         """A whole checkpoint written by tensorseal (read it with read_tensors to get its tree)."""
 
@@ -34,11 +37,11 @@ def read_bytes_tensors(data: bytes, name: str = '<bytes>', framework: str = 'tor
 
 def read_bytes(data: bytes, name: str = '<bytes>', framework: str = 'torch', weights_only: bool = False, limits: Sequence[tuple[str, int]] = []) -> dict: ...
 
-def write_file(obj: object, path: str, format: str, metadata: Sequence[tuple[str, str]] = [], threads: int = 0, split_storages: bool = False, max_shard_size: int = 0) -> None: ...
+def write_file(obj: object, path: str, format: str, metadata: Sequence[tuple[str, str]] = [], threads: int = 0, split_storages: bool = False, empty_metadata: bool = False, max_shard_size: int = 0) -> None: ...
 
 def parse_shard_size(arg: str, /) -> int: ...
 
-def write_bytes(obj: object, format: str, metadata: Sequence[tuple[str, str]] = [], threads: int = 0, split_storages: bool = False) -> bytes: ...
+def write_bytes(obj: object, format: str, metadata: Sequence[tuple[str, str]] = [], threads: int = 0, split_storages: bool = False, empty_metadata: bool = False) -> bytes: ...
 
 def hash_file(path: str, fast: bool = False, threads: int = 0, limits: Sequence[tuple[str, int]] = []) -> str: ...
 

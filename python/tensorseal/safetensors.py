@@ -7,9 +7,13 @@
             t = f.get_tensor(k)
         row = f.get_slice("w")[1:3, :]
 
-Same calls and results as the safetensors package. Differences, all on purpose:
-the files written are canonical (byte-identical to safetensors' for a flat dict,
-``__metadata__`` sorted so multi-key metadata no longer changes between runs);
+Same calls, results and exception types as the safetensors package (each exception
+is also a ``tensorseal.Error``; see "exceptions" below). Differences, all on purpose:
+the files written are canonical (byte-identical to safetensors' for every dict it
+accepts, ``requires_grad`` tensors and Parameters included, never with tensorseal's
+structure metadata; ``__metadata__`` sorted so multi-key metadata no longer changes
+between runs; no tensors with ``metadata={}`` gives ``{"__metadata__":{}}`` where
+safetensors 0.8 writes the invalid JSON ``{},"__metadata__":{}}``);
 loading maps the file and returns zero-copy views (private copy-on-write: writes to a
 tensor never reach the file; two ``get_tensor`` calls for one name view the same
 memory); ``safe_open``/``load_file`` also read any other format tensorseal reads
@@ -18,31 +22,99 @@ shadow the real ``safetensors`` package.
 """
 from __future__ import annotations
 
+import errno
 import os
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import _api
 from . import _tensorseal as _core
-from .errors import invalid_argument
+from .errors import Error, IoError, invalid_argument
 
-__all__ = ["save_file", "load_file", "save", "load", "safe_open", "SafeSlice"]
+__all__ = ["save_file", "load_file", "save", "load", "safe_open", "SafeSlice", "SafetensorError"]
 
 _ST_NAMES: Dict[str, str] = {name: st for name, _bits, st, _np in _core.dtypes()}
 
 
+# ---- exceptions ---------------------------------------------------------------------
+# Each failure raises the type safetensors raises for it AND a tensorseal error type, so
+# both `except safetensors.SafetensorError` / `except TypeError` ... and `except
+# tensorseal.Error` (or its kinds) catch it:
+#   missing tensor name           SafetensorError (and KeyError, as before)
+#   non-str name or key, metadata that is not a dict of str -> str     TypeError
+#   missing file                  FileNotFoundError
+#   garbage bytes, broken header  SafetensorError
+#   framework not 'pt'/'np'       SafetensorError
+#   dtype safetensors lacks       KeyError
+#   not a dict / not a tensor / sparse / non-contiguous   ValueError; shared memory   RuntimeError
+def _original_bases() -> Tuple[type, ...]:
+    try:  # the real package is optional; when present its exception is a base too
+        from safetensors import SafetensorError as original
+    except ImportError:
+        return ()
+    return (original,)
+
+
+class SafetensorError(Error, *_original_bases()):  # type: ignore[misc]
+    """What safetensors raises as ``SafetensorError``; each instance is also of the
+    tensorseal class of its kind (``CorruptFileError``, ``InvalidArgumentError``...)."""
+
+
+_COMBOS: Dict[Tuple[type, type], type] = {}
+
+
+def _also(err: Error, original: type) -> Error:
+    """``err`` re-made as an instance of a subclass of both its class and ``original``
+    (message, rule, file and offset kept)."""
+    if isinstance(err, original):
+        return err
+    key = (type(err), original)
+    cls = _COMBOS.get(key)
+    if cls is None:
+        # KeyError's str() would quote the message; keep the one-line form.
+        cls = type(type(err).__name__, (type(err), original), {"__str__": Exception.__str__, "__module__": __name__})
+        _COMBOS[key] = cls
+    out = cls(str(err), err.rule, err.file, err.offset, err.detail)
+    if isinstance(out, FileNotFoundError):
+        out.errno, out.strerror, out.filename = errno.ENOENT, os.strerror(errno.ENOENT), err.file
+    return out
+
+
+def _type_error(detail: str) -> Error:
+    return _also(invalid_argument(detail), TypeError)
+
+
+class _Reading:
+    """Context for reading ``path``: tensorseal errors leave as safetensors' types."""
+
+    def __init__(self, path: Optional[str]) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, typ: Any, exc: Any, tb: Any) -> bool:
+        if isinstance(exc, Error) and not isinstance(exc, SafetensorError):
+            if isinstance(exc, IoError) and self.path is not None and not os.path.lexists(self.path):
+                raise _also(exc, FileNotFoundError) from None
+            if not isinstance(exc, IoError):
+                raise _also(exc, SafetensorError) from None
+        return False
+
+
 def _check_for_save(tensors: Any) -> None:
-    """The checks safetensors.torch applies before saving, with its exception types."""
+    """The checks safetensors.torch applies before saving, in its order, with its
+    exception types (made tensorseal errors too)."""
     import torch  # the real torch
     if not isinstance(tensors, dict):
-        raise ValueError(f"Expected a dict of [str, torch.Tensor] but received {type(tensors)}")
+        raise invalid_argument(f"Expected a dict of [str, torch.Tensor] but received {type(tensors)}")
     sparse = []
     for k, v in tensors.items():
         if not isinstance(v, torch.Tensor):
-            raise ValueError(f"Key `{k}` is invalid, expected torch.Tensor but received {type(v)}")
+            raise invalid_argument(f"Key `{k}` is invalid, expected torch.Tensor but received {type(v)}")
         if v.layout != torch.strided:
             sparse.append(k)
     if sparse:
-        raise ValueError(f"You are trying to save a sparse tensors: `{sparse}` which this library does not support.")
+        raise invalid_argument(f"You are trying to save a sparse tensors: `{sparse}` which this library does not support.")
     # Tensors whose bytes overlap in one storage (safetensors' _find_shared_tensors).
     groups: Dict[Tuple[Any, int, int], List[Tuple[int, int, str]]] = {}
     for k, v in tensors.items():
@@ -74,28 +146,42 @@ def _check_for_save(tensors: Any) -> None:
         if len(current) > 1:
             failing.append(current)
     if failing:
-        raise RuntimeError(
+        raise _also(invalid_argument(
             f"Some tensors share memory, this will lead to duplicate memory on disk and potential differences when "
-            f"loading them again: {failing}. Save them once (tensorseal.save keeps tied tensors tied).")
-    for k, v in tensors.items():
+            f"loading them again: {failing}. Save them once (tensorseal.save keeps tied tensors tied)."), RuntimeError)
+    for k, v in tensors.items():  # per tensor, as safetensors' _flatten_as_ptr
         if not v.is_contiguous():
-            raise ValueError(f"You are trying to save a non contiguous tensor: `{k}` which is not allowed. Call "
-                             "`.contiguous()` on it before saving.")
+            raise invalid_argument(f"You are trying to save a non contiguous tensor: `{k}` which is not allowed. Call "
+                                   "`.contiguous()` on it before saving.")
+        if _ST_NAMES.get(str(v.dtype).replace("torch.", ""), "") == "":
+            raise _also(invalid_argument(f"tensor '{k}' has dtype {v.dtype}, which safetensors cannot store"), KeyError)
+    for k in tensors:
+        if not isinstance(k, str):
+            raise _type_error(f"argument 'tensor_dict': '{type(k).__name__}' object is not an instance of 'str'")
 
 
 def _check_metadata(metadata: Optional[Dict[str, str]]) -> List[Tuple[str, str]]:
     if metadata is None:
         return []
-    if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                 for k, v in metadata.items()):
-        raise ValueError("metadata must be a dict of str -> str")
+    if not isinstance(metadata, dict):
+        raise _type_error(f"argument 'metadata': '{type(metadata).__name__}' object is not an instance of 'dict'")
+    for k, v in metadata.items():
+        for x in (k, v):
+            if not isinstance(x, str):
+                raise _type_error(f"argument 'metadata': '{type(x).__name__}' object is not an instance of 'str'")
     return sorted(metadata.items())
+
+
+def _plain(tensors: Dict[str, Any]) -> Dict[str, Any]:
+    """The tensors as safetensors stores them: data only (``requires_grad`` and
+    ``nn.Parameter`` are not part of a safetensors file, so no structure metadata)."""
+    return {k: v.detach() for k, v in tensors.items()}
 
 
 def save(tensors: Dict[str, Any], metadata: Optional[Dict[str, str]] = None) -> bytes:
     """Saves a dict of tensors into safetensors bytes (``safetensors.torch.save``)."""
     _check_for_save(tensors)
-    return _core.write_bytes(dict(tensors), "safetensors", _check_metadata(metadata), 0, True)
+    return _core.write_bytes(_plain(tensors), "safetensors", _check_metadata(metadata), 0, True, metadata == {})
 
 
 def save_file(tensors: Dict[str, Any], filename: Union[str, "os.PathLike[str]"],
@@ -103,7 +189,8 @@ def save_file(tensors: Dict[str, Any], filename: Union[str, "os.PathLike[str]"],
     """Saves a dict of tensors to ``filename`` (``safetensors.torch.save_file``).
     The write is atomic: readers never see a half-written file."""
     _check_for_save(tensors)
-    _core.write_file(dict(tensors), os.fspath(filename), "safetensors", _check_metadata(metadata), 0, True)
+    _core.write_file(_plain(tensors), os.fspath(filename), "safetensors", _check_metadata(metadata), 0, True,
+                     metadata == {})
 
 
 def _to_device(tensors: Dict[str, Any], device: Union[str, int, Any]) -> Dict[str, Any]:
@@ -118,13 +205,16 @@ def _to_device(tensors: Dict[str, Any], device: Union[str, int, Any]) -> Dict[st
 def load_file(filename: Union[str, "os.PathLike[str]"], device: Union[str, int] = "cpu") -> Dict[str, Any]:
     """Loads the tensors of ``filename`` as ``{name: tensor}`` (``safetensors.torch.load_file``).
     Zero-copy views of the mapped file on the cpu."""
-    d = _core.read_tensors(os.fspath(filename), "torch")
+    path = os.fspath(filename)
+    with _Reading(path):
+        d = _core.read_tensors(path, "torch")
     return _to_device({name: t for name, t, _dt, _at in d["tensors"]}, device)
 
 
 def load(data: bytes) -> Dict[str, Any]:
     """Loads safetensors bytes as ``{name: tensor}`` on the cpu (``safetensors.torch.load``)."""
-    d = _core.read_bytes_tensors(bytes(data), "<bytes>", "torch")
+    with _Reading(None):
+        d = _core.read_bytes_tensors(bytes(data), "<bytes>", "torch")
     return {name: t for name, t, _dt, _at in d["tensors"]}
 
 
@@ -172,10 +262,15 @@ class safe_open:  # noqa: N801 - the name safetensors users know
                  device: Union[str, int] = "cpu") -> None:
         fw = {"pt": "torch", "torch": "torch", "np": "numpy", "numpy": "numpy"}.get(framework)
         if fw is None:
-            raise invalid_argument(f"framework {framework!r} is not supported (use 'pt' or 'np')")
+            raise _also(invalid_argument(f"framework {framework!r} is not supported (use 'pt' or 'np')"),
+                        SafetensorError)
         self._framework = fw
         self._device = device
         path = os.fspath(filename)
+        with _Reading(path):
+            self._open(path, fw)
+
+    def _open(self, path: str, fw: str) -> None:
         # name -> (tensor, dtype, file offset): every tensor when read whole, the ones
         # asked for so far when lazy (a name gives the same tensor every time).
         self._tensors: Dict[str, Tuple[Any, str, int]] = {}
@@ -183,13 +278,14 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         if index is not None and not index.structured():
             self._index: Any = index
             self._format = "safetensors"
-            self._meta: Dict[str, str] = dict(index.metadata())
+            # As safetensors: {} for "__metadata__": {}, None when absent or null.
+            self._meta: Optional[Dict[str, str]] = dict(index.metadata()) if index.has_metadata() else None
             self._keys: List[str] = index.keys()
             return
         self._index = None
         d = _core.read_tensors(path, fw)
         self._format = d["format"]
-        self._meta = dict(d["metadata"])
+        self._meta = dict(d["metadata"]) or None
         self._tensors = {name: (t, dt, at) for name, t, dt, at in d["tensors"]}
         self._keys = sorted(self._tensors)
 
@@ -210,17 +306,20 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         return [k for k, _ in sorted(self._tensors.items(), key=lambda kv: (kv[1][2], kv[0]))]
 
     def metadata(self) -> Optional[Dict[str, str]]:
-        """The file's ``__metadata__`` (None when it has none)."""
-        return dict(self._meta) if self._meta else None
+        """The file's ``__metadata__``: None when the header has none (or null), else
+        the dict, possibly empty (what safetensors returns)."""
+        return dict(self._meta) if self._meta is not None else None
 
     def _get(self, name: str) -> Tuple[Any, str, int]:
+        if not isinstance(name, str):
+            raise _type_error(f"argument 'name': '{type(name).__name__}' object is not an instance of 'str'")
         try:
             return self._tensors[name]
         except KeyError:
-            found = self._index.tensor(name, self._framework) \
-                if self._index is not None and isinstance(name, str) else None
+            found = self._index.tensor(name, self._framework) if self._index is not None else None
             if found is None:
-                raise KeyError(f"File does not contain tensor {name}") from None
+                raise _also(_also(invalid_argument(f"File does not contain tensor {name}"), SafetensorError),
+                            KeyError) from None
         entry = self._tensors[name] = (found[0], found[1], 0)
         return entry
 
@@ -229,6 +328,11 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         if self._framework == "torch" and str(self._device) != "cpu":
             return _to_device({name: t}, self._device)[name]
         return t
+
+    def get_tensors(self) -> Dict[str, Any]:
+        """Every tensor as ``{name: tensor}``, in the order of their data in the file
+        (``get_tensor`` of each name of ``offset_keys()``)."""
+        return {name: self.get_tensor(name) for name in self.offset_keys()}
 
     def get_slice(self, name: str) -> SafeSlice:
         t, dt, _ = self._get(name)

@@ -89,7 +89,10 @@ def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = Non
       dangerous) raises :class:`tensorseal.UnsafePickleError` (also a
       ``pickle.UnpicklingError``), as ``torch.load`` would.
       ``weights_only=False`` never executes anything either: such objects come back as
-      :class:`tensorseal.Opaque` data instead of raising.
+      :class:`tensorseal.Opaque` data instead of raising. An allowance, not a wider
+      safe set: files torch's own weights_only loader refuses for their encoding
+      (pickle protocols 4/5, plain pickles, legacy files of uint16/32/64 and float8
+      tensors) are read when their globals are in the safe set (README, "Drop-ins").
     * ``map_location``: ``None`` / ``"cpu"`` keep tensors on the CPU (tensorseal does
       not restore saved CUDA locations), a device string or ``torch.device`` moves
       them, a dict maps ``"cpu"`` to a target, a callable is called as

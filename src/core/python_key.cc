@@ -84,6 +84,26 @@ bool key_of(const Value& v, std::string& out, Memo& memo) {
     case K::kBool: out += v.as_bool() ? "i1" : "i0"; return true;
     case K::kInt: out += 'i'; out += std::to_string(v.as_int()); return true;
     case K::kBigInt: out += 'I'; out += v.as_bigint().le_bytes; return true;
+    case K::kComplex: {
+      // complex(x, 0) == x in Python (either sign of zero): the key of the float x.
+      const Complex c = v.as_complex();
+      if (c.imag == 0.0) return python_key(Value(c.real), out);
+      if (c.real != c.real || c.imag != c.imag) {
+        out += 'n';
+        out += std::to_string(nan_keys.fetch_add(1, std::memory_order_relaxed));
+        return true;
+      }
+      // Parts equal as floats give one key (-0.0 == 0.0).
+      const double re = c.real == 0.0 ? 0.0 : c.real, im = c.imag;
+      std::uint64_t bits[2];
+      std::memcpy(&bits[0], &re, sizeof re);
+      std::memcpy(&bits[1], &im, sizeof im);
+      out += 'c';
+      out += std::to_string(bits[0]);
+      out += ',';
+      out += std::to_string(bits[1]);
+      return true;
+    }
     case K::kFloat: {
       const double d = v.as_float();
       if (d != d) {

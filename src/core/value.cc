@@ -86,6 +86,7 @@ bool Value::as_bool() const { return get<bool>(v_, kind(), "bool"); }
 std::int64_t Value::as_int() const { return get<std::int64_t>(v_, kind(), "int"); }
 const BigInt& Value::as_bigint() const { return get<BigInt>(v_, kind(), "bigint"); }
 double Value::as_float() const { return get<double>(v_, kind(), "float"); }
+Complex Value::as_complex() const { return get<Complex>(v_, kind(), "complex"); }
 std::string_view Value::as_str() const { return *get<Str>(v_, kind(), "str").utf8; }
 std::string_view Value::as_bytes() const { return *get<Bytes>(v_, kind(), "bytes").data; }
 bool Value::is_bytearray() const { return get<Bytes>(v_, kind(), "bytes").bytearray; }
@@ -127,7 +128,8 @@ bool Value::is_global(std::string_view module, std::string_view name) const noex
 
 std::string_view kind_name(Value::Kind k) noexcept {
   static constexpr std::string_view kNames[] = {"None", "bool", "int", "int", "float", "str", "bytes", "list",
-                                                "tuple", "dict", "set", "tensor", "storage", "global", "object"};
+                                                "tuple", "dict", "set", "tensor", "storage", "global", "object",
+                                                "complex"};
   return kNames[static_cast<std::size_t>(k)];
 }
 
@@ -232,6 +234,10 @@ bool equal(const Value& a, const Value& b) {
       return equal_items(x.attrs->items, y.attrs->items);
     }
     case K::kSet: return a.as_set().frozen == b.as_set().frozen && equal_seq(a.as_set().items, b.as_set().items);
+    case K::kComplex: {
+      const Complex x = a.as_complex(), y = b.as_complex();
+      return std::memcmp(&x.real, &y.real, sizeof x.real) == 0 && std::memcmp(&x.imag, &y.imag, sizeof x.imag) == 0;
+    }
     case K::kTensor: case K::kStorage: return false;  // same node handled above
     case K::kGlobal: return a.as_global().module == b.as_global().module && a.as_global().name == b.as_global().name;
     case K::kObject: {
@@ -278,6 +284,16 @@ namespace {
 
 void repr_into(const Value& v, std::string& out, std::size_t max_len, int depth);
 
+void repr_double(double d, std::string& out) {
+  if (std::isnan(d)) out += "nan";
+  else if (std::isinf(d)) out += d > 0 ? "inf" : "-inf";
+  else {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", d);
+    out += buf;
+  }
+}
+
 void repr_seq(const std::vector<Value>& items, std::string& out, std::size_t max_len, int depth, char open, char close) {
   out += open;
   for (std::size_t i = 0; i < items.size() && out.size() < max_len; ++i) {
@@ -310,12 +326,21 @@ void repr_into(const Value& v, std::string& out, std::size_t max_len, int depth)
     case K::kBool: out += v.as_bool() ? "True" : "False"; return;
     case K::kInt: out += std::to_string(v.as_int()); return;
     case K::kBigInt: out += v.as_bigint().to_decimal(); return;
-    case K::kFloat: {
-      char buf[64];
-      double d = v.as_float();
-      if (std::isnan(d)) out += "nan";
-      else if (std::isinf(d)) out += d > 0 ? "inf" : "-inf";
-      else { std::snprintf(buf, sizeof buf, "%.17g", d); out += buf; }
+    case K::kFloat: repr_double(v.as_float(), out); return;
+    case K::kComplex: {
+      // Python's repr: (1+2j), (1-0j), (nan+infj); a zero real part with a +0.0 sign: 2j.
+      const Complex c = v.as_complex();
+      const bool bare = c.real == 0.0 && !std::signbit(c.real);
+      if (!bare) {
+        out += '(';
+        repr_double(c.real, out);
+        out += std::signbit(c.imag) && !std::isnan(c.imag) ? '-' : '+';
+        repr_double(std::fabs(c.imag), out);
+      } else {
+        repr_double(c.imag, out);
+      }
+      out += 'j';
+      if (!bare) out += ')';
       return;
     }
     case K::kStr: repr_quoted(v.as_str(), out, max_len); return;

@@ -7,6 +7,8 @@
 //   enc(bool)   = 'B' u8(0|1)
 //   enc(int)    = 'I' u32(len) two's-complement little-endian, minimal length (0 -> len 0)
 //   enc(float)  = 'F' u64 IEEE-754 bits, little-endian
+//   enc(complex)= 'C' u64 real bits, u64 imag bits (little-endian; added after v1's
+//                 first release: a new tag, no existing encoding changed)
 //   enc(str)    = 'S' u64(len) UTF-8 bytes
 //   enc(bytes)  = 'Y' u64(len) bytes            (bytes and bytearray alike)
 //   enc(list)   = 'L' u64(n) enc(item)*
@@ -303,6 +305,16 @@ class ContentHasher {
         std::memcpy(&bits, &d, sizeof bits);
         out += 'F';
         put_u64(out, bits);
+        return;
+      }
+      case K::kComplex: {
+        const Complex c = v.as_complex();
+        std::uint64_t re, im;
+        std::memcpy(&re, &c.real, sizeof re);
+        std::memcpy(&im, &c.imag, sizeof im);
+        out += 'C';
+        put_u64(out, re);
+        put_u64(out, im);
         return;
       }
       case K::kStr: put_str(out, 'S', v.as_str()); return;

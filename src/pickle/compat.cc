@@ -357,6 +357,19 @@ std::pair<std::string, std::string> py3_to_py2_name(std::string_view module, std
   return apply(kReverseImportMapping, kReverseNameMapping, module, name);
 }
 
+std::optional<Complex> complex_from_args(const std::vector<Value>& args) {
+  if (args.size() > 2) return std::nullopt;
+  double parts[2] = {0.0, 0.0};
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const Value& a = args[i];
+    if (a.is(Value::Kind::kFloat)) parts[i] = a.as_float();
+    else if (a.is(Value::Kind::kInt)) parts[i] = static_cast<double>(a.as_int());  // round-to-nearest, as float(int)
+    else if (a.is(Value::Kind::kBool)) parts[i] = a.as_bool() ? 1.0 : 0.0;
+    else return std::nullopt;
+  }
+  return Complex{parts[0], parts[1]};
+}
+
 std::optional<Value> stdlib_reduce(const Object& obj) {
   if (obj.how != Construct::kReduce || !obj.callable || !obj.args) return std::nullopt;
   const Value& c = *obj.callable;
@@ -438,6 +451,11 @@ std::optional<Value> stdlib_reduce(const Object& obj) {
       return Value::bytes(std::move(*b), true);
     }
     return std::nullopt;
+  }
+  if (is("builtins", "complex")) {
+    auto c = complex_from_args(args);
+    if (!c) return std::nullopt;
+    return Value(*c);
   }
   if (is("builtins", "getattr")) {
     if (args.size() != 2 || !args[0].is(Value::Kind::kGlobal) || !args[1].is(Value::Kind::kStr)) return std::nullopt;

@@ -29,10 +29,16 @@ std::pair<std::string, std::string> py3_to_py2_name(std::string_view module, std
 //   builtins.bytes() / bytes([int, ...])       -> bytes
 //   builtins.bytearray() / bytearray(bytes) / bytearray(str, 'latin-1') -> bytearray
 //   builtins.getattr(Global m.a, 'b')          -> Global m.'a.b' (protocol < 4 nested names)
+//   builtins.complex(), complex(x), complex(re, im) with bool/int/float parts -> Complex
 // Names are Python 3 names (the VM maps Python 2 names at protocol < 3). Anything else,
 // including these callables with unexpected arguments, gives nullopt. Install it as
 // `hooks.reduce = [](const Object& o, std::uint64_t) { return stdlib_reduce(o); }`, or
 // call it from a richer hook.
 std::optional<Value> stdlib_reduce(const Object& obj);
+
+// The value CPython's complex(*args) gives for 0..2 real arguments (bool, int64 or
+// float; each part becomes float(x) exactly as Python converts it). Other arguments
+// (strings, complex parts, ints beyond int64) give nullopt: the object stays opaque.
+std::optional<Complex> complex_from_args(const std::vector<Value>& args);
 
 }  // namespace tensorseal::detail::pickle

@@ -4,6 +4,8 @@
 //   None       NONE                      bool   NEWTRUE | NEWFALSE
 //   int        BININT1 (0..255) | BININT2 (..65535) | BININT (int32) | LONG1 | LONG4
 //   float      BINFLOAT (big-endian)     str    BINUNICODE u32 len, UTF-8; BINPUT
+//   complex    GLOBAL '__builtin__ complex' BINFLOAT real BINFLOAT imag TUPLE2 BINPUT
+//              REDUCE BINPUT (complex.__reduce__; never shared: a value, like float)
 //   bytes      GLOBAL '_codecs encode' (str latin-1, 'latin1') TUPLE2 REDUCE; BINPUT
 //              b'' -> GLOBAL '__builtin__ bytes' EMPTY_TUPLE REDUCE; BINPUT
 //   bytearray  GLOBAL '__builtin__ bytearray' (bytes,) TUPLE1 REDUCE | EMPTY_TUPLE REDUCE
@@ -125,6 +127,12 @@ void Writer::tuple(std::size_t n) {
   end_tuple(n);
 }
 void Writer::reduce() { emit(out_, op::kReduce); }
+void Writer::binfloat(double d) {
+  std::uint64_t u;
+  std::memcpy(&u, &d, sizeof u);
+  emit(out_, op::kBinFloat);
+  for (int i = 7; i >= 0; --i) out_ += static_cast<char>((u >> (8 * i)) & 0xFF);
+}
 void Writer::build() { emit(out_, op::kBuild); }
 void Writer::binpersid() { emit(out_, op::kBinPersId); }
 void Writer::newobj() { emit(out_, op::kNewObj); }
@@ -368,12 +376,15 @@ void Writer::value(const Value& v) {
       out_ += le;
       return;
     }
-    case K::kFloat: {
-      double d = v.as_float();
-      std::uint64_t u;
-      std::memcpy(&u, &d, sizeof u);
-      emit(out_, op::kBinFloat);
-      for (int i = 7; i >= 0; --i) out_ += static_cast<char>((u >> (8 * i)) & 0xFF);
+    case K::kFloat: binfloat(v.as_float()); return;
+    case K::kComplex: {
+      const Complex c = v.as_complex();
+      global("builtins", "complex");
+      binfloat(c.real);
+      binfloat(c.imag);
+      end_tuple(2);
+      reduce();
+      put_memo();
       return;
     }
     case K::kStr: str(v.as_str()); return;

@@ -70,6 +70,7 @@ class Writer {
   std::uint32_t put_memo();
   void get_memo(std::uint32_t index);
   void str(std::string_view utf8);
+  void binfloat(double d);
   void bytes(std::string_view data);
   void dict(const Value& v);
   void object(const Value& v);

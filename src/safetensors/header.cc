@@ -613,6 +613,7 @@ SafetensorsIndex validate(RawHeader& raw, const Input& in, std::uint64_t n) {
     if (i < raw.entries.size()) idx.entries.push_back(check_entry(raw.entries[i], in, codes));
   }
   idx.metadata_position = raw.metadata_position;
+  idx.metadata_null = raw.metadata_position != kAbsent && raw.meta == MetaForm::kNull;
   idx.by_name = raw.by_name.size() == idx.entries.size() ? std::move(raw.by_name) : std::vector<std::uint32_t>{};
 
   // Tiling: sorted by (begin, end) the tensors cover the buffer from 0 with no gap or

@@ -2,6 +2,7 @@
 //   null / true / false / "str"            None, bool, str
 //   {"i": "123"}                           int (decimal string: exact for any size)
 //   {"f": "0x3ff0000000000000"}            float as its IEEE-754 bits (NaN payloads, -0.0)
+//   {"c": ["0x..", "0x.."]}                complex: real and imaginary parts' bits
 //   {"b": "<hex>", "ba": true?}            bytes / bytearray
 //   {"l": [...]} / {"u": [...]}            list / tuple
 //   {"s": [...], "frozen": true?}          set / frozenset
@@ -42,6 +43,22 @@ bool is_flat(const Value& root) {
 }
 
 namespace {
+
+// "0x" and the 16 hex digits of a double's IEEE-754 bits.
+std::string float_bits(double d) {
+  std::uint64_t bits;
+  std::memcpy(&bits, &d, 8);
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(bits));
+  return buf;
+}
+
+double float_from_bits(const std::string& s) {
+  std::uint64_t bits = std::strtoull(s.c_str(), nullptr, 16);
+  double d;
+  std::memcpy(&d, &bits, 8);
+  return d;
+}
 
 // Identity of a view: the same storage, dtype, offset, shape and strides.
 using ViewKey = std::tuple<const Storage*, DType, std::int64_t, std::vector<std::int64_t>, std::vector<std::int64_t>>;
@@ -114,13 +131,10 @@ struct Encoder {
       case K::kBool: return v.as_bool();
       case K::kInt: return json{{"i", std::to_string(v.as_int())}};
       case K::kBigInt: return json{{"i", v.as_bigint().to_decimal()}};
-      case K::kFloat: {
-        double d = v.as_float();
-        std::uint64_t bits;
-        std::memcpy(&bits, &d, 8);
-        char buf[24];
-        std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(bits));
-        return json{{"f", buf}};
+      case K::kFloat: return json{{"f", float_bits(v.as_float())}};
+      case K::kComplex: {
+        const Complex c = v.as_complex();
+        return json{{"c", json::array({float_bits(c.real), float_bits(c.imag)})}};
       }
       case K::kStr: return std::string(v.as_str());
       case K::kBytes: {
@@ -244,12 +258,11 @@ struct Decoder {
       }
       return Value(big_from_decimal(s));
     }
-    if (auto it = j.find("f"); it != j.end()) {
-      const std::string s = it->get<std::string>();
-      std::uint64_t bits = std::strtoull(s.c_str(), nullptr, 16);
-      double d;
-      std::memcpy(&d, &bits, 8);
-      return Value(d);
+    if (auto it = j.find("f"); it != j.end()) return Value(float_from_bits(it->get<std::string>()));
+    if (auto it = j.find("c"); it != j.end()) {
+      if (!it->is_array() || it->size() != 2 || !(*it)[0].is_string() || !(*it)[1].is_string())
+        bad("complex is not [real bits, imag bits]");
+      return Value(Complex{float_from_bits((*it)[0].get<std::string>()), float_from_bits((*it)[1].get<std::string>())});
     }
     if (auto it = j.find("b"); it != j.end()) {
       const std::string h = it->get<std::string>();

@@ -110,7 +110,8 @@ void write_flat(const Value& root, const WriteOptions& options, Sink& sink) {
   });
 
   std::string header = "{";
-  if (!options.metadata.empty()) {
+  const bool has_metadata = !options.metadata.empty() || options.empty_metadata;
+  if (has_metadata) {
     auto meta = options.metadata;
     std::sort(meta.begin(), meta.end());
     header += "\"__metadata__\":{";
@@ -127,7 +128,7 @@ void write_flat(const Value& root, const WriteOptions& options, Sink& sink) {
   std::uint64_t offset = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {
     const Tensor& t = *items[i].tensor;
-    if (i || !options.metadata.empty()) header += ',';
+    if (i || has_metadata) header += ',';
     json_string(header, items[i].name);
     header += ":{\"dtype\":\"";
     header += items[i].code;

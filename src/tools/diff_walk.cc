@@ -37,6 +37,13 @@ class Flattener : public detail::core::Visitor {
       case K::kInt: leaf(path, "I" + std::to_string(v.as_int()), std::to_string(v.as_int())); return false;
       case K::kBigInt: leaf(path, "I" + v.as_bigint().to_decimal(), v.as_bigint().to_decimal()); return false;
       case K::kFloat: leaf(path, "F" + float_key(v.as_float()), float_display(v.as_float())); return false;
+      case K::kComplex: {
+        const Complex c = v.as_complex();
+        const bool nan = std::isnan(c.real) || std::isnan(c.imag);
+        leaf(path, "C" + float_key(c.real) + float_key(c.imag),
+             nan ? repr(v) + " (0x" + float_key(c.real) + ", 0x" + float_key(c.imag) + ")" : repr(v));
+        return false;
+      }
       case K::kStr: leaf(path, "S" + std::string(v.as_str()), repr(v)); return false;
       case K::kBytes: leaf(path, "Y" + std::string(v.as_bytes()), repr(v)); return false;
       case K::kGlobal: {

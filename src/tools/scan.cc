@@ -61,9 +61,10 @@ constexpr std::array<std::string_view, 9> kDangerousPrefixes = {
 };
 
 // Single names that execute code or reach anything through attribute access.
-constexpr std::array<std::string_view, 36> kDangerousNames = {
+constexpr std::array<std::string_view, 42> kDangerousNames = {
     "builtins.eval", "builtins.exec", "builtins.execfile", "builtins.compile", "builtins.getattr",
     "builtins.setattr", "builtins.delattr", "builtins.open", "builtins.file", "builtins.__import__",
+    "io.open", "_io.open", "io.open_code", "_io.open_code", "io.FileIO", "_io.FileIO",  // builtins.open's own names
     "builtins.globals", "builtins.locals", "builtins.vars", "builtins.input", "builtins.raw_input",
     "builtins.breakpoint", "builtins.apply", "builtins.reload", "builtins.exit", "builtins.quit",
     "builtins.help", "builtins.memoryview",

@@ -61,6 +61,10 @@ VerifyResult verify_file(const std::filesystem::path& path, const VerifyOptions&
       }
     }
     r.tensors = tensors.size();
+    const ScanReport globals = scan(c);
+    r.globals = globals.verdict;
+    for (const auto& f : globals.findings)
+      if (f.verdict != Verdict::kSafe) r.unsafe_globals.push_back(f);
     check_content_hash(c, options, r);
   } catch (const Error& e) {
     r.status = e.kind() == ErrorKind::kCorrupt ? VerifyStatus::kCorrupt : VerifyStatus::kError;
@@ -90,6 +94,11 @@ std::string to_json(const std::vector<VerifyResult>& results) {
     e["message"] = tools::or_null_if_empty(r.message);
     e["rule"] = tools::or_null_if_empty(r.rule);
     e["offset"] = r.offset ? ojson(*r.offset) : ojson(nullptr);
+    e["globals"] = r.globals ? ojson(verdict_name(*r.globals)) : ojson(nullptr);
+    ojson unsafe = ojson::array();
+    for (const auto& f : r.unsafe_globals)
+      unsafe.push_back({{"global", f.module + "." + f.name}, {"verdict", verdict_name(f.verdict)}, {"where", f.where}});
+    e["unsafe_globals"] = std::move(unsafe);
     files.push_back(std::move(e));
   }
   ojson j;

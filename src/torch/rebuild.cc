@@ -3,6 +3,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "pickle/compat.h"
 #include "pickle/vm.h"
 #include "torch/constants.h"
 #include "torch/lazy_bits.h"
@@ -279,6 +280,14 @@ struct Resolution {
       if (a[0].is(Value::Kind::kBytes)) return Value::bytes(std::string(a[0].as_bytes()), true);
       if (a[0].is(Value::Kind::kStr)) return Value::bytes(latin1_bytes(a[0].as_str(), fn, in), true);
       return std::nullopt;
+    }
+    if (fn == "builtins.complex") {  // complex.__reduce__: (complex, (real, imag))
+      if ((o.how != Construct::kReduce && o.how != Construct::kNewObj) || !o.args || !o.args->is(Value::Kind::kTuple) ||
+          o.kwargs || o.state || !o.list_items.empty() || !o.dict_items.empty())
+        return std::nullopt;
+      auto c = pickle::complex_from_args(o.args->items());
+      if (!c) return std::nullopt;
+      return Value(*c);
     }
     if (fn == "builtins.bytes") {  // protocol-2 pickles of b"" use bytes(())
       if (o.args && o.args->is(Value::Kind::kTuple) && o.args->items().empty()) return Value::bytes("");

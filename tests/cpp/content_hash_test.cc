@@ -3,6 +3,7 @@
 // documented encoding (tests/fixtures/gen_content_hash.py, hashlib only) must agree.
 // The trees below are built exactly as in that script's trees().
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <map>
 #include <set>
@@ -222,6 +223,16 @@ Value ordered(DictKind kind, bool reversed, bool with_attrs) {
   return v;
 }
 
+// Python complex values (tag 'C'), next to the float they must differ from.
+Value complex_values() {
+  Value v = Value::dict();
+  put(v, str("z"), Value(Complex{1.5, -2.0}));
+  put(v, str("nz"), Value(Complex{-0.0, 0.0}));
+  put(v, str("inf"), Value(Complex{std::numeric_limits<double>::infinity(), 3.0}));
+  put(v, str("l"), Value::list({Value(Complex{0.0, 1.0}), Value(Complex{2.0, 0.0}), Value(2.0)}));
+  return v;
+}
+
 // ---- golden vectors -----------------------------------------------------------------
 
 struct Golden {
@@ -262,6 +273,7 @@ const Golden kGolden[] = {
      "xxh3:4d3bc74a4f9a15bc01c56f6a5b01a8e8"},
     {"ordered", ordered_default, "sha256:43796f961547d00088862390dedcff7a2623186158a5ce742a8774babf6ca294",
      "xxh3:db0fb62bf1de2970543ffbaf60bd9989"},
+    {"complex", complex_values, "sha256:4437007572c4e419ad7028650a6b2ce42267f5c091306524ca48246345eea4c6", "xxh3:a2c1c305c4039bc312e6a4991546a5b3"},
 };
 
 json reference() {

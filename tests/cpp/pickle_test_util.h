@@ -48,6 +48,7 @@ inline std::string describe(const Value& v) {
       for (int i = 7; i >= 0; --i) be += static_cast<char>((u >> (8 * i)) & 0xFF);
       return "f" + hex(be);
     }
+    case K::kComplex: return "c" + describe(Value(v.as_complex().real)) + describe(Value(v.as_complex().imag));
     case K::kStr: return "u" + hex(v.as_str());
     case K::kBytes: return (v.is_bytearray() ? "y" : "b") + hex(v.as_bytes());
     case K::kList: return "[" + seq(v.items()) + "]";

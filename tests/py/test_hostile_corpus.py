@@ -20,8 +20,10 @@ comes with exactly one line "tseal: error: ..." on stderr (verify: exit 1 comes 
 "CORRUPT f: ..." line on stdout, as docs/cli.md specifies); `scan` gives the right
 verdict for the pickler-made attacks (1, dangerous); each run uses under 1 s of CPU
 and under 256 MiB of memory (peak RSS of that very process, from wait4); a failed
-`canon` leaves no output file and no temp file; a successful `canon` of a dangerous
-file still scans dangerous (canonical form never launders a finding).
+`canon` leaves no output file and no temp file; `canon` refuses a file with dangerous
+globals (exit 1, one "tseal: refused: ... [scan/dangerous-global]" line naming them, no
+output), every pickler-made attack among them; and `canon --allow-unsafe` of such a
+file writes a copy that still scans dangerous (canonical form never launders a finding).
 """
 from __future__ import annotations
 
@@ -437,8 +439,15 @@ def test_hostile_corpus(corpus, tmp_path):
             if rc not in (0, 1, 2):
                 failures.append(f"{where}: exit {rc} (signal or unexpected status); stderr: {err[-300:]}")
                 continue
-            if cmd in ("inspect", "canon") and rc == 1:
+            if cmd == "inspect" and rc == 1:
                 failures.append(f"{where}: exit 1 is not a status of {cmd}")
+            if cmd == "canon" and rc == 1:
+                lines = err.strip().splitlines()
+                if len(lines) != 1 or not lines[0].startswith("tseal: refused: ") or \
+                        "[scan/dangerous-global]" not in lines[0] or out.strip():
+                    failures.append(f"{where}: canon exit 1 is not one 'tseal: refused:' line: {err[-300:]!r}")
+            if cmd == "canon" and f.name in corpus["attacks"] and rc == 0:
+                failures.append(f"{where}: canon of a pickler-made attack was not refused")
             if cmd == "verify" and rc == 1:
                 # A corrupt file is a finding on stdout: "CORRUPT f: ...".
                 lines = out.strip().splitlines()
@@ -456,19 +465,22 @@ def test_hostile_corpus(corpus, tmp_path):
                 failures.append(f"{where}: peak RSS {rss // 1024} MiB (limit {RSS_LIMIT_KB // 1024})")
             if cmd == "scan" and f.name in corpus["attacks"] and rc != 1:
                 failures.append(f"{where}: scan exit {rc}, a pickler-made attack must be flagged (1); {out[:200]}{err}")
-            if cmd == "scan" and f.name in corpus["attacks"] and rc == 1 and "dangerous" not in out.split("\n")[0]:
+            if cmd == "scan" and f.name in corpus["attacks"] and rc == 1 and ": dangerous (" not in out.split("\n")[0]:
                 failures.append(f"{where}: verdict is not dangerous: {out.splitlines()[0]}")
             if cmd == "canon":
                 if rc != 0 and target.exists():
                     failures.append(f"{where}: failed canon left {target.name}")
-                if rc == 0:
-                    if not target.exists():
-                        failures.append(f"{where}: canon exit 0 but no output")
-                    elif f.name in corpus["attacks"]:
+                if rc == 0 and not target.exists():
+                    failures.append(f"{where}: canon exit 0 but no output")
+                if rc == 1:  # refused: forced through, the copy must keep the finding
+                    rc1, _, err1, _, _ = run_tseal(args + ["--allow-unsafe"])
+                    if rc1 != 0 or not target.exists():
+                        failures.append(f"{where}: canon --allow-unsafe exit {rc1}: {err1[-300:]!r}")
+                    else:
                         rc2, out2, _, _, _ = run_tseal(["scan", target])
-                        if rc2 != 1:
-                            failures.append(f"{where}: canonical output of an attack scans exit {rc2}: {out2[:200]}")
-                    target.unlink(missing_ok=True)
+                        if rc2 != 1 or ": dangerous (" not in out2.split("\n")[0]:
+                            failures.append(f"{where}: canonical output of a dangerous file scans exit {rc2}: {out2[:200]}")
+                target.unlink(missing_ok=True)
             leftovers = [p.name for p in out_dir.iterdir()]
             if leftovers:
                 failures.append(f"{where}: files left in the output directory: {leftovers}")
