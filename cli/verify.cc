@@ -41,6 +41,7 @@ Runner add_verify(CLI::App& app) {
           std::fprintf(stderr, "tseal: error: %s\n", r.message.c_str());
           break;
       }
+      for (const auto& w : r.warnings) std::printf("WARNING  %s: %s\n", f.c_str(), w.c_str());
       if (r.globals == Verdict::kDangerous) {
         std::string names;
         for (const auto& g : r.unsafe_globals)

@@ -42,6 +42,10 @@ struct VerifyResult {
   // findings that are not known-safe, in first-reference order.
   std::optional<Verdict> globals;
   std::vector<ScanFinding> unsafe_globals;
+  // Things an intact file lacks or carries that a reader should know, one sentence
+  // each: no CRCs recorded (torch.serialization.set_crc32_options(False)), records
+  // torch never reads. They do not change `status`.
+  std::vector<std::string> warnings;
 };
 
 struct VerifyOptions {

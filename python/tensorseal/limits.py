@@ -31,6 +31,7 @@ class Limits:
     max_nested_files: Optional[int] = None
     max_entries: Optional[int] = None
     max_ndim: Optional[int] = None
+    max_pickle_inflate: Optional[int] = None
 
     @staticmethod
     def defaults() -> Dict[str, int]:

@@ -25,6 +25,7 @@
 // with nothing unsafe seen is the file's error, as for every other command.
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,7 @@
 #include "pickle/vm.h"
 #include "tensorseal/error.h"
 #include "tensorseal/format.h"
+#include "tensorseal/safetensors.h"
 #include "tensorseal/scan.h"
 #include "tools/scan.h"
 #include "torch/constants.h"
@@ -372,12 +374,58 @@ class Scanner {
 
 }  // namespace
 
+namespace {
+
+// A directory checkpoint (HF shards): every file in it a loader could open -- each
+// scanned on its own, findings in file-name order -- and the directory read as one
+// checkpoint for its format (so its structure rules still apply).
+ScanReport scan_directory(const std::filesystem::path& path, const ReadOptions& options) {
+  const Checkpoint c = read_file(path, options);
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(path))
+    if (e.is_regular_file() && !e.is_symlink()) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::vector<GlobalRef> refs;
+  std::vector<std::string> interpretations;
+  ScanReport r;
+  for (const auto& f : files) {
+    const std::string ext = f.extension().string();
+    if (ext == ".json" || ext == ".txt" || ext == ".md") continue;  // text the loaders parse as text
+    ScanReport one = scan_file(f, options);
+    for (const auto& finding : one.findings)
+      for (std::size_t i = 0; i < finding.count; ++i) refs.push_back(GlobalRef{finding.module, finding.name, finding.where});
+    for (auto& i : one.interpretations)
+      if (std::find(interpretations.begin(), interpretations.end(), i) == interpretations.end()) interpretations.push_back(i);
+    if (one.incomplete && !r.incomplete) {
+      r.incomplete = true;
+      r.error = one.error;
+    }
+  }
+  ScanReport out = detail::tools::summarize(path.string(), c.format, refs);
+  out.interpretations = std::move(interpretations);
+  out.incomplete = r.incomplete;
+  out.error = r.error;
+  return out;
+}
+
+}  // namespace
+
 ScanReport scan_file(const std::filesystem::path& path, const ReadOptions& options) {
+  if (std::filesystem::is_directory(path)) return scan_directory(path, options);
   const auto file = MappedFile::open(path);
   const std::string name = path.string();
   Scanner s(name, options.limits);
   std::optional<Error> primary_error;
   s.blob(file->bytes(), name, 0, true, primary_error);
+  // A safetensors file runs nothing, but its header rules (and limits) still apply, as
+  // for every command that reads it.
+  if (detect_format(file->bytes()) == Format::kSafetensors && !primary_error) {
+    try {
+      (void)read_safetensors_index(file, options);
+    } catch (const Error& e) {
+      primary_error = e;
+    }
+  }
   ScanReport r = detail::tools::summarize(name, detect_format(file->bytes()), s.refs);
   r.interpretations = s.interpretations;
   if (r.verdict != Verdict::kSafe && (s.evidence_error || primary_error)) {

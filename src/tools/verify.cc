@@ -6,6 +6,7 @@
 #include "tensorseal/error.h"
 #include "tensorseal/hash.h"
 #include "tools/json.h"
+#include "torch/constants.h"
 
 namespace tensorseal {
 namespace {
@@ -61,6 +62,14 @@ VerifyResult verify_file(const std::filesystem::path& path, const VerifyOptions&
       }
     }
     r.tensors = tensors.size();
+    for (const auto& fact : c.facts) {
+      if (fact.topic == torchfmt::topics::kCrcNotRecorded.id)
+        r.warnings.push_back("the archive records no CRC-32 checksums (saved with "
+                             "torch.serialization.set_crc32_options(False)): corruption of its records cannot be detected");
+      if (fact.topic == torchfmt::topics::kUnexpectedRecords.id)
+        r.warnings.push_back("the archive holds records torch never reads (" + fact.value +
+                             "); another loader might: tseal scan checks them");
+    }
     const ScanReport globals = scan(c);
     r.globals = globals.verdict;
     for (const auto& f : globals.findings)
@@ -99,6 +108,7 @@ std::string to_json(const std::vector<VerifyResult>& results) {
     for (const auto& f : r.unsafe_globals)
       unsafe.push_back({{"global", f.module + "." + f.name}, {"verdict", verdict_name(f.verdict)}, {"where", f.where}});
     e["unsafe_globals"] = std::move(unsafe);
+    e["warnings"] = r.warnings;
     files.push_back(std::move(e));
   }
   ojson j;

@@ -81,13 +81,14 @@ def test_json_shape(tmp_path):
     torch.save({"w": torch.ones(2), "x": Cmd()}, p)
     out = scan(p, "--json")
     r = json.loads(out.stdout)
-    assert list(r) == ["file", "format", "verdict", "findings"]
+    assert list(r) == ["file", "format", "verdict", "findings", "interpretations", "incomplete"]
+    assert r["interpretations"] == ["zip"] and r["incomplete"] is False
     assert r["file"] == str(p) and r["format"] == "torch-zip" and r["verdict"] == "dangerous"
     for g in r["findings"]:
         assert list(g) == ["module", "name", "verdict", "count", "where", "reason"]
         assert g["verdict"] in ("safe", "unknown", "dangerous")
         assert isinstance(g["count"], int) and g["count"] >= 1
-        assert g["where"].startswith(str(p) + " @ ") and g["reason"]
+        assert g["where"].startswith(str(p) + "/sd/data.pkl @ ") and g["reason"]  # file/member @ offset
     names = [(g["module"], g["name"]) for g in r["findings"]]
     assert ("torch._utils", "_rebuild_tensor_v2") in names and ("posix", "system") in names
     assert len(names) == len(set(names))  # one finding per global, with a count

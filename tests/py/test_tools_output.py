@@ -54,7 +54,7 @@ def test_scan_json_is_one_vocabulary(files):
     for p in (pt, evil):
         got = tensorseal.scan(p)
         assert got == cli_json("scan", p)
-        assert list(got) == ["file", "format", "verdict", "findings"]
+        assert list(got) == ["file", "format", "verdict", "findings", "interpretations", "incomplete"]
         for f in got["findings"]:
             assert list(f) == ["module", "name", "verdict", "count", "where", "reason"]
     assert tensorseal.scan(evil)["findings"][0]["verdict"] == "dangerous"
