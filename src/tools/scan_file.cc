@@ -233,13 +233,7 @@ class Scanner {
       throw;
     }
     for (const auto& e : a.entries) scan_member(data, e, where, depth);
-    if (zp::find_case_collision(a) && detect_format(data) == Format::kTorchZip) {
-      const auto clash = *zp::find_case_collision(a);
-      throw Error(tensorseal::zip::rules::kCaseCollision,
-                  "entries '" + a.entries[clash.first].name + "' and '" + a.entries[clash.second].name +
-                      "' differ only in case; torch looks names up ignoring case",
-                  file_, a.entries[clash.second].local_offset);
-    }
+    if (detect_format(data) == Format::kTorchZip) zp::refuse_case_collision(a, file_);
     return true;
   }
 

@@ -71,13 +71,7 @@ Checkpoint read_torch_zip(const Input& in) {
   const auto file = in.bytes();
   zip::Archive ar = zip::read(file, in.name, limits);
   if (ar.entries.empty()) throw Error(tr::kNoDataPkl, "empty zip archive", in.name, 0);
-  if (auto clash = zip::find_case_collision(ar)) {
-    const zip::Entry &a = ar.entries[clash->first], &b = ar.entries[clash->second];
-    throw Error(tensorseal::zip::rules::kCaseCollision,
-                "entries '" + a.name + "' and '" + b.name + "' differ only in case; torch looks names up ignoring case, so "
-                "either could be the record it loads",
-                in.name, b.local_offset);
-  }
+  zip::refuse_case_collision(ar, in.name);
 
   // The prefix is the folder of the first entry; every entry must live under it.
   const std::string& first = ar.entries.front().name;

@@ -536,6 +536,16 @@ std::optional<std::pair<std::size_t, std::size_t>> find_case_collision(const Arc
   return std::nullopt;
 }
 
+void refuse_case_collision(const Archive& a, const std::string& name) {
+  const auto clash = find_case_collision(a);
+  if (!clash) return;
+  const Entry &x = a.entries[clash->first], &y = a.entries[clash->second];
+  throw Error(zr::kCaseCollision,
+              "entries " + show(x.name) + " and " + show(y.name) +
+                  " differ only in case; torch looks names up ignoring case, so either could be the record it loads",
+              name, y.local_offset);
+}
+
 void check_crc(const Entry& e, std::uint32_t got, const std::string& name) {
   if (!e.crc_recorded) return;
   if (got != e.crc32)

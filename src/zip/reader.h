@@ -75,6 +75,9 @@ std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const En
 // order), if any. torch's zip reader (miniz) looks names up ignoring case, so in a
 // torch archive either could be the record torch loads.
 [[nodiscard]] std::optional<std::pair<std::size_t, std::size_t>> find_case_collision(const Archive& a);
+// Throws Error{zip/case-insensitive-duplicate} naming both entries when find_case_collision
+// finds a pair (for archives torch reads).
+void refuse_case_collision(const Archive& a, const std::string& name);
 
 // Throws Error{zip/crc-mismatch} naming the entry when CRC32 of `data` != e.crc32
 // (never when the entry's CRC is not recorded).
