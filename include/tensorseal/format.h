@@ -20,7 +20,7 @@ TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 enum class Format : std::uint8_t {
-  kUnknown, kTorchZip, kTorchLegacy, kPickle, kSafetensors, kNpy, kNpz, kHfShards,
+  kUnknown, kTorchZip, kTorchLegacy, kPickle, kSafetensors, kNpy, kNpz, kHfShards, kDcp,
 };
 
 struct FormatInfo {

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <string>
 
+#include "dcp/format.h"
 #include "numpy/format.h"
 #include "safetensors/format.h"
 #include "shards/format.h"
@@ -25,11 +26,13 @@ constexpr std::array<Names, 1> kSafetensorsExtensions{".safetensors"};
 constexpr std::array<Names, 1> kNpyExtensions{".npy"};
 constexpr std::array<Names, 1> kNpzExtensions{".npz"};
 constexpr std::array<Names, 1> kHfShardsAliases{"shards"};
+constexpr std::array<Names, 2> kDcpAliases{"distcp", "torch-dcp"};
 
 // Detection order: zip archives first (npz before torch zip: both are zips, told apart
 // by their first member), then fixed magic numbers, then the legacy pickle magic before
 // plain pickles, and safetensors (a JSON header after a length) before plain pickles,
-// whose first byte it may share. Last, formats of several files, recognised by the
+// whose first byte it may share; a DCP .metadata (a pickle naming DCP's Metadata
+// class first) before plain pickles. Last, formats of several files, recognised by the
 // index file a directory is read through (a JSON object, which no row above accepts).
 constexpr std::array kRows{
     FormatRow{{Format::kNpz, "npz", {}, kNpzExtensions, "numpy.savez archive of .npy arrays", true, Format::kNpz},
@@ -45,12 +48,15 @@ constexpr std::array kRows{
     FormatRow{{Format::kSafetensors, "safetensors", {}, kSafetensorsExtensions, "safetensors file", true,
                Format::kSafetensors},
               detect_safetensors, read_safetensors, write_safetensors},
+    FormatRow{{Format::kDcp, "dcp", kDcpAliases, {},
+               "torch.distributed.checkpoint directory (.metadata + *.distcp)", false, Format::kTorchZip, true},
+              detect_dcp, read_dcp, nullptr, nullptr, find_dcp_metadata},
     FormatRow{{Format::kPickle, "pickle", {}, {}, "plain pickle stream (pickle.dumps)", false, Format::kTorchZip},
               detect_pickle, read_pickle_file, nullptr},
     FormatRow{{Format::kHfShards, "hf-shards", kHfShardsAliases, {},
                "Hugging Face shard directory (*.index.json + safetensors or .bin shards)", true, Format::kHfShards,
                true},
-              detect_hf_shards, read_hf_shards, nullptr, write_hf_shards},
+              detect_hf_shards, read_hf_shards, nullptr, write_hf_shards, find_shard_index},
 };
 
 std::string known_formats() {
@@ -82,7 +88,12 @@ Checkpoint read_input(const Input& in) {
 
 std::filesystem::path checkpoint_file(const std::filesystem::path& path) {
   std::error_code ec;
-  return std::filesystem::is_directory(path, ec) ? find_shard_index(path) : path;
+  if (!std::filesystem::is_directory(path, ec)) return path;
+  // Directory rows in table order; the last one's finder throws when it finds nothing.
+  for (const auto& r : kRows)
+    if (r.entry_file != nullptr)
+      if (auto p = r.entry_file(path); !p.empty()) return p;
+  throw Error(rules::kUnknownFormat, "not a checkpoint directory tensorseal knows", path.string());
 }
 
 }  // namespace detail::api

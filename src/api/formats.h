@@ -21,6 +21,9 @@ struct FormatRow {
   void (*write)(const Value& root, const WriteOptions& options, Sink& sink);  // null: not writable
   // Formats that are directories: writes the whole directory (atomically) instead.
   void (*write_dir)(const Value& root, const WriteOptions& options, const std::filesystem::path& dir) = nullptr;
+  // Formats that are directories: the file of `dir` that read_file reads (what
+  // detection sees), or an empty path when `dir` is not of this format.
+  std::filesystem::path (*entry_file)(const std::filesystem::path& dir) = nullptr;
 };
 
 // Every row, in detection order.
@@ -32,8 +35,8 @@ const FormatRow* row(Format f) noexcept;
 // when the caller left it unset.
 Checkpoint read_input(const Input& in);
 
-// The file read_file reads for `path`: `path` itself, or the index file of a shard
-// directory.
+// The file read_file reads for `path`: `path` itself, or the entry file of a
+// directory (FormatRow::entry_file).
 std::filesystem::path checkpoint_file(const std::filesystem::path& path);
 
 }  // namespace tensorseal::detail::api

@@ -15,7 +15,8 @@ Checkpoint read_file(const std::filesystem::path& path, const ReadOptions& optio
   const auto file = detail::api::checkpoint_file(path);
   Checkpoint c = read_mapped(MappedFile::open(file), options);
   if (file != path) c.file = path.string();  // a directory: named as given
-  if (c.format == Format::kHfShards) c.mapping.reset();  // the bytes are the shards', not the index's
+  if (const auto* info = format_info(c.format); info && info->directory)
+    c.mapping.reset();  // the bytes are the data files', not the index's
   return c;
 }
 

@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "core/topic.h"
+#include "io/file_inside.h"
 #include "safetensors/format.h"
 #include "shards/constants.h"
 #include "shards/format.h"
@@ -29,40 +30,6 @@ namespace {
 
 [[noreturn]] void fail(const Rule& r, std::string detail, std::string file, std::uint64_t offset = kNoOffset) {
   throw Error(r, std::move(detail), std::move(file), offset);
-}
-
-// True when `p` (canonical) is `root` (canonical) or inside it.
-bool inside(const fs::path& p, const fs::path& root) {
-  auto r = root.begin();
-  auto q = p.begin();
-  for (; r != root.end(); ++r, ++q)
-    if (q == p.end() || *q != *r) return false;
-  return true;
-}
-
-// The on-disk path of shard `file`, refused when it could leave `dir`: absolute paths,
-// "..", and symlinks (of the file or of a folder on the way) resolving outside.
-fs::path shard_path(const fs::path& dir, const std::string& file, const std::string& index_name) {
-  const fs::path rel(file);
-  if (file.empty() || rel.is_absolute() || rel.has_root_name() || rel.has_root_directory())
-    fail(sh::rules::kShardPath, "shard '" + file + "' is not a relative file name", index_name);
-  for (const auto& part : rel)
-    if (part == ".." || part == ".")
-      fail(sh::rules::kShardPath, "shard '" + file + "' leaves the directory ('" + part.string() + "')", index_name);
-  const fs::path p = dir / rel;
-  std::error_code ec;
-  const auto st = fs::symlink_status(p, ec);
-  if (ec || !fs::exists(st))
-    fail(sh::rules::kShardMissing, "shard '" + file + "' is listed in the index but absent", index_name);
-  const fs::path real = fs::canonical(p, ec);
-  if (ec) fail(sh::rules::kShardMissing, "shard '" + file + "' cannot be resolved: " + ec.message(), index_name);
-  const fs::path real_dir = fs::canonical(dir, ec);
-  if (ec || !inside(real, real_dir))
-    fail(sh::rules::kShardPath, "shard '" + file + "' resolves to " + real.string() + ", outside the directory",
-         index_name);
-  if (!fs::is_regular_file(real, ec))
-    fail(sh::rules::kShardMissing, "shard '" + file + "' is not a regular file", index_name);
-  return p;
 }
 
 std::string join(const std::vector<std::string>& v, std::string_view sep) {
@@ -139,7 +106,8 @@ Checkpoint read_hf_shards(const Input& in) {
   std::vector<std::string> boundaries;
 
   for (const std::string& file : files) {
-    const fs::path p = shard_path(in.directory, file, in.name);
+    const fs::path p =
+        io::file_inside(in.directory, file, sh::rules::kShardPath, sh::rules::kShardMissing, "shard", in.name);
     const std::string shard_name = p.string();
     Input sub = input_of(MappedFile::open(p), *in.options);
     sub.name = shard_name;

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "tensorseal/diff.h"
+#include "dcp/constants.h"
 #include "numpy/constants.h"
 #include "pickle/constants.h"
 #include "safetensors/constants.h"
@@ -143,7 +144,7 @@ std::span<const Topic> detail::tools::known_topics() {
          {std::span<const Topic>(kOwnTopics), std::span<const Topic>(zip::topics::kAll),
           std::span<const Topic>(torchfmt::topics::kAll), std::span<const Topic>(detail::pickle::topics::kAll),
           std::span<const Topic>(safetensors::topics::kAll), std::span<const Topic>(numpy::topics::kAll),
-          std::span<const Topic>(shards::topics::kAll)})
+          std::span<const Topic>(shards::topics::kAll), std::span<const Topic>(dcp::topics::kAll)})
       v.insert(v.end(), table.begin(), table.end());
     return v;
   }();

@@ -1,6 +1,6 @@
 // The topics `explain` has a sentence for: its own ("format", "metadata",
 // "order.tensors", "data") followed by each format's topics::kAll (zip, torch, pickle,
-// safetensors, numpy). Every fact a reader emits has one of these topics, and every
+// safetensors, numpy, hf-shards, dcp). Every fact a reader emits has one of these topics, and every
 // one of these is emitted by some reader (tests/cpp/explain_test.cc checks both).
 #pragma once
 

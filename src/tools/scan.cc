@@ -6,6 +6,7 @@
 #include <array>
 #include <map>
 
+#include "dcp/constants.h"
 #include "pickle/vm.h"
 #include "tools/json.h"
 #include "tools/scan.h"
@@ -149,6 +150,8 @@ Verdict classify_global(std::string_view module_in, std::string_view name, std::
   for (auto s : kSafe)
     if (s == full) return say(Verdict::kSafe, "allowed by torch's weights_only loader");
   if (is_torch_dtype_or_storage(module, name)) return say(Verdict::kSafe, "torch dtype, layout or storage class");
+  for (auto s : dcp::kMetadataGlobals)
+    if (s == full) return say(Verdict::kSafe, "inert value class of torch.distributed.checkpoint's .metadata");
   return say(Verdict::kUnknown, "not on the safe list: loading it with pickle imports and runs this name");
 }
 

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "dcp/constants.h"
 #include "numpy/npy.h"
 #include "pickle/compat.h"
 #include "pickle/vm.h"
@@ -87,12 +88,20 @@ class Scanner {
     };
     const bool zip_head = zp::starts_with_local_header(data);
     attempt(detected == Format::kTorchLegacy ? "torch-legacy" : "pickle",
-            detected == Format::kPickle || detected == Format::kTorchLegacy,
+            detected == Format::kPickle || detected == Format::kTorchLegacy || detected == Format::kDcp,
             [&] { return !zip_head && pickles(data, where, 0, depth); });
     attempt("zip", detected == Format::kTorchZip || detected == Format::kNpz, [&] { return zip(data, where, depth); });
     attempt("npy", detected == Format::kNpy, [&] { return npy(data, where, 0, depth); });
     attempt("tar", false, [&] { return tar(data, where, depth); });
     if (detected == Format::kSafetensors && top) note("safetensors");
+  }
+
+  // A DCP data file: items one after another (torch.save zips at the offsets .metadata
+  // gives, then maybe safetensors data), each read by torch.load on its own slice.
+  // Every zip record in it is scanned from its local header.
+  void records(Bytes data, const std::string& where) {
+    if (walk_local_headers(data, where, 0) > 0) note("zip records");
+    if (detect_format(data) == Format::kSafetensors) note("safetensors");
   }
 
  private:
@@ -370,11 +379,28 @@ class Scanner {
 
 namespace {
 
-// A directory checkpoint (HF shards): every file in it a loader could open -- each
-// scanned on its own, findings in file-name order -- and the directory read as one
-// checkpoint for its format (so its structure rules still apply).
+// A DCP data file (dcp/constants.h): its items' zip records.
+ScanReport scan_records(const std::filesystem::path& path, const ReadOptions& options) {
+  const auto file = MappedFile::open(path);
+  Scanner s(path.string(), options.limits);
+  s.records(file->bytes(), path.string());
+  ScanReport r = detail::tools::summarize(path.string(), Format::kUnknown, s.refs);
+  r.interpretations = s.interpretations;
+  return r;
+}
+
+// A directory checkpoint (HF shards, DCP): every file in it a loader could open --
+// each scanned on its own, findings in file-name order -- and the directory read as
+// one checkpoint for its format (so its structure rules still apply). A directory
+// that cannot be read after unsafe findings is reported, as for files, incomplete.
 ScanReport scan_directory(const std::filesystem::path& path, const ReadOptions& options) {
-  const Checkpoint c = read_file(path, options);
+  Format format = Format::kUnknown;
+  std::optional<Error> read_error;
+  try {
+    format = read_file(path, options).format;
+  } catch (const Error& e) {
+    read_error = e;
+  }
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(path))
     if (e.is_regular_file() && !e.is_symlink()) files.push_back(e.path());
@@ -385,7 +411,7 @@ ScanReport scan_directory(const std::filesystem::path& path, const ReadOptions& 
   for (const auto& f : files) {
     const std::string ext = f.extension().string();
     if (ext == ".json" || ext == ".txt" || ext == ".md") continue;  // text the loaders parse as text
-    ScanReport one = scan_file(f, options);
+    ScanReport one = ext == dcp::kDataSuffix ? scan_records(f, options) : scan_file(f, options);
     for (const auto& finding : one.findings)
       for (std::size_t i = 0; i < finding.count; ++i) refs.push_back(GlobalRef{finding.module, finding.name, finding.where});
     for (auto& i : one.interpretations)
@@ -395,10 +421,17 @@ ScanReport scan_directory(const std::filesystem::path& path, const ReadOptions& 
       r.error = one.error;
     }
   }
-  ScanReport out = detail::tools::summarize(path.string(), c.format, refs);
+  ScanReport out = detail::tools::summarize(path.string(), format, refs);
   out.interpretations = std::move(interpretations);
   out.incomplete = r.incomplete;
   out.error = r.error;
+  if (read_error) {
+    if (out.verdict == Verdict::kSafe) throw *read_error;
+    if (!out.incomplete) {
+      out.incomplete = true;
+      out.error = read_error->what();
+    }
+  }
   return out;
 }
 

@@ -470,11 +470,17 @@ def test_extension_stub_lists_every_binding():
     assert declared == bound, "regenerate python/tensorseal/_tensorseal.pyi (python -m nanobind.stubgen)"
 
 
+def by_name_directory(rows) -> set:
+    return {r["name"] for r in rows if r["directory"]}
+
+
 def test_formats_table_is_the_cores():
     rows = tensorseal.formats()
     names = [r["name"] for r in rows]
-    # detection order: single files first, then directories (found through their index file)
-    assert names == ["npz", "torch-zip", "npy", "torch-legacy", "safetensors", "pickle", "hf-shards"]
+    # detection order: fixed magic numbers first; a DCP .metadata (a pickle naming DCP's
+    # Metadata class) before plain pickles; the shard index (JSON) last
+    assert names == ["npz", "torch-zip", "npy", "torch-legacy", "safetensors", "dcp", "pickle", "hf-shards"]
+    assert by_name_directory(rows) == {"dcp", "hf-shards"}
     by_name = {r["name"]: r for r in rows}
     assert by_name["torch-zip"]["aliases"] == ["pt", "pth", "torch"]
     assert by_name["torch-legacy"]["canonical"] == "torch-zip" and not by_name["pickle"]["writable"]

@@ -1,0 +1,97 @@
+// torch.distributed.checkpoint (DCP) directories: constants and rules (spec:
+// docs/formats/dcp.md; the producer: torch/distributed/checkpoint/filesystem.py,
+// metadata.py, default_planner.py, _nested_dict.py, _traverse.py).
+//
+//   directory = ".metadata" data-file...
+//   .metadata = pickle of metadata.Metadata(
+//                 state_dict_metadata: {fqn: TensorStorageMetadata | BytesStorageMetadata},
+//                 planner_data: {fqn: (str | int, ...)} | None,     the fqn's nested path
+//                 storage_data: {MetadataIndex(fqn, offset, index): _StorageInfo(
+//                                 relative_path, offset, length, transform_descriptors)},
+//                 storage_meta: StorageMeta(checkpoint_id, save_id, load_id, modules) | None,
+//                 version: str | None)
+//   TensorStorageMetadata = (properties: TensorProperties, size: torch.Size,
+//                            chunks: [ChunkStorageMetadata(offsets: Size, sizes: Size)])
+//   data-file = "__<rank>_<n>.distcp": items at the offsets storage_data gives, each
+//               a torch.save zip (a tensor chunk, or a BYTE_IO item: any torch.save'd
+//               object), or, in the safetensors serialization format, the BYTE_IO items
+//               followed by one safetensors file holding the file's chunks by fqn.
+//
+// One checkpoint: every fqn's value; each tensor assembled from its chunks, which tile
+// its global shape exactly; the nesting restored from planner_data like DCP's
+// unflatten_state_dict (str component: dict key, int component: list index).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "core/topic.h"
+#include "tensorseal/error.h"
+
+namespace tensorseal::dcp {
+
+inline constexpr std::string_view kMetadataFile = ".metadata";
+inline constexpr std::string_view kDataSuffix = ".distcp";
+inline constexpr std::string_view kMetadataModule = "torch.distributed.checkpoint.metadata";
+inline constexpr std::string_view kFilesystemModule = "torch.distributed.checkpoint.filesystem";
+// The first global of every .metadata: what detection looks for in a file's first bytes.
+inline constexpr std::string_view kMetadataClass = "Metadata";
+inline constexpr std::size_t kDetectWindow = 256;
+
+// The only globals a .metadata may reference (anything else is refused: DCP's own
+// reader would import and run it with pickle.load).
+inline constexpr std::array<std::string_view, 13> kMetadataGlobals = {
+    "torch.distributed.checkpoint.metadata.Metadata",
+    "torch.distributed.checkpoint.metadata.TensorStorageMetadata",
+    "torch.distributed.checkpoint.metadata.BytesStorageMetadata",
+    "torch.distributed.checkpoint.metadata.ChunkStorageMetadata",
+    "torch.distributed.checkpoint.metadata.TensorProperties",
+    "torch.distributed.checkpoint.metadata.MetadataIndex",
+    "torch.distributed.checkpoint.metadata.StorageMeta",
+    "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING",
+    "torch.distributed.checkpoint.filesystem._StorageInfo",
+    "torch.Size", "torch.serialization._get_layout",
+    "pathlib.PosixPath", "pathlib.WindowsPath",
+};
+
+namespace rules {
+using K = ErrorKind;
+inline constexpr Rule kNotOnDisk{"dcp/not-on-disk", K::kInvalidArgument};       // .metadata read from memory
+inline constexpr Rule kMetadataGlobal{"dcp/metadata-global", K::kUnsafe};       // outside kMetadataGlobals
+inline constexpr Rule kMetadataShape{"dcp/metadata-shape", K::kCorrupt};        // a field missing or mistyped
+inline constexpr Rule kTransform{"dcp/transform", K::kUnsupported};             // transform_descriptors set
+inline constexpr Rule kStoragePath{"dcp/storage-path", K::kUnsafe};             // leaves the directory
+inline constexpr Rule kStorageMissing{"dcp/storage-missing", K::kCorrupt};      // no entry / no file
+inline constexpr Rule kStorageBounds{"dcp/storage-bounds", K::kCorrupt};        // past the file's end
+inline constexpr Rule kItemFormat{"dcp/item-format", K::kCorrupt};              // not a torch.save / safetensors item
+inline constexpr Rule kChunkMismatch{"dcp/chunk-mismatch", K::kCorrupt};        // dtype / shape / length disagree
+inline constexpr Rule kChunkOutside{"dcp/chunk-outside", K::kCorrupt};          // beyond the global shape
+inline constexpr Rule kChunkOverlap{"dcp/chunk-overlap", K::kCorrupt};
+inline constexpr Rule kChunkGap{"dcp/chunk-gap", K::kCorrupt};                  // elements no chunk covers
+inline constexpr Rule kPathConflict{"dcp/path-conflict", K::kCorrupt};          // planner_data paths collide
+inline constexpr Rule kTooMany{"dcp/too-many", K::kLimit};                      // entries / chunks / files
+inline constexpr Rule kMaxAlloc{"dcp/max-alloc", K::kLimit};                    // an assembled tensor > max_alloc
+}  // namespace rules
+
+// Facts about a DCP directory; each item's own facts follow with "<file>@<offset>: "
+// before their `where`.
+namespace topics {
+using detail::core::Topic;
+inline constexpr Topic kSaveId{"dcp.save_id",
+    "each dcp.save pickles a random save_id (uuid4) into .metadata"};
+inline constexpr Topic kCheckpointPath{"dcp.checkpoint_path",
+    "each dcp.save pickles the checkpoint directory's path (storage_meta.checkpoint_id) into .metadata"};
+inline constexpr Topic kFiles{"dcp.files",
+    "the items are assigned to different data files (world size, ranks, single_file_per_rank, thread count)"};
+inline constexpr Topic kItemOrder{"dcp.item_order",
+    "the items are laid out in a different order (storage_data follows ranks and thread completion)"};
+inline constexpr Topic kChunks{"dcp.chunks",
+    "the tensors are split into different chunks (another world size or sharding)"};
+inline constexpr Topic kSerialization{"dcp.serialization_format",
+    "the items are serialized differently (torch_save zips or one safetensors file per data file)"};
+inline constexpr Topic kVersion{"dcp.version", "the checkpoint was written by another DCP version"};
+inline constexpr Topic kAll[] = {kSaveId, kCheckpointPath, kFiles, kItemOrder, kChunks, kSerialization, kVersion};
+}  // namespace topics
+
+}  // namespace tensorseal::dcp

@@ -1,0 +1,23 @@
+// torch.distributed.checkpoint directories' entry points (their row in
+// src/api/formats.cc). A directory is read through its .metadata file, which is what
+// detection sees.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <span>
+
+#include "io/input.h"
+
+namespace tensorseal::detail {
+
+// A .metadata pickle (dcp::looks_like_metadata). Never throws.
+bool detect_dcp(std::span<const std::byte> head) noexcept;
+// Reads the .metadata `in` (a file on disk: in.directory is set), every item it
+// references (each through in.read_nested), assembles the tensors from their chunks
+// and restores the nesting. Throws the dcp/ rules of dcp/constants.h.
+Checkpoint read_dcp(const Input& in);
+// `dir`/.metadata when it exists, else an empty path. Never throws.
+std::filesystem::path find_dcp_metadata(const std::filesystem::path& dir) noexcept;
+
+}  // namespace tensorseal::detail

@@ -1,0 +1,339 @@
+// DCP directory reader: .metadata (metadata.cc), then every item it references, each
+// read by its own format's reader through Input::read_nested; tensors assembled from
+// chunks that must tile them exactly; the nesting restored as DCP's
+// unflatten_state_dict does. The result is the value
+// torch.distributed.checkpoint.format_utils.dcp_to_torch_save saves.
+//
+// Order of the value tree: state_dict_metadata's order. A single chunk covering its
+// tensor stays a zero-copy view of the data file; tensors of several chunks are
+// assembled into owned memory (at most Limits::max_alloc bytes each).
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "core/topic.h"
+#include "dcp/constants.h"
+#include "dcp/format.h"
+#include "dcp/metadata.h"
+#include "io/file_inside.h"
+#include "safetensors/format.h"
+#include "torch/format.h"
+
+namespace tensorseal::detail {
+namespace d = tensorseal::dcp;
+namespace fs = std::filesystem;
+using core::fact;
+using dcp::Chunk;
+using dcp::Entry;
+using dcp::StorageInfo;
+
+namespace {
+
+std::string join(const std::vector<std::string>& v, std::string_view sep) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : std::string(sep)) + x;
+  return s;
+}
+
+bool is_zip_record(std::span<const std::byte> b) {
+  return b.size() >= 4 && b[0] == std::byte{'P'} && b[1] == std::byte{'K'} && b[2] == std::byte{3} &&
+         b[3] == std::byte{4};
+}
+
+std::string where(const StorageInfo& s) { return s.relative_path + "@" + std::to_string(s.offset); }
+
+// Reads the items of one directory; each data file is mapped once and each
+// safetensors blob parsed once.
+class Items {
+ public:
+  Items(const Input& meta, Checkpoint& out) : meta_(meta), out_(out) {}
+
+  // The bytes of item `s` as an Input of their own (bounds checked).
+  Input window(const StorageInfo& s) {
+    const Input& f = file(s.relative_path);
+    if (s.offset > f.size() || s.length > f.size() - s.offset)
+      throw Error(d::rules::kStorageBounds,
+                  "item [" + std::to_string(s.offset) + ", +" + std::to_string(s.length) + ") ends past the file's " +
+                      std::to_string(f.size()) + " bytes",
+                  f.name, s.offset);
+    Input sub = f;
+    sub.whole = f.window(s.offset, s.length);
+    sub.name = f.name + "@" + std::to_string(s.offset);
+    return sub;
+  }
+
+  // A BYTE_IO item or a torch_save chunk: a torch.save zip.
+  Value torch_item(const StorageInfo& s, const std::string& what) {
+    Input sub = window(s);
+    if (!is_zip_record(sub.bytes()))
+      throw Error(d::rules::kItemFormat, what + " is not a torch.save archive", file(s.relative_path).name, s.offset);
+    return take(meta_.read_nested(sub), where(s));
+  }
+
+  // The chunk of tensor `fqn` stored at `s`: a torch.save zip, or (safetensors
+  // serialization) the tensor `fqn` of the safetensors file starting at s.offset.
+  std::shared_ptr<const Tensor> chunk(const StorageInfo& s, const std::string& fqn, const std::string& what) {
+    const Input& f = file(s.relative_path);
+    if (s.offset > f.size()) window(s);  // throws the bounds error
+    const auto head = f.bytes().subspan(s.offset);
+    Value v;
+    if (is_zip_record(head)) {
+      v = torch_item(s, what);
+      formats_.insert("torch_save");
+    } else if (detect_safetensors(head)) {
+      formats_.insert("safetensors");
+      const std::string key = where(s);
+      auto it = blobs_.find(key);
+      if (it == blobs_.end()) {
+        Input sub = f;
+        sub.whole = f.window(s.offset, f.size() - s.offset);
+        sub.name = f.name + "@" + std::to_string(s.offset);
+        it = blobs_.emplace(key, take(meta_.read_nested(sub), key)).first;
+      }
+      const Value* t = it->second.is(Value::Kind::kDict) ? it->second.as_dict().find(fqn) : nullptr;
+      if (t == nullptr)
+        throw Error(d::rules::kItemFormat, what + ": the safetensors data holds no tensor '" + fqn + "'", f.name,
+                    s.offset);
+      v = *t;
+    } else {
+      throw Error(d::rules::kItemFormat, what + " is neither a torch.save archive nor safetensors data", f.name,
+                  s.offset);
+    }
+    if (!v.is(Value::Kind::kTensor))
+      throw Error(d::rules::kItemFormat, what + " holds a " + std::string(kind_name(v.kind())) + ", not a tensor",
+                  f.name, s.offset);
+    const auto& t = v.as_tensor();
+    if (!is_zip_record(head) && t->nbytes() != s.length)
+      throw Error(d::rules::kChunkMismatch, what + " has " + std::to_string(t->nbytes()) + " bytes, storage_data says " +
+                                                std::to_string(s.length), f.name, s.offset);
+    return t;
+  }
+
+  const Input& file(const std::string& rel) {
+    auto it = files_.find(rel);
+    if (it != files_.end()) return it->second;
+    const fs::path p = io::file_inside(meta_.directory, rel, d::rules::kStoragePath, d::rules::kStorageMissing,
+                                       "data file", meta_.name);
+    Input in = input_of(MappedFile::open(p), *meta_.options);
+    in.nesting = meta_.nesting;
+    in.read_nested = meta_.read_nested;
+    return files_.emplace(rel, std::move(in)).first->second;
+  }
+
+  const std::set<std::string>& formats() const { return formats_; }
+
+ private:
+  // The root of a nested read; its facts and globals are kept, prefixed with `at`.
+  Value take(Checkpoint c, const std::string& at) {
+    for (auto& f : c.facts) out_.facts.push_back({std::move(f.topic), at + ": " + f.where, std::move(f.value)});
+    for (auto& g : c.globals) out_.globals.push_back({std::move(g.module), std::move(g.name), at + ": " + g.where});
+    return std::move(c.root);
+  }
+
+  const Input& meta_;
+  Checkpoint& out_;
+  std::map<std::string, Input> files_;
+  std::map<std::string, Value> blobs_;
+  std::set<std::string> formats_;
+};
+
+std::uint64_t volume(const std::vector<std::int64_t>& sizes) {
+  std::uint64_t v = 1;
+  for (auto s : sizes) {
+    if (s == 0) return 0;
+    if (v > UINT64_MAX / static_cast<std::uint64_t>(s)) return UINT64_MAX;
+    v *= static_cast<std::uint64_t>(s);
+  }
+  return v;
+}
+
+// Chunks must lie inside the tensor, not overlap, and cover it.
+void check_tiling(const Entry& e, const std::string& file) {
+  const std::size_t n = e.size.size();
+  for (const auto& c : e.chunks)
+    for (std::size_t k = 0; k < n; ++k)
+      if (c.offsets[k] < 0 || c.sizes[k] < 0 || c.offsets[k] > e.size[k] || c.sizes[k] > e.size[k] - c.offsets[k])
+        throw Error(d::rules::kChunkOutside, "chunk at " + shape_text(c.offsets) + " of size " + shape_text(c.sizes) +
+                                                 " lies outside tensor '" + e.fqn + "' of size " + shape_text(e.size),
+                    file);
+  for (std::size_t i = 0; i < e.chunks.size(); ++i) {
+    const Chunk& a = e.chunks[i];
+    if (volume(a.sizes) == 0) continue;
+    for (std::size_t j = i + 1; j < e.chunks.size(); ++j) {
+      const Chunk& b = e.chunks[j];
+      if (volume(b.sizes) == 0) continue;
+      bool disjoint = false;
+      for (std::size_t k = 0; k < n && !disjoint; ++k)
+        disjoint = a.offsets[k] + a.sizes[k] <= b.offsets[k] || b.offsets[k] + b.sizes[k] <= a.offsets[k];
+      if (!disjoint)
+        throw Error(d::rules::kChunkOverlap, "chunks at " + shape_text(a.offsets) + " and " + shape_text(b.offsets) +
+                                                 " of tensor '" + e.fqn + "' overlap", file);
+    }
+  }
+  std::uint64_t covered = 0;
+  for (const auto& c : e.chunks) covered += volume(c.sizes);  // disjoint and inside: no overflow
+  if (covered != volume(e.size))
+    throw Error(d::rules::kChunkGap, "the chunks of tensor '" + e.fqn + "' cover " + std::to_string(covered) + " of its " +
+                                         std::to_string(volume(e.size)) + " elements", file);
+}
+
+// Copies chunk `t` (shape c.sizes) into `dst`, the row-major bytes of a tensor of
+// shape `size`, at c.offsets.
+void place(const Tensor& t, const Chunk& c, const std::vector<std::int64_t>& size, std::uint64_t item,
+           std::byte* dst) {
+  std::vector<std::byte> scratch;
+  const auto src = t.contiguous_bytes(scratch);
+  const std::size_t n = size.size();
+  if (n == 0) {
+    std::memcpy(dst, src.data(), item);
+    return;
+  }
+  const std::uint64_t row = static_cast<std::uint64_t>(c.sizes[n - 1]) * item;
+  std::vector<std::int64_t> idx(n - 1, 0);  // index within the chunk, all but the last dimension
+  const std::uint64_t rows = volume(std::vector<std::int64_t>(c.sizes.begin(), c.sizes.end() - 1));
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    std::uint64_t at = 0;  // element offset in the tensor
+    for (std::size_t k = 0; k < n; ++k) at = at * size[k] + (k + 1 < n ? idx[k] + c.offsets[k] : c.offsets[k]);
+    std::memcpy(dst + at * item, src.data() + r * row, row);
+    for (std::size_t k = n - 1; k-- > 0;) {
+      if (++idx[k] < c.sizes[k]) break;
+      idx[k] = 0;
+    }
+  }
+}
+
+Value assemble(const Entry& e, Items& items, const Input& meta) {
+  check_tiling(e, meta.name);
+  std::vector<std::shared_ptr<const Tensor>> parts;
+  for (std::size_t i = 0; i < e.chunks.size(); ++i) {
+    const Chunk& c = e.chunks[i];
+    const std::string what = "chunk at " + shape_text(c.offsets) + " of tensor '" + e.fqn + "'";
+    auto t = items.chunk(e.storage[i], e.fqn, what);
+    if (t->dtype != e.dtype || t->shape != c.sizes)
+      throw Error(d::rules::kChunkMismatch,
+                  what + " is " + std::string(name(t->dtype)) + shape_text(t->shape) + ", .metadata says " +
+                      std::string(name(e.dtype)) + shape_text(c.sizes),
+                  items.file(e.storage[i].relative_path).name, e.storage[i].offset);
+    parts.push_back(std::move(t));
+  }
+  std::size_t whole = parts.size();
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    if (volume(e.chunks[i].sizes) == volume(e.size) && parts[i]->shape == e.size) whole = i;
+  if (whole < parts.size() || e.chunks.empty()) {
+    auto t = std::make_shared<Tensor>();
+    if (whole < parts.size()) *t = *parts[whole];
+    else *t = *make_contiguous(e.dtype, e.size, Storage::owned({}));  // an empty tensor
+    t->requires_grad = false;
+    t->is_parameter = false;
+    return Value(std::move(t));
+  }
+  const std::uint64_t item = itemsize(e.dtype);
+  if (item == 0)
+    throw Error(d::rules::kChunkMismatch, "tensor '" + e.fqn + "' of sub-byte dtype " + std::string(name(e.dtype)) +
+                                              " is split into chunks (not supported)", meta.name);
+  const std::uint64_t bytes = volume(e.size) * item;
+  if (volume(e.size) > meta.options->limits.max_alloc / item)
+    throw Error(d::rules::kMaxAlloc, "tensor '" + e.fqn + "' of " + std::to_string(volume(e.size)) +
+                                        " elements exceeds max_alloc", meta.name);
+  std::vector<std::byte> buf(bytes);
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    if (volume(e.chunks[i].sizes) != 0) place(*parts[i], e.chunks[i], e.size, item, buf.data());
+  return Value(make_contiguous(e.dtype, e.size, Storage::owned(std::move(buf), e.dtype)));
+}
+
+// DCP's set_element: str parts are dict keys, int parts list indices (lists grow
+// with None). Paths that DCP itself could not have produced together are refused.
+void set_element(Value& root, const Entry& e, Value v, const Input& meta) {
+  auto conflict = [&](const std::string& why) {
+    throw Error(d::rules::kPathConflict, "planner_data path of '" + e.fqn + "' " + why, meta.name);
+  };
+  Value* cur = &root;
+  for (std::size_t i = 0; i < e.path.size(); ++i) {
+    const Value& key = e.path[i];
+    const bool last = i + 1 == e.path.size();
+    Value fresh = last ? v : (e.path[i + 1].is(Value::Kind::kStr) ? Value::dict() : Value::list());
+    if (cur->is(Value::Kind::kDict)) {
+      Dict& dict = cur->as_dict();
+      const Value* have = dict.find(key);
+      if (have == nullptr) {
+        dict.set(key, fresh);
+        have = dict.find(key);
+      } else if (last) {
+        conflict("meets a value another path already set");
+      }
+      cur = const_cast<Value*>(have);
+    } else if (cur->is(Value::Kind::kList)) {
+      if (!key.is(Value::Kind::kInt) || key.as_int() < 0) conflict("indexes a list with " + repr(key, 40));
+      if (static_cast<std::uint64_t>(key.as_int()) >= meta.options->limits.max_entries)
+        conflict("indexes a list at " + std::to_string(key.as_int()) + " (beyond max_entries)");
+      auto& list = cur->items();
+      const auto k = static_cast<std::size_t>(key.as_int());
+      if (list.size() <= k) list.resize(k + 1);
+      if (list[k].is(Value::Kind::kNone)) list[k] = fresh;
+      else if (last) conflict("meets a value another path already set");
+      cur = &list[k];
+    } else {
+      conflict("passes through a " + std::string(kind_name(cur->kind())));
+    }
+  }
+}
+
+}  // namespace
+
+bool detect_dcp(std::span<const std::byte> head) noexcept { return dcp::looks_like_metadata(head); }
+
+fs::path find_dcp_metadata(const fs::path& dir) noexcept {
+  std::error_code ec;
+  const fs::path p = dir / d::kMetadataFile;
+  return fs::is_regular_file(p, ec) ? p : fs::path();
+}
+
+Checkpoint read_dcp(const Input& in) {
+  if (in.directory.empty())
+    throw Error(d::rules::kNotOnDisk, "a DCP .metadata read from memory has no data files beside it", in.name);
+  if (in.read_nested == nullptr) throw Error(rules::kInternal, "DCP .metadata read without a ReadNested", in.name);
+  dcp::Metadata md = dcp::parse_metadata(in.bytes(), in.name, in.options->limits);
+
+  Checkpoint c;
+  c.format = Format::kDcp;
+  c.globals = md.globals;
+  c.root = Value::dict();
+  Items items(in, c);
+  std::vector<std::string> chunked;
+  for (const Entry& e : md.entries) {
+    Value v = e.is_tensor ? assemble(e, items, in) : items.torch_item(e.storage[0], "bytes item '" + e.fqn + "'");
+    if (e.is_tensor && e.chunks.size() > 1) chunked.push_back(e.fqn + "=" + std::to_string(e.chunks.size()));
+    if (e.path.empty()) {
+      if (c.root.as_dict().find(e.fqn) != nullptr)
+        throw Error(d::rules::kPathConflict, "item '" + e.fqn + "' is set twice", in.name);
+      c.root.as_dict().set(Value::str(e.fqn), std::move(v));
+    } else {
+      set_element(c.root, e, std::move(v), in);
+    }
+  }
+
+  // Facts for `explain`: what shapes the directory's bytes without being content.
+  std::map<std::string, std::uint64_t> per_file;
+  std::vector<std::string> order;
+  for (const auto& s : md.storage_order) {
+    ++per_file[s.relative_path];
+    order.push_back(where(s));
+  }
+  std::vector<std::string> files;
+  for (const auto& [f, n] : per_file) files.push_back(f + " (" + std::to_string(n) + " items)");
+  std::vector<Fact> facts{
+      fact(d::topics::kSaveId, ".metadata", md.save_id.value_or("none")),
+      fact(d::topics::kCheckpointPath, ".metadata", md.checkpoint_id.value_or("none")),
+      fact(d::topics::kFiles, "storage_data", std::to_string(per_file.size()) + " files: " + join(files, ", ")),
+      fact(d::topics::kItemOrder, "storage_data", join(order, ",")),
+      fact(d::topics::kChunks, "state_dict_metadata", chunked.empty() ? "one chunk per tensor" : join(chunked, ",")),
+      fact(d::topics::kSerialization, "data files",
+           items.formats().empty() ? "none" : join({items.formats().begin(), items.formats().end()}, "+")),
+      fact(d::topics::kVersion, ".metadata", md.version.value_or("none")),
+  };
+  c.facts.insert(c.facts.begin(), facts.begin(), facts.end());
+  return c;
+}
+
+}  // namespace tensorseal::detail

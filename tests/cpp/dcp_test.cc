@@ -1,0 +1,62 @@
+// torch.distributed.checkpoint directories (docs/formats/dcp.md) made by real dcp.save
+// (tests/fixtures/gen_dcp.py); the Python suite (tests/py/test_dcp_read.py) covers
+// torchrun jobs, DTensors and the refusal rules.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "tensorseal/tensorseal.h"
+#include "test_util.h"
+
+namespace tensorseal {
+namespace {
+
+std::filesystem::path dcp_dir(const std::string& name) { return testing::fixture_dir("gen_dcp") / name; }
+
+TEST(Dcp, BothSerializationFormatsHashAsTheSingleFile) {
+  const auto want = content_hash(read_file(dcp_dir("reference.pt")).root);
+  for (const char* layout : {"torch_save", "safetensors"}) {
+    const Checkpoint c = read_file(dcp_dir(layout));
+    EXPECT_EQ(c.format, Format::kDcp) << layout;
+    EXPECT_EQ(content_hash(c.root), want) << layout;
+    EXPECT_EQ(c.mapping, nullptr) << layout;
+    ASSERT_TRUE(c.root.is(Value::Kind::kDict));
+    const Value* inner = c.root.as_dict().find(std::string_view("inner"));
+    ASSERT_NE(inner, nullptr);
+    EXPECT_TRUE(inner->is(Value::Kind::kDict)) << "planner_data restores the nesting";
+    const Value* epoch = c.root.as_dict().find(std::string_view("epoch"));
+    ASSERT_NE(epoch, nullptr);
+    EXPECT_EQ(epoch->as_int(), 3) << "a BYTE_IO item is the object torch.save'd into it";
+  }
+}
+
+TEST(Dcp, MetadataIsDetectedByContentAndNeedsItsDirectory) {
+  const auto path = dcp_dir("torch_save") / ".metadata";
+  const std::string bytes = testing::read_all(path);
+  EXPECT_EQ(detect_format(testing::bytes_of(bytes)), Format::kDcp);
+  try {
+    (void)read_bytes(testing::bytes_of(bytes), "mem.metadata");
+    FAIL() << "read from memory";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.rule(), "dcp/not-on-disk");
+  }
+  EXPECT_EQ(content_hash(read_file(path).root), content_hash(read_file(dcp_dir("torch_save")).root));
+}
+
+TEST(Dcp, MetadataGlobalsScanAsSafe) {
+  const ScanReport r = scan(read_file(dcp_dir("torch_save")));
+  EXPECT_EQ(r.verdict, Verdict::kSafe) << to_json(r);
+  EXPECT_FALSE(r.findings.empty());
+}
+
+TEST(Dcp, FactsNameSaveIdAndPath) {
+  const Checkpoint c = read_file(dcp_dir("torch_save"));
+  std::set<std::string> topics;
+  for (const auto& f : c.facts) topics.insert(f.topic);
+  for (const char* t : {"dcp.save_id", "dcp.checkpoint_path", "dcp.files", "dcp.item_order", "dcp.chunks",
+                        "dcp.serialization_format", "dcp.version"})
+    EXPECT_TRUE(topics.count(t)) << t;
+}
+
+}  // namespace
+}  // namespace tensorseal

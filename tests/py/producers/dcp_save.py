@@ -1,0 +1,100 @@
+"""Writes DCP checkpoints with real torch.distributed.checkpoint, under torchrun (gloo,
+CPU) or as a single process. Usage: dcp_save.py OUT_DIR
+
+Under `torchrun --nproc_per_node N` it writes, into OUT_DIR:
+  dtensor/         DTensors Shard(0), Shard(1), Replicate() and a 3-d Shard(2) on a
+                   CPU DeviceMesh, plain tensors, non-tensor items (default torch_save format)
+  dtensor_st/      the same state, SerializationFormat.SAFETENSORS
+  model_optim/     a small transformer's model + AdamW optimizer state (step tensors),
+                   via torch.distributed.checkpoint.state_dict (FSDP2 fully_shard where it runs)
+  reference.pt     the full state of dtensor/ as plain tensors (rank 0, torch.save)
+  model_optim.pt   dcp_to_torch_save(model_optim/) (rank 0, after the save)
+Single process (no torchrun): the same layouts with world size 1.
+The state is a pure function of fixed seeds, so every world size saves the same values."""
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.filesystem import SerializationFormat
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+
+def full_state() -> dict:
+    g = torch.Generator().manual_seed(11)
+    return {
+        "row": torch.randn(8, 6, generator=g),                  # Shard(0)
+        "col": torch.randn(4, 8, generator=g).to(torch.bfloat16),  # Shard(1)
+        "rep": torch.arange(10, dtype=torch.int64),              # Replicate()
+        "cube": torch.randn(2, 3, 8, generator=g, dtype=torch.float64),  # Shard(2)
+        "plain": {"bias": torch.randn(5, generator=g), "mask": torch.tensor([True, False, True])},
+        "step": 7,
+        "meta": {"name": "tiny", "lrs": [0.1, 0.01]},
+    }
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(3)
+        self.emb = torch.nn.Embedding(16, 8)
+        self.layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.head(self.layer(self.emb(x)))
+
+
+def main(out: pathlib.Path) -> None:
+    distributed = "RANK" in os.environ
+    if distributed:
+        dist.init_process_group("gloo")
+    rank = dist.get_rank() if distributed else 0
+    world = dist.get_world_size() if distributed else 1
+    state = full_state()
+    if distributed:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+        mesh = init_device_mesh("cpu", (world,))
+        state["row"] = distribute_tensor(state["row"], mesh, [Shard(0)])
+        state["col"] = distribute_tensor(state["col"], mesh, [Shard(1)])
+        state["rep"] = distribute_tensor(state["rep"], mesh, [Replicate()])
+        state["cube"] = distribute_tensor(state["cube"], mesh, [Shard(2)])
+    dcp.save(state, checkpoint_id=str(out / "dtensor"))
+    dcp.save(state, storage_writer=dcp.FileSystemWriter(str(out / "dtensor_st"),
+                                                        serialization_format=SerializationFormat.SAFETENSORS))
+    if rank == 0:
+        torch.save(full_state(), out / "reference.pt")
+
+    model = Tiny()
+    if distributed:
+        try:
+            from torch.distributed.fsdp import fully_shard
+            fully_shard(model, mesh=mesh)
+        except Exception as e:  # FSDP2 needs features this CPU build may lack
+            print(f"fully_shard unavailable on CPU: {e}", file=sys.stderr)
+    optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for _ in range(2):
+        loss = model(torch.arange(12).reshape(2, 6) % 16).sum()
+        loss.backward()
+        optim.step()
+        optim.zero_grad()
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+    msd, osd = get_state_dict(model, optim)
+    dcp.save({"model": msd, "optim": osd}, checkpoint_id=str(out / "model_optim"))
+    if distributed:
+        dist.barrier()
+    if rank == 0:
+        dcp_to_torch_save(str(out / "model_optim"), str(out / "model_optim.pt"))
+        dcp_to_torch_save(str(out / "dtensor"), str(out / "dtensor.pt"))
+    if distributed:
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(pathlib.Path(sys.argv[1]))

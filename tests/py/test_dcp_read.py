@@ -1,0 +1,303 @@
+"""torch.distributed.checkpoint directories read as one model (docs/formats/dcp.md),
+against real producers: dcp.save single-process and under torchrun (gloo, 2 and 4
+ranks) with DTensors, FSDP2 + AdamW state and both serialization formats
+(producers/dcp_save.py), and dcp_to_torch_save as the reference. Hand-made bytes only
+for hostile input (a .metadata that runs a command)."""
+from __future__ import annotations
+
+import os
+import pathlib
+import pickle
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch.distributed.checkpoint.metadata import ChunkStorageMetadata
+
+import tensorseal
+from conftest import ROOT, run_tseal
+
+PRODUCER = pathlib.Path(__file__).parent / "producers" / "dcp_save.py"
+LAYOUTS = ("dtensor", "dtensor_st", "model_optim")
+
+
+@pytest.fixture(scope="session")
+def saved(tmp_path_factory) -> dict[int, pathlib.Path]:
+    """World size -> folder with the producer's directories (see dcp_save.py)."""
+    out = {}
+    for world in (1, 2, 4):
+        d = tmp_path_factory.mktemp(f"dcp_w{world}")
+        if world == 1:
+            cmd = [sys.executable, str(PRODUCER), str(d)]
+        else:
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world),
+                   "--master_port", str(29500 + world), str(PRODUCER), str(d)]
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        out[world] = d
+    return out
+
+
+def tseal_hash(path) -> str:
+    r = run_tseal("hash", path)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.split()[0]
+
+
+def assert_same(a, b, where="root"):
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor), where
+        assert a.dtype == b.dtype and a.shape == b.shape, where
+        assert torch.equal(a.view(torch.uint8) if a.dtype == torch.bool else a, b.view(torch.uint8) if b.dtype == torch.bool else b), where
+    elif isinstance(a, dict):
+        assert set(a) == set(b), (where, set(a) ^ set(b))
+        for k in a:
+            assert_same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{where}.{i}")
+    else:
+        assert a == b, where
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_values_are_what_dcp_to_torch_save_gives(saved, world):
+    d = saved[world]
+    ref = torch.load(d / "dtensor.pt", weights_only=False)
+    for layout in ("dtensor", "dtensor_st"):
+        assert_same(ref, tensorseal.load(d / layout), layout)
+    assert_same(torch.load(d / "model_optim.pt", weights_only=False), tensorseal.load(d / "model_optim"))
+    # and the producer's full state, saved as plain tensors
+    assert_same(torch.load(d / "reference.pt", weights_only=False), tensorseal.load(d / "dtensor"))
+
+
+def test_one_content_hash_for_every_layout_and_world_size(saved):
+    want = tseal_hash(saved[1] / "reference.pt")
+    got = {(w, layout): tseal_hash(saved[w] / layout) for w in saved for layout in ("dtensor", "dtensor_st")}
+    got.update({(w, "dtensor.pt"): tseal_hash(saved[w] / "dtensor.pt") for w in saved})
+    assert set(got.values()) == {want}, got
+    # the training state of FSDP2 + AdamW: the DCP directory hashes as its dcp_to_torch_save output
+    for w in saved:
+        assert tseal_hash(saved[w] / "model_optim") == tseal_hash(saved[w] / "model_optim.pt")
+
+
+def test_directory_and_metadata_path_read_alike(saved):
+    d = saved[2] / "dtensor"
+    assert tseal_hash(d) == tseal_hash(d / ".metadata")
+    r = run_tseal("inspect", "--json", d)
+    assert r.returncode == 0, r.stderr
+    assert '"format": "dcp"' in r.stdout
+
+
+def test_dtensor_shards_really_are_chunks(saved):
+    r = run_tseal("explain", "--json", saved[1] / "dtensor", saved[4] / "dtensor")
+    assert r.returncode == 0, r.stderr
+    assert "dcp.chunks" in r.stdout and "row=4" in r.stdout and "col=4" in r.stdout and "cube=4" in r.stdout, r.stdout[:2000]
+
+
+def test_explain_names_save_id_and_path(saved, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(saved[2] / "dtensor", a)
+    import torch.distributed.checkpoint as dcp
+    dcp.save(torch.load(saved[2] / "reference.pt", weights_only=False), checkpoint_id=str(b))
+    r = run_tseal("explain", a, b)
+    assert "dcp.save_id" in r.stdout and "dcp.checkpoint_path" in r.stdout and "dcp.files" in r.stdout, r.stdout
+    assert tseal_hash(a) == tseal_hash(b)
+
+
+def test_diff_dcp_against_single_file_and_shards(saved, tmp_path):
+    d = saved[4] / "dtensor"
+    assert run_tseal("diff", d, saved[1] / "reference.pt").returncode == 0
+    st = tmp_path / "shards"
+    flat = {k: v for k, v in tensorseal.load(saved[1] / "reference.pt").items() if isinstance(v, torch.Tensor)}
+    tensorseal.save(flat, st, max_shard_size="1KB")
+    r = run_tseal("diff", d, st)
+    assert r.returncode == 1 and "plain" in r.stdout, r.stdout  # nested vs flat: the diff names it
+
+
+def test_verify_and_scan_accept_stock_dcp(saved):
+    for layout in LAYOUTS:
+        d = saved[2] / layout
+        r = run_tseal("verify", d)
+        assert r.returncode == 0, (layout, r.stdout, r.stderr)
+        r = run_tseal("scan", d)
+        assert r.returncode == 0, (layout, r.stdout, r.stderr)
+
+
+# ---- hostile and broken directories -------------------------------------------------
+
+def load_md(d: pathlib.Path):
+    with open(d / ".metadata", "rb") as f:
+        return pickle.load(f)  # our own producer's file, in a test
+
+
+def save_md(d: pathlib.Path, md) -> None:
+    with open(d / ".metadata", "wb") as f:
+        pickle.dump(md, f)
+
+
+def refuse(d, rule: str, exc=tensorseal.CorruptFileError):
+    with pytest.raises(exc) as e:
+        tensorseal.load(d)
+    assert f"[{rule}]" in str(e.value), str(e.value)
+    r = run_tseal("hash", d)
+    assert r.returncode == 2 and f"[{rule}]" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.fixture
+def copy2(saved, tmp_path):
+    def make(layout="dtensor"):
+        d = tmp_path / layout
+        shutil.copytree(saved[2] / layout, d)
+        return d
+    return make
+
+
+class Boom:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_metadata_that_runs_a_command_is_refused_and_named(copy2, tmp_path):
+    d = copy2()
+    marker = tmp_path / "ran"
+    md = load_md(d)
+    md.storage_meta = Boom(marker)
+    save_md(d, md)
+    with pytest.raises(tensorseal.UnsafePickleError) as e:
+        tensorseal.load(d)
+    assert "[dcp/metadata-global]" in str(e.value) and "system" in str(e.value)
+    r = run_tseal("scan", d)
+    assert r.returncode == 1 and "system" in r.stdout, r.stdout
+    assert run_tseal("hash", d).returncode == 2
+    assert not marker.exists()
+
+
+def test_offsets_past_the_file_end(copy2):
+    d = copy2()
+    md = load_md(d)
+    k = next(k for k in md.storage_data if k.fqn == "rep")
+    md.storage_data[k].length += 10_000
+    save_md(d, md)
+    refuse(d, "dcp/storage-bounds")
+
+
+def test_overlapping_chunks(copy2):
+    d = copy2()
+    md = load_md(d)
+    chunks = md.state_dict_metadata["row"].chunks
+    old = chunks[1].offsets
+    new = torch.Size([old[0] - 1, old[1]])
+    chunks[1] = ChunkStorageMetadata(offsets=new, sizes=chunks[1].sizes)
+    k = next(k for k in md.storage_data if k.fqn == "row" and k.offset == old)
+    info = md.storage_data.pop(k)
+    md.storage_data[type(k)(fqn="row", offset=new, index=k.index)] = info
+    save_md(d, md)
+    refuse(d, "dcp/chunk-overlap")
+
+
+def test_gap_between_chunks(copy2):
+    d = copy2()
+    md = load_md(d)
+    md.state_dict_metadata["col"].chunks.pop()
+    save_md(d, md)
+    refuse(d, "dcp/chunk-gap")
+
+
+def test_chunk_outside_the_tensor(copy2):
+    d = copy2()
+    md = load_md(d)
+    md.state_dict_metadata["row"].size = torch.Size([3, 6])
+    save_md(d, md)
+    refuse(d, "dcp/chunk-outside")
+
+
+def test_dtype_disagreement(copy2):
+    d = copy2()
+    md = load_md(d)
+    md.state_dict_metadata["rep"].properties.dtype = torch.int32
+    save_md(d, md)
+    refuse(d, "dcp/chunk-mismatch")
+
+
+def test_safetensors_chunk_longer_than_declared(copy2):
+    d = copy2("dtensor_st")
+    md = load_md(d)
+    k = next(k for k in md.storage_data if k.fqn == "rep")
+    md.storage_data[k].length -= 8
+    save_md(d, md)
+    refuse(d, "dcp/chunk-mismatch")
+
+
+def test_relative_path_out_of_the_directory(copy2):
+    d = copy2()
+    md = load_md(d)
+    for info in md.storage_data.values():
+        if info.relative_path == "__1_0.distcp":
+            info.relative_path = "../__1_0.distcp"
+    save_md(d, md)
+    refuse(d, "dcp/storage-path", tensorseal.UnsafePickleError)
+
+
+def test_symlink_out_of_the_directory(copy2, tmp_path):
+    d = copy2()
+    outside = tmp_path / "outside.distcp"
+    shutil.move(d / "__1_0.distcp", outside)
+    os.symlink(outside, d / "__1_0.distcp")
+    refuse(d, "dcp/storage-path", tensorseal.UnsafePickleError)
+
+
+def test_missing_data_file(copy2):
+    d = copy2()
+    (d / "__0_0.distcp").unlink()
+    refuse(d, "dcp/storage-missing")
+
+
+def test_truncated_metadata(copy2):
+    d = copy2()
+    data = (d / ".metadata").read_bytes()
+    (d / ".metadata").write_bytes(data[: len(data) // 2])
+    r = run_tseal("hash", d)
+    assert r.returncode == 2 and "[pickle/" in r.stderr, r.stderr
+
+
+def test_mistyped_metadata_field(copy2):
+    d = copy2()
+    md = load_md(d)
+    md.state_dict_metadata["rep"].size = "ten"
+    save_md(d, md)
+    refuse(d, "dcp/metadata-shape")
+
+
+def test_item_that_is_not_a_torch_save_file(copy2):
+    d = copy2()
+    md = load_md(d)
+    k = next(k for k in md.storage_data if k.fqn == "rep")
+    md.storage_data[k].offset += 1
+    save_md(d, md)
+    refuse(d, "dcp/item-format")
+
+
+def test_colliding_planner_paths(copy2):
+    d = copy2()
+    md = load_md(d)
+    md.planner_data["rep"] = ("row", "inner")  # "row" is already a tensor
+    save_md(d, md)
+    refuse(d, "dcp/path-conflict")
+
+
+def test_list_paths_rebuild_lists(copy2):
+    d = copy2()
+    md = load_md(d)
+    md.planner_data["rep"] = ("seq", 2)
+    save_md(d, md)
+    got = tensorseal.load(d)
+    assert got["seq"][:2] == [None, None] and torch.equal(got["seq"][2], torch.arange(10))
