@@ -6,6 +6,7 @@
 // not make an attack look like a clean checkpoint.
 // tseal convert IN OUT [--to FORMAT]: canonical form in another format.
 // tseal convert IN OUTDIR --shards SIZE: Hugging Face safetensors shards (hf-shards).
+// tseal convert IN OUTDIR --to dcp [--world-size N]: a canonical DCP directory.
 // Both stream tensor data from the memory-mapped input and write atomically (a
 // directory as a whole). canon of a shard directory keeps its split into files.
 #include <filesystem>
@@ -16,10 +17,11 @@ namespace tseal {
 namespace {
 
 void write_canonical(const tensorseal::Checkpoint& c, const std::string& out, tensorseal::Format f, unsigned threads,
-                     std::uint64_t max_shard_size = 0) {
+                     std::uint64_t max_shard_size = 0, std::uint32_t world_size = 0) {
   tensorseal::WriteOptions o;
   o.threads = threads;
   o.max_shard_size = max_shard_size;
+  o.world_size = world_size;
   // User metadata survives (safetensors __metadata__, in every shard of a directory).
   if (f == tensorseal::Format::kSafetensors || f == tensorseal::Format::kHfShards) o.metadata = c.metadata;
   // canon keeps a shard directory's split; convert --shards SIZE makes a new one.
@@ -104,6 +106,7 @@ Runner add_convert(CLI::App& app) {
   auto to = std::make_shared<std::string>();
   auto shards = std::make_shared<std::string>();
   auto threads = std::make_shared<unsigned>(0);
+  auto world = std::make_shared<std::uint32_t>(0);
   const auto names = writable_names();
   std::string choices;
   for (const auto& n : names) choices += (choices.empty() ? "" : " | ") + n;
@@ -113,6 +116,10 @@ Runner add_convert(CLI::App& app) {
   cmd->add_option("--shards", *shards,
                   "write OUT as a directory of Hugging Face safetensors shards of at most SIZE tensor bytes each "
                   "(5GB, 500MB, ...: decimal units as huggingface_hub)");
+  cmd->add_option("--world-size", *world,
+                  "write OUT as a canonical torch.distributed.checkpoint directory split over N ranks' files "
+                  "(implies --to dcp)")
+      ->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--threads", *threads, "worker threads (never changes the bytes)");
   auto limits = add_limits(cmd);
   return [=]() {
@@ -125,10 +132,14 @@ Runner add_convert(CLI::App& app) {
       f = Format::kHfShards;
       max_shard_size = parse_shard_size(*shards);
     }
+    if (*world != 0) {
+      if (!to->empty() && f != Format::kDcp) throw Error(rules::kInvalidArgument, "--world-size writes dcp, not " + *to);
+      f = Format::kDcp;
+    }
     if (f == Format::kUnknown)
       throw Error(rules::kInvalidArgument, "cannot tell the output format from '" + *out + "'; use --to");
     Checkpoint c = read_file(*in, read_options(*limits));
-    write_canonical(c, *out, f, *threads, max_shard_size);
+    write_canonical(c, *out, f, *threads, max_shard_size, *world);
     return kExitOk;
   };
 }

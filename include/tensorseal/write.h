@@ -33,6 +33,9 @@ struct WriteOptions {
   // hf-shards: this split instead (entries per shard, in root order), as
   // Checkpoint::shard_counts gives it; `canon` uses it to keep a directory's layout.
   std::vector<std::uint64_t> shard_counts;
+  // dcp (a directory): the number of ranks whose files the tensors are split over
+  // (dim 0, like DTensor Shard(0)); 0 means 1.
+  std::uint32_t world_size = 0;
 };
 
 // A shard size as huggingface_hub's parse_size_to_int reads it: a number (decimals

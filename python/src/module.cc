@@ -505,18 +505,20 @@ NB_MODULE(_tensorseal, m) {
 
   m.def("write_file", [](nb::handle obj, const std::string& path, const std::string& format,
                          const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads,
-                         bool split_storages, bool empty_metadata, std::uint64_t max_shard_size) {
+                         bool split_storages, bool empty_metadata, std::uint64_t max_shard_size,
+                         std::uint32_t world_size) {
         FromPy conv;
         conv.split_storages = split_storages;
         Value root = conv.convert(obj);
         Format f = parse_format(format);
         WriteOptions o = write_options(metadata, threads, empty_metadata);
         o.max_shard_size = max_shard_size;
+        o.world_size = world_size;
         nb::gil_scoped_release nogil;
         write_file(root, path, f, o);
       }, nb::arg("obj"), nb::arg("path"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
       nb::arg("threads") = 0, nb::arg("split_storages") = false, nb::arg("empty_metadata") = false,
-      nb::arg("max_shard_size") = 0);
+      nb::arg("max_shard_size") = 0, nb::arg("world_size") = 0);
 
   m.def("parse_shard_size", [](const std::string& text) { return parse_shard_size(text); });
 

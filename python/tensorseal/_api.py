@@ -113,7 +113,7 @@ def load_bytes(data: Union[bytes, bytearray, memoryview], *, framework: Optional
 
 def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
          metadata: Optional[Dict[str, str]] = None, threads: int = 0,
-         max_shard_size: Union[int, str, None] = None) -> None:
+         max_shard_size: Union[int, str, None] = None, world_size: Optional[int] = None) -> None:
     """Writes ``obj`` canonically: the bytes depend only on the content.
 
     ``obj``: a tensor, array, or any nesting of dicts/OrderedDicts/lists/tuples with
@@ -130,6 +130,10 @@ def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
     or a string with a decimal unit as huggingface_hub reads it ("5GB", "500MB");
     default "5GB". ``obj`` must be a flat dict of named tensors; the split follows
     its order (docs/formats/hf-shards.md). The directory is written as a whole.
+
+    ``world_size`` (or ``format="dcp"``): ``path`` becomes a canonical
+    torch.distributed.checkpoint directory that ``dcp.load`` reads, its tensors split
+    on dim 0 over that many ranks' files (default 1; docs/formats/dcp.md).
     """
     size = 0
     if max_shard_size is not None:
@@ -139,8 +143,16 @@ def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
         size = _core.parse_shard_size(max_shard_size) if isinstance(max_shard_size, str) else int(max_shard_size)
         if size <= 0:
             raise invalid_argument(f"max_shard_size must be positive, not {max_shard_size!r}", os.fspath(path))
+    ranks = 0
+    if world_size is not None:
+        if format not in (None, "dcp", "distcp", "torch-dcp"):
+            raise invalid_argument(f"world_size writes dcp, not {format!r}", os.fspath(path))
+        format = "dcp"
+        ranks = int(world_size)
+        if ranks <= 0:
+            raise invalid_argument(f"world_size must be positive, not {world_size!r}", os.fspath(path))
     _core.write_file(obj, os.fspath(path), _format_for(path, format), sorted((metadata or {}).items()), threads,
-                     max_shard_size=size)
+                     max_shard_size=size, world_size=ranks)
 
 
 def save_bytes(obj: Any, format: str, *, metadata: Optional[Dict[str, str]] = None, threads: int = 0) -> bytes:

@@ -72,6 +72,9 @@ inline constexpr Rule kChunkGap{"dcp/chunk-gap", K::kCorrupt};                  
 inline constexpr Rule kPathConflict{"dcp/path-conflict", K::kCorrupt};          // planner_data paths collide
 inline constexpr Rule kTooMany{"dcp/too-many", K::kLimit};                      // entries / chunks / files
 inline constexpr Rule kMaxAlloc{"dcp/max-alloc", K::kLimit};                    // an assembled tensor > max_alloc
+// Writer-side rules.
+inline constexpr Rule kWriteUnrepresentable{"dcp/write-unrepresentable", K::kInvalidArgument};  // DCP would change it
+inline constexpr Rule kWriteTarget{"dcp/write-target", K::kInvalidArgument};  // refusing to replace the target
 }  // namespace rules
 
 // Facts about a DCP directory; each item's own facts follow with "<file>@<offset>: "

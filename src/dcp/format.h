@@ -8,6 +8,7 @@
 #include <span>
 
 #include "io/input.h"
+#include "tensorseal/write.h"
 
 namespace tensorseal::detail {
 
@@ -17,6 +18,9 @@ bool detect_dcp(std::span<const std::byte> head) noexcept;
 // references (each through in.read_nested), assembles the tensors from their chunks
 // and restores the nesting. Throws the dcp/ rules of dcp/constants.h.
 Checkpoint read_dcp(const Input& in);
+// Writes `root` (a state dict) as the canonical DCP directory `dir` (grammar at the
+// top of writer.cc) for options.world_size ranks, atomically as a whole.
+void write_dcp(const Value& root, const WriteOptions& options, const std::filesystem::path& dir);
 // `dir`/.metadata when it exists, else an empty path. Never throws.
 std::filesystem::path find_dcp_metadata(const std::filesystem::path& dir) noexcept;
 

@@ -5,6 +5,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -44,3 +45,27 @@ def old_python() -> str:
 def vectors_dir() -> pathlib.Path:
     """The seed's two byte strings, kept in the repository."""
     return ROOT / "tests" / "fixtures" / "vectors"
+
+
+DCP_PRODUCER = pathlib.Path(__file__).parent / "producers" / "dcp_save.py"
+
+
+@pytest.fixture(scope="session")
+def dcp_saved(tmp_path_factory) -> dict[int, pathlib.Path]:
+    """Real torch.distributed.checkpoint saves (producers/dcp_save.py) in one process and
+    under torchrun with 2 and 4 ranks: world size -> folder with the producer's directories (see dcp_save.py)."""
+    out = {}
+    for world in (1, 2, 4):
+        d = tmp_path_factory.mktemp(f"dcp_w{world}")
+        if world == 1:
+            cmd = [sys.executable, str(DCP_PRODUCER), str(d)]
+        else:
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world),
+                   "--master_port", str(29500 + world), str(DCP_PRODUCER), str(d)]
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        out[world] = d
+    return out
+
+

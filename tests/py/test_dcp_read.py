@@ -19,26 +19,12 @@ from torch.distributed.checkpoint.metadata import ChunkStorageMetadata
 import tensorseal
 from conftest import ROOT, run_tseal
 
-PRODUCER = pathlib.Path(__file__).parent / "producers" / "dcp_save.py"
 LAYOUTS = ("dtensor", "dtensor_st", "model_optim")
 
 
 @pytest.fixture(scope="session")
-def saved(tmp_path_factory) -> dict[int, pathlib.Path]:
-    """World size -> folder with the producer's directories (see dcp_save.py)."""
-    out = {}
-    for world in (1, 2, 4):
-        d = tmp_path_factory.mktemp(f"dcp_w{world}")
-        if world == 1:
-            cmd = [sys.executable, str(PRODUCER), str(d)]
-        else:
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world),
-                   "--master_port", str(29500 + world), str(PRODUCER), str(d)]
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-        assert r.returncode == 0, r.stderr[-3000:]
-        out[world] = d
-    return out
+def saved(dcp_saved) -> dict[int, pathlib.Path]:
+    return dcp_saved
 
 
 def tseal_hash(path) -> str:

@@ -1,0 +1,281 @@
+// Canonical DCP directory writer: a directory stock torch.distributed.checkpoint.load
+// (FileSystemReader, torch_save format) reads, whose bytes depend only on the value
+// tree and the world size.
+//
+//   flatten   root (a dict with str keys) walked as DCP's traverse_state_dict: dict
+//             entries recurse, a list recurses (int path parts) when it holds a
+//             tensor, dict or such a list, every other value is a leaf; fqn =
+//             ".".join(path), planner_data[fqn] = path; leaves are ordered by fqn
+//             (bytewise), so the source's dict order never reaches the bytes
+//   ranks     world size N (WriteOptions::world_size, 0 = 1): a tensor of ndim >= 1 is
+//             split on dim 0 like DTensor Shard(0) (chunk c = ceil(size0 / N) rows;
+//             rank r gets rows [r*c, min((r+1)*c, size0)), nothing when empty); a 0-d
+//             tensor and every non-tensor leaf (BYTE_IO) belong to rank 0
+//   files     "__<r>_0.distcp" for r = 0..N-1 (empty when a rank holds nothing): its
+//             BYTE_IO items in fqn order, then its chunks in fqn order, each a
+//             canonical torch.save zip (write_torch_zip) of the chunk or the object
+//   .metadata the canonical pickle (protocol 2, pickle/writer.h) of Metadata with
+//             state_dict_metadata and planner_data in fqn order, storage_data in
+//             (file, offset) order, storage_meta = StorageMeta(save_id = the content
+//             hash's first 128 bits as a UUID, no checkpoint_id), version "1.0.0"
+//
+// Refused (dcp/write-*): a root that is not a dict, a non-str dict key (DCP would
+// give it back as str), an empty dict or list that DCP drops, two paths with one fqn,
+// a tensor that is a Parameter or requires grad (DCP gives plain tensors back).
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "dcp/constants.h"
+#include "dcp/format.h"
+#include "io/atomic_dir.h"
+#include "io/sink.h"
+#include "pickle/writer.h"
+#include "tensorseal/hash.h"
+#include "torch/format.h"
+
+namespace tensorseal::detail {
+namespace d = tensorseal::dcp;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Leaf {
+  std::string fqn;
+  std::vector<Value> path;
+  Value value;
+};
+
+[[noreturn]] void refuse(const Rule& r, const std::string& what) { throw Error(r, what); }
+
+std::string path_text(const std::vector<Value>& path) {
+  std::string s;
+  for (const auto& p : path)
+    s += (s.empty() ? "" : ".") + (p.is(Value::Kind::kStr) ? std::string(p.as_str()) : std::to_string(p.as_int()));
+  return s;
+}
+
+bool is_terminal(const Value& v) {
+  if (v.is(Value::Kind::kDict)) return false;
+  if (!v.is(Value::Kind::kList)) return true;
+  for (const auto& e : v.items()) {
+    if ((e.is(Value::Kind::kDict) || e.is(Value::Kind::kList)) && !is_terminal(e)) return false;
+    if (e.is(Value::Kind::kTensor)) return false;
+  }
+  return true;
+}
+
+void flatten(const Value& v, std::vector<Value>& path, std::vector<Leaf>& out, std::set<std::string>& seen) {
+  if (v.is(Value::Kind::kDict)) {
+    if (v.as_dict().items.empty() && !path.empty())
+      refuse(d::rules::kWriteUnrepresentable, "'" + path_text(path) + "' is an empty dict, which DCP does not store");
+    for (const auto& [k, x] : v.as_dict().items) {
+      if (!k.is(Value::Kind::kStr))
+        refuse(d::rules::kWriteUnrepresentable, "key " + repr(k, 40) + " under '" + path_text(path) +
+                                                    "' is not a str (DCP would give it back as str)");
+      path.push_back(k);
+      flatten(x, path, out, seen);
+      path.pop_back();
+    }
+    return;
+  }
+  if (!is_terminal(v)) {
+    for (std::size_t i = 0; i < v.items().size(); ++i) {
+      path.push_back(Value(static_cast<std::int64_t>(i)));
+      flatten(v.items()[i], path, out, seen);
+      path.pop_back();
+    }
+    return;
+  }
+  const std::string fqn = path_text(path);
+  if (!seen.insert(fqn).second) refuse(d::rules::kWriteUnrepresentable, "two paths flatten to '" + fqn + "'");
+  if (v.is(Value::Kind::kTensor)) {
+    const auto& t = *v.as_tensor();
+    if (t.is_parameter || t.requires_grad)
+      refuse(d::rules::kWriteUnrepresentable, "tensor '" + fqn + "' is a Parameter or requires grad; DCP stores plain tensors");
+  }
+  out.push_back({fqn, path, v});
+}
+
+Value object(std::string_view module, std::string_view cls, Construct how, Value args, Value state) {
+  auto o = std::make_shared<Object>();
+  o->callable = std::make_shared<Value>(Value::global(std::string(module), std::string(cls)));
+  o->args = std::make_shared<Value>(std::move(args));
+  o->how = how;
+  if (!state.is(Value::Kind::kNone)) o->state = std::make_shared<Value>(std::move(state));
+  return Value(std::move(o));
+}
+
+Value dataclass(std::string_view module, std::string_view cls, std::vector<std::pair<std::string, Value>> fields) {
+  Value state = Value::dict();
+  for (auto& [k, v] : fields) state.as_dict().items.emplace_back(Value::str(k), std::move(v));
+  return object(module, cls, Construct::kNewObj, Value::tuple(), std::move(state));
+}
+
+Value size_value(const std::vector<std::int64_t>& dims) {
+  std::vector<Value> items;
+  for (auto x : dims) items.emplace_back(x);
+  return object("torch", "Size", Construct::kReduce, Value::tuple({Value::tuple(std::move(items))}), Value());
+}
+
+// The tensor's rows [r0, r1) as a contiguous tensor of its own storage.
+std::shared_ptr<const Tensor> rows(const Tensor& t, std::int64_t r0, std::int64_t r1) {
+  std::vector<std::byte> scratch;
+  const auto bytes = t.contiguous_bytes(scratch);
+  std::uint64_t row = itemsize(t.dtype);
+  for (std::size_t k = 1; k < t.shape.size(); ++k) row *= static_cast<std::uint64_t>(t.shape[k]);
+  std::vector<std::int64_t> shape = t.shape;
+  if (!shape.empty()) shape[0] = r1 - r0;
+  const auto* from = bytes.data() + static_cast<std::uint64_t>(r0) * row;
+  std::vector<std::byte> own(from, from + static_cast<std::uint64_t>(r1 - r0) * row);
+  return make_contiguous(t.dtype, std::move(shape), Storage::owned(std::move(own), t.dtype));
+}
+
+// Writes into another sink, counting positions from 0 (each item is a file of its own).
+class ItemSink final : public Sink {
+ public:
+  explicit ItemSink(Sink& to) : to_(to) {}
+  void write(std::span<const std::byte> data) override {
+    to_.write(data);
+    position_ += data.size();
+  }
+
+ private:
+  Sink& to_;
+};
+
+std::string uuid_of(const std::string& digest) {
+  const std::string h = digest.substr(digest.find(':') + 1, 32);
+  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" + h.substr(20, 12);
+}
+
+void check_replace(const fs::path& target) {
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(target, ec)))
+    throw Error(d::rules::kWriteTarget, "exists and is not a directory; refusing to replace it", target.string());
+  for (const auto& e : fs::directory_iterator(target, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n == d::kMetadataFile || (n.starts_with("__") && n.ends_with(d::kDataSuffix))) continue;
+    throw Error(d::rules::kWriteTarget,
+                "the directory holds '" + n + "', which a DCP write does not produce; refusing to replace it",
+                target.string());
+  }
+}
+
+}  // namespace
+
+void write_dcp(const Value& root, const WriteOptions& options, const fs::path& dir) {
+  if (!root.is(Value::Kind::kDict))
+    refuse(d::rules::kWriteUnrepresentable, "a DCP checkpoint holds a state dict; got " + std::string(kind_name(root.kind())));
+  const std::uint32_t world = options.world_size == 0 ? 1 : options.world_size;
+  std::vector<Leaf> leaves;
+  std::vector<Value> path;
+  std::set<std::string> seen;
+  flatten(root, path, leaves, seen);
+  // The source's order is not content (DCP itself reorders): fqn order, bytewise.
+  std::sort(leaves.begin(), leaves.end(), [](const Leaf& a, const Leaf& b) { return a.fqn < b.fqn; });
+
+  struct Item {
+    std::size_t leaf;
+    std::int64_t r0 = 0, r1 = 0;  // rows of a chunk
+    bool bytes = false;
+  };
+  std::vector<std::vector<Item>> per_rank(world);
+  for (std::size_t i = 0; i < leaves.size(); ++i)
+    if (!leaves[i].value.is(Value::Kind::kTensor)) per_rank[0].push_back({i, 0, 0, true});
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    if (!leaves[i].value.is(Value::Kind::kTensor)) continue;
+    const Tensor& t = *leaves[i].value.as_tensor();
+    if (t.shape.empty()) {
+      per_rank[0].push_back({i, 0, 0, false});
+      continue;
+    }
+    const std::int64_t n = t.shape[0];
+    const std::int64_t c = (n + world - 1) / world;
+    for (std::uint32_t r = 0; r < world; ++r) {
+      const std::int64_t r0 = std::min<std::int64_t>(n, r * c), r1 = std::min<std::int64_t>(n, (r + 1) * c);
+      if (r1 > r0 || (n == 0 && r == 0)) per_rank[r].push_back({i, r0, r1, false});
+    }
+  }
+
+  const std::string save_id = uuid_of(content_hash(root));
+  AtomicDirectory out(dir, options.fsync, check_replace);
+  // storage_data entries, in (file, offset) order, and each tensor's chunks.
+  std::vector<std::pair<Value, Value>> storage;
+  std::map<std::size_t, std::vector<Value>> chunks;
+  for (std::uint32_t r = 0; r < world; ++r) {
+    const std::string name = "__" + std::to_string(r) + "_0" + std::string(d::kDataSuffix);
+    AtomicFileSink sink(out.file(name), options.fsync);
+    for (const Item& it : per_rank[r]) {
+      const Leaf& leaf = leaves[it.leaf];
+      const std::uint64_t offset = sink.position();
+      ItemSink item(sink);
+      Value key;
+      if (it.bytes) {
+        write_torch_zip(leaf.value, options, item);
+        key = dataclass(d::kMetadataModule, "MetadataIndex",
+                        {{"fqn", Value::str(leaf.fqn)}, {"offset", Value()}, {"index", Value()}});
+      } else {
+        const Tensor& t = *leaf.value.as_tensor();
+        auto part = t.shape.empty() ? leaf.value.as_tensor() : rows(t, it.r0, it.r1);
+        write_torch_zip(Value(part), options, item);
+        std::vector<std::int64_t> offsets(t.shape.size(), 0);
+        if (!offsets.empty()) offsets[0] = it.r0;
+        auto& list = chunks[it.leaf];
+        key = dataclass(d::kMetadataModule, "MetadataIndex",
+                        {{"fqn", Value::str(leaf.fqn)}, {"offset", size_value(offsets)},
+                         {"index", Value(static_cast<std::int64_t>(list.size()))}});
+        list.push_back(dataclass(d::kMetadataModule, "ChunkStorageMetadata",
+                                 {{"offsets", size_value(offsets)}, {"sizes", size_value(part->shape)}}));
+      }
+      storage.emplace_back(std::move(key),
+                           dataclass(d::kFilesystemModule, "_StorageInfo",
+                                     {{"relative_path", Value::str(name)},
+                                      {"offset", Value(static_cast<std::int64_t>(offset))},
+                                      {"length", Value(static_cast<std::int64_t>(item.position()))}}));
+    }
+    sink.commit();
+  }
+
+  Value sdm = Value::dict(), planner = Value::dict(), sd = Value::dict();
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    const Leaf& leaf = leaves[i];
+    Value meta;
+    if (!leaf.value.is(Value::Kind::kTensor)) {
+      meta = dataclass(d::kMetadataModule, "BytesStorageMetadata", {});
+      meta.as_object().state.reset();
+    } else {
+      const Tensor& t = *leaf.value.as_tensor();
+      Value props = object(d::kMetadataModule, "TensorProperties", Construct::kNewObj, Value::tuple(),
+                           Value::tuple({Value::global("torch", std::string(name(t.dtype))),
+                                         object("torch.serialization", "_get_layout", Construct::kReduce,
+                                                Value::tuple({Value::str("torch.strided")}), Value()),
+                                         Value(false),
+                                         object(d::kMetadataModule, "_MEM_FORMAT_ENCODING", Construct::kReduce,
+                                                Value::tuple({Value(std::int64_t{0})}), Value()),
+                                         Value(false)}));
+      meta = dataclass(d::kMetadataModule, "TensorStorageMetadata",
+                       {{"properties", std::move(props)}, {"size", size_value(t.shape)},
+                        {"chunks", Value::list(chunks[i])}});
+    }
+    sdm.as_dict().items.emplace_back(Value::str(leaf.fqn), std::move(meta));
+    planner.as_dict().items.emplace_back(Value::str(leaf.fqn), Value::tuple(leaf.path));
+  }
+  sd.as_dict().items = std::move(storage);
+  Value storage_meta = dataclass(d::kMetadataModule, "StorageMeta",
+                                 {{"checkpoint_id", Value()}, {"save_id", Value::str(save_id)},
+                                  {"load_id", Value()}, {"modules", Value::list()}});
+  Value md = dataclass(d::kMetadataModule, "Metadata",
+                       {{"state_dict_metadata", std::move(sdm)}, {"planner_data", std::move(planner)},
+                        {"storage_data", std::move(sd)}, {"storage_meta", std::move(storage_meta)},
+                        {"version", Value::str("1.0.0")}});
+  pickle::Writer w({});
+  const std::string bytes = w.finish(md);
+  AtomicFileSink sink(out.file(std::string(d::kMetadataFile)), options.fsync);
+  static_cast<Sink&>(sink).write(std::string_view(bytes));
+  sink.commit();
+  out.commit();
+}
+
+}  // namespace tensorseal::detail
