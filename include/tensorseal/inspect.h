@@ -46,7 +46,8 @@ struct InspectReport {
   std::string content_hash;            // content_hash(root), SHA-256
   std::vector<InspectTensor> tensors;  // in collect_tensors order
   std::vector<std::pair<std::string, std::string>> metadata;  // Checkpoint::metadata, in file order
-  std::vector<InspectValue> values;  // with InspectOptions::values: in tree order, each node once
+  std::vector<InspectValue> values;  // with InspectOptions::values: in tree order (shared
+                                     // objects and storages once, leaves at every path)
 };
 
 // Inspects a checkpoint already read. Throws tensorseal::Error for broken tensor views.

@@ -19,15 +19,17 @@ std::string digest_of(std::string_view bytes) {
   return "sha256:" + sha256_hex({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()});
 }
 
-// Collects InspectValue for every non-tensor value reached by the path walk, each
-// node once (shared nodes and cycles are entered once).
+// Collects InspectValue for every non-tensor value reached by the path walk: leaves at
+// every path they are reached by, containers, objects and storages once (shared nodes
+// and cycles are entered once).
 class ValueCollector final : public detail::core::Visitor {
  public:
   explicit ValueCollector(std::vector<InspectValue>& out) : out_(out) {}
 
   bool enter(const Value& v, const std::string& path) override {
     using K = Value::Kind;
-    if (const void* n = v.node(); n != nullptr && !seen_.insert(n).second) return false;
+    const bool leaf = v.is(K::kStr) || v.is(K::kBytes) || v.is(K::kGlobal);  // listed at every path
+    if (const void* n = v.node(); !leaf && n != nullptr && !seen_.insert(n).second) return false;
     switch (v.kind()) {
       case K::kTensor: return false;  // InspectReport::tensors
       case K::kList: case K::kTuple: case K::kDict: case K::kSet: return true;
