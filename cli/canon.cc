@@ -1,9 +1,13 @@
-// tseal canon IN [-o OUT | --in-place] [--allow-unsafe]: rewrite a checkpoint in
-// canonical form, in the format the format table names for it (.pt stays .pt,
-// .safetensors stays .safetensors, legacy/pickle become .pt). A file whose pickles
-// reference dangerous globals (tensorseal::scan) is refused with exit 1 and one
-// "tseal: refused: ..." line naming them, unless --allow-unsafe: a canonical copy must
-// not make an attack look like a clean checkpoint.
+// tseal canon IN [-o OUT | --in-place | --stdout] [--allow-unsafe]: rewrite a
+// checkpoint in canonical form, in the format the format table names for it (.pt stays
+// .pt, .safetensors stays .safetensors, legacy/pickle become .pt). --stdin reads the
+// checkpoint from standard input instead of IN (git's clean filter: --stdin --stdout).
+// A file whose pickles reference dangerous globals (tensorseal::scan) is refused with
+// exit 1 and one "tseal: refused: ..." line naming them, unless --allow-unsafe: a
+// canonical copy must not make an attack look like a clean checkpoint.
+// tseal canon --check FILE...: exit 0 when every file already is canonical
+// (tensorseal::check_canonical_file), 1 with one "FILE: not canonical: ..." line on
+// stdout per file that is not, 2 when a file cannot be read; nothing is written.
 // tseal convert IN OUT [--to FORMAT]: canonical form in another format.
 // tseal convert IN OUTDIR --shards SIZE: Hugging Face safetensors shards (hf-shards).
 // tseal convert IN OUTDIR --to dcp [--world-size N]: a canonical DCP directory.
@@ -18,15 +22,52 @@ namespace {
 
 void write_canonical(const tensorseal::Checkpoint& c, const std::string& out, tensorseal::Format f, unsigned threads,
                      std::uint64_t max_shard_size = 0, std::uint32_t world_size = 0) {
-  tensorseal::WriteOptions o;
-  o.threads = threads;
-  o.max_shard_size = max_shard_size;
+  tensorseal::WriteOptions o = tensorseal::canonical_write_options(c, f, threads);
   o.world_size = world_size;
-  // User metadata survives (safetensors __metadata__, in every shard of a directory).
-  if (f == tensorseal::Format::kSafetensors || f == tensorseal::Format::kHfShards) o.metadata = c.metadata;
   // canon keeps a shard directory's split; convert --shards SIZE makes a new one.
-  if (f == tensorseal::Format::kHfShards && c.format == f && max_shard_size == 0) o.shard_counts = c.shard_counts;
+  if (max_shard_size != 0) {
+    o.max_shard_size = max_shard_size;
+    o.shard_counts.clear();
+  }
   tensorseal::write_file(c.root, out, f, o);
+}
+
+// All of standard input (the clean filter's file).
+std::vector<std::byte> read_stdin() {
+  std::vector<std::byte> buf;
+  std::byte chunk[1 << 16];
+  for (;;) {
+    const std::size_t n = std::fread(chunk, 1, sizeof chunk, stdin);
+    buf.insert(buf.end(), chunk, chunk + n);
+    if (n < sizeof chunk) break;
+  }
+  if (std::ferror(stdin)) throw tensorseal::Error(tensorseal::rules::kIoRead, "cannot read standard input", "<stdin>");
+  return buf;
+}
+
+void write_stdout(const std::string& bytes) {
+  if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() || std::fflush(stdout) != 0)
+    throw tensorseal::Error(tensorseal::rules::kIoWrite, "cannot write standard output", "<stdout>");
+}
+
+// canon --check: one line per file that is not canonical; errors as usual, and go on.
+int check_files(const std::vector<std::string>& files, const tensorseal::CanonCheckOptions& o) {
+  using namespace tensorseal;
+  int status = kExitOk;
+  for (const auto& f : files) {
+    try {
+      const CanonCheck r = check_canonical_file(f, o);
+      if (!r.canonical) {
+        std::printf("%s: not canonical: %s\n", f.c_str(), r.reason.c_str());
+        if (status == kExitOk) status = kExitDifferent;
+      }
+    } catch (const Error& e) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "tseal: error: %s\n", e.what());
+      status = kExitError;
+    }
+  }
+  return status;
 }
 
 // Every writable format's name and aliases, for --to.
@@ -62,23 +103,42 @@ tensorseal::Error dangerous_refusal(const tensorseal::ScanReport& r) {
 
 Runner add_canon(CLI::App& app) {
   auto* cmd = app.add_subcommand("canon", "Rewrite a checkpoint canonically (same content -> same bytes)");
-  auto in = std::make_shared<std::string>();
+  auto ins = std::make_shared<std::vector<std::string>>();
   auto out = std::make_shared<std::string>();
   auto in_place = std::make_shared<bool>(false);
+  auto to_stdout = std::make_shared<bool>(false);
+  auto from_stdin = std::make_shared<bool>(false);
+  auto check = std::make_shared<bool>(false);
   auto allow_unsafe = std::make_shared<bool>(false);
   auto threads = std::make_shared<unsigned>(0);
-  cmd->add_option("IN", *in, "input checkpoint")->required();
+  cmd->add_option("IN", *ins, "input checkpoint (with --check: every file to check)");
   cmd->add_option("-o,--output", *out, "output file");
   cmd->add_flag("--in-place", *in_place, "replace IN atomically (keeps its format family)");
+  cmd->add_flag("--stdout", *to_stdout, "write the canonical bytes to standard output");
+  cmd->add_flag("--stdin", *from_stdin, "read the checkpoint from standard input instead of IN (format by content)");
+  cmd->add_flag("--check", *check,
+                "write nothing; exit 0 when every IN is already canonical, 1 naming those that are not");
   cmd->add_flag("--allow-unsafe", *allow_unsafe, "rewrite a file that references dangerous globals (refused by default)");
   cmd->add_option("--threads", *threads, "worker threads (never changes the bytes)");
   auto limits = add_limits(cmd);
   return [=]() {
     using namespace tensorseal;
-    if (out->empty() && !*in_place)
-      throw Error(rules::kInvalidArgument, "give -o OUT, or --in-place to replace the input");
-    if (!out->empty() && *in_place) throw Error(rules::kInvalidArgument, "-o and --in-place exclude each other");
-    Checkpoint c = read_file(*in, read_options(*limits));
+    const int outputs = !out->empty() + *in_place + *to_stdout;
+    if (*check) {
+      if (outputs != 0 || *from_stdin) throw Error(rules::kInvalidArgument, "--check writes nothing and reads files: no -o, --in-place, --stdout or --stdin");
+      if (ins->empty()) throw Error(rules::kInvalidArgument, "--check needs at least one FILE");
+      CanonCheckOptions o;
+      o.threads = *threads;
+      o.limits = *limits;
+      return check_files(*ins, o);
+    }
+    if (*from_stdin ? !ins->empty() : ins->size() != 1)
+      throw Error(rules::kInvalidArgument, *from_stdin ? "--stdin reads no IN file" : "give exactly one IN (or --stdin)");
+    if (outputs == 0) throw Error(rules::kInvalidArgument, "give -o OUT, --stdout, or --in-place to replace the input");
+    if (outputs > 1) throw Error(rules::kInvalidArgument, "-o, --in-place and --stdout exclude each other");
+    if (*in_place && *from_stdin) throw Error(rules::kInvalidArgument, "--in-place needs a file, not --stdin");
+    Checkpoint c = *from_stdin ? read_bytes(read_stdin(), "<stdin>", read_options(*limits))
+                               : read_file(ins->front(), read_options(*limits));
     if (!*allow_unsafe) {
       const ScanReport r = scan(c);
       if (r.verdict == Verdict::kDangerous) {
@@ -86,7 +146,11 @@ Runner add_canon(CLI::App& app) {
         return kExitDifferent;
       }
     }
-    const Format f = format_info(c.format)->canonical;
+    if (*to_stdout) {
+      write_stdout(canonical_bytes(c, *threads));
+      return kExitOk;
+    }
+    const Format f = canonical_format(c);
     if (!out->empty() && !format_info(f)->directory) {
       const Format named = format_for_extension(*out);
       if (named != Format::kUnknown && named != f)
@@ -94,7 +158,7 @@ Runner add_canon(CLI::App& app) {
                                                  std::string(format_name(f)) + " for this " +
                                                  std::string(format_name(c.format)) + " file; use tseal convert");
     }
-    write_canonical(c, *in_place ? *in : *out, f, *threads);
+    write_canonical(c, *in_place ? ins->front() : *out, f, *threads);
     return kExitOk;
   };
 }

@@ -29,6 +29,7 @@ Runner add_convert(CLI::App& app);
 Runner add_diff(CLI::App& app);
 Runner add_explain(CLI::App& app);
 Runner add_verify(CLI::App& app);
+Runner add_git_setup(CLI::App& app);
 
 // Adds --threads N (0 = all cores) to a command; the value is set while parsing.
 std::shared_ptr<unsigned> add_threads(CLI::App* cmd);

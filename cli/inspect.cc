@@ -1,5 +1,6 @@
-// tseal inspect FILE [--json]: format, every tensor with its per-tensor SHA-256, and
-// the content hash (tensorseal/inspect.h).
+// tseal inspect FILE [--json | --textconv]: format, every tensor with its per-tensor
+// SHA-256, and the content hash (tensorseal/inspect.h). --textconv prints the stable
+// text git's diff driver compares (tensorseal::to_textconv), values included.
 #include "common.h"
 
 namespace tseal {
@@ -8,8 +9,13 @@ Runner add_inspect(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "Show a checkpoint's format, tensors and content hash");
   auto file = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);
+  auto textconv = std::make_shared<bool>(false);
   cmd->add_option("FILE", *file, "checkpoint file (format detected from its content)")->required();
-  cmd->add_flag("--json", *as_json, "print one JSON object (schema in docs/cli.md)");
+  auto* json_flag = cmd->add_flag("--json", *as_json, "print one JSON object (schema in docs/cli.md)");
+  cmd->add_flag("--textconv", *textconv,
+                "print the stable text form for git's diff driver: one line per tensor (path, dtype, shape, "
+                "SHA-256) and per non-tensor value, sorted by path")
+      ->excludes(json_flag);
   auto threads = add_threads(cmd);
   auto limits = add_limits(cmd);
   return [=]() {
@@ -17,7 +23,12 @@ Runner add_inspect(CLI::App& app) {
     InspectOptions o;
     o.threads = *threads;
     o.limits = *limits;
+    o.values = *textconv;
     const InspectReport r = inspect_file(*file, o);
+    if (*textconv) {
+      std::fputs(to_textconv(r).c_str(), stdout);
+      return kExitOk;
+    }
     if (*as_json) {
       std::printf("%s\n", to_json(r).c_str());
       return kExitOk;

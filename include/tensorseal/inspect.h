@@ -19,6 +19,7 @@ namespace tensorseal {
 struct InspectOptions {
   unsigned threads = 0;  // 0: all cores. The report never depends on this.
   Limits limits;         // for inspect_file's read
+  bool values = false;   // also list the non-tensor leaves (InspectReport::values)
 };
 
 struct InspectTensor {
@@ -29,12 +30,24 @@ struct InspectTensor {
   std::string sha256;        // tensor_sha256 of the elements
 };
 
+// A value of the tree that is not a tensor, for the textconv form: a leaf (None, bool,
+// number, str, bytes, global), a bare storage, or an opaque object (named by its
+// callable; its arguments and state are listed as values of their own).
+struct InspectValue {
+  std::string path;  // as the tree walk names it (collect_tensors' rules)
+  // "3", "'adam'", "torch.float32" (repr); str/bytes over 64 bytes as
+  // "str[N] sha256:<hex>"; "storage float32 N bytes sha256:<hex>"; "object mod.name".
+  std::string text;
+};
+
 struct InspectReport {
   std::string file;  // Checkpoint::file
   Format format = Format::kUnknown;
   std::string content_hash;            // content_hash(root), SHA-256
   std::vector<InspectTensor> tensors;  // in collect_tensors order
   std::vector<std::pair<std::string, std::string>> metadata;  // Checkpoint::metadata, in file order
+  std::vector<InspectValue> values;  // with InspectOptions::values: in tree order (shared
+                                     // objects and storages once, leaves at every path)
 };
 
 // Inspects a checkpoint already read. Throws tensorseal::Error for broken tensor views.
@@ -42,8 +55,17 @@ struct InspectReport {
 // Reads (with options.limits) and inspects a file.
 [[nodiscard]] InspectReport inspect_file(const std::filesystem::path& path, const InspectOptions& options = {});
 
-// The report as JSON (schema: docs/cli.md, "tseal inspect --json").
+// The report as JSON (schema: docs/cli.md, "tseal inspect --json"; `values` is not in it).
 [[nodiscard]] std::string to_json(const InspectReport& report);
+
+// The report as the stable text git's diff driver shows (`tseal inspect --textconv`,
+// docs/cli.md): a "format" and a "content_hash" line, one "metadata KEY = VALUE" line
+// per user metadata entry (sorted), then one line per tensor
+// ("tensor PATH: DTYPE SHAPE sha256:HEX") and per value ("value PATH: TEXT"), sorted by
+// path (stable). Control characters in paths and texts are escaped, so every item is
+// exactly one line; the text depends only on the content and the metadata, never on
+// the file's bytes, name or dict order.
+[[nodiscard]] std::string to_textconv(const InspectReport& report);
 
 }  // namespace tensorseal
 TENSORSEAL_API_END

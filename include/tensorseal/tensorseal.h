@@ -3,11 +3,13 @@
 #pragma once
 
 #include "tensorseal/export.h"
+#include "tensorseal/canon.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/diff.h"
 #include "tensorseal/dtype.h"
 #include "tensorseal/error.h"
 #include "tensorseal/explain.h"
+#include "tensorseal/git_setup.h"
 #include "tensorseal/hash.h"
 #include "tensorseal/inspect.h"
 #include "tensorseal/limits.h"

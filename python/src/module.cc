@@ -567,6 +567,14 @@ NB_MODULE(_tensorseal, m) {
         return to_json(inspect_file(path, o));
       }, nb::arg("path"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{});
 
+  m.def("is_canonical", [](const std::string& path, unsigned threads, const LimitPairs& limits) {
+        CanonCheckOptions o;
+        o.threads = threads;
+        o.limits = limits_of(limits);
+        nb::gil_scoped_release nogil;
+        return check_canonical_file(path, o).canonical;  // == tseal canon --check
+      }, nb::arg("path"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{});
+
   m.def("diff_json", [](nb::handle a, nb::handle b, const std::string& name_a, const std::string& name_b,
                         double atol, double rtol, std::uint64_t ulp, unsigned threads, const std::string& report,
                         const LimitPairs& limits) {

@@ -19,8 +19,8 @@ import importlib
 from typing import Any, List
 
 from . import _tensorseal as _core
-from ._api import (Checkpoint, PathLike, diff, explain, formats, hash, inspect, load, load_bytes, read, save, save_bytes,
-                   scan, verify)
+from ._api import (Checkpoint, PathLike, diff, explain, formats, hash, inspect, is_canonical, load, load_bytes, read, save,
+                   save_bytes, scan, verify)
 from ._pickle import deterministic_pickle, disable, enable, is_enabled
 from .errors import (CorruptFileError, Error, InternalError, InvalidArgumentError, IoError, LimitError,
                      UnsafePickleError, UnsupportedError)
@@ -30,6 +30,7 @@ from .objects import Global, Opaque
 __version__: str = _core.__version__
 __all__ = [
     "load", "save", "save_bytes", "load_bytes", "read", "hash", "inspect", "diff", "explain", "scan", "verify", "formats",
+    "is_canonical",
     "deterministic_pickle", "enable", "disable", "is_enabled",
     "Error", "CorruptFileError", "UnsafePickleError", "UnsupportedError", "InvalidArgumentError",
     "IoError", "LimitError", "InternalError", "Global", "Opaque", "Checkpoint", "PathLike", "Limits",

@@ -177,6 +177,13 @@ def inspect(path: PathLike, *, threads: int = 0, limits: LimitsArg = None) -> Di
     return json.loads(_core.inspect_json(os.fspath(path), threads, limit_pairs(limits)))
 
 
+def is_canonical(path: PathLike, *, threads: int = 0, limits: LimitsArg = None) -> bool:
+    """True when the file's bytes already are the canonical bytes ``tseal canon`` would
+    write for it (in its own format family): what ``tseal canon --check FILE`` tests.
+    Raises ``tensorseal.Error`` for unreadable input; writes nothing."""
+    return bool(_core.is_canonical(os.fspath(path), threads, limit_pairs(limits)))
+
+
 def _operand(x: Any) -> Tuple[Any, str]:
     return (os.fspath(x), os.fspath(x)) if _is_path(x) else (x, "<object>")
 

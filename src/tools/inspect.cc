@@ -2,10 +2,95 @@
 // checkpoint, and its JSON rendering.
 #include "tensorseal/inspect.h"
 
+#include <algorithm>
+#include <unordered_set>
+
+#include "core/walk.h"
 #include "tensorseal/hash.h"
 #include "tools/json.h"
+#include "util/hex.h"
 
 namespace tensorseal {
+namespace {
+
+constexpr std::size_t kShortText = 64;  // longer str/bytes values are shown by digest
+
+std::string digest_of(std::string_view bytes) {
+  return "sha256:" + sha256_hex({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()});
+}
+
+// Collects InspectValue for every non-tensor value reached by the path walk: leaves at
+// every path they are reached by, containers, objects and storages once (shared nodes
+// and cycles are entered once).
+class ValueCollector final : public detail::core::Visitor {
+ public:
+  explicit ValueCollector(std::vector<InspectValue>& out) : out_(out) {}
+
+  bool enter(const Value& v, const std::string& path) override {
+    using K = Value::Kind;
+    const bool leaf = v.is(K::kStr) || v.is(K::kBytes) || v.is(K::kGlobal);  // listed at every path
+    if (const void* n = v.node(); !leaf && n != nullptr && !seen_.insert(n).second) return false;
+    switch (v.kind()) {
+      case K::kTensor: return false;  // InspectReport::tensors
+      case K::kList: case K::kTuple: case K::kDict: case K::kSet: return true;
+      case K::kObject: {
+        const Object& o = v.as_object();
+        const bool named = o.callable && o.callable->is(K::kGlobal);
+        out_.push_back({path, "object " + (named ? o.callable->as_global().module + "." + o.callable->as_global().name
+                                                 : std::string("?"))});
+        return true;
+      }
+      case K::kStorage: {
+        const Storage& s = *v.as_storage();
+        const auto b = s.bytes();
+        out_.push_back({path, "storage " + std::string(name(s.dtype)) + " " + std::to_string(b.size()) + " bytes " +
+                                  digest_of({reinterpret_cast<const char*>(b.data()), b.size()})});
+        return false;
+      }
+      case K::kStr:
+        if (v.as_str().size() > kShortText) {
+          out_.push_back({path, "str[" + std::to_string(v.as_str().size()) + "] " + digest_of(v.as_str())});
+          return false;
+        }
+        break;
+      case K::kBytes:
+        if (v.as_bytes().size() > kShortText) {
+          out_.push_back({path, std::string(v.is_bytearray() ? "bytearray[" : "bytes[") +
+                                    std::to_string(v.as_bytes().size()) + "] " + digest_of(v.as_bytes())});
+          return false;
+        }
+        break;
+      default: break;
+    }
+    out_.push_back({path, repr(v, 4 * kShortText)});
+    return false;
+  }
+
+ private:
+  std::vector<InspectValue>& out_;
+  std::unordered_set<const void*> seen_;
+};
+
+// One line of text: control characters written as \xNN, as repr writes them in
+// strings (so a value's repr passes through unchanged).
+std::string one_line(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      util::append_hex(out, c);
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+std::string path_text(const std::string& path) { return path.empty() ? "(root)" : one_line(path); }
+
+}  // namespace
 
 InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
   InspectReport r;
@@ -22,6 +107,10 @@ InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
   HashOptions h;
   h.threads = options.threads;
   r.content_hash = content_hash(c.root, h);
+  if (options.values) {
+    ValueCollector collect(r.values);
+    detail::core::walk(c.root, collect);
+  }
   return r;
 }
 
@@ -46,6 +135,22 @@ std::string to_json(const InspectReport& r) {
   for (const auto& [k, v] : r.metadata) metadata[k] = v;
   j["metadata"] = std::move(metadata);
   return tools::dump(j);
+}
+
+std::string to_textconv(const InspectReport& r) {
+  std::string out = "format " + std::string(format_name(r.format)) + "\ncontent_hash " + r.content_hash + "\n";
+  auto metadata = r.metadata;
+  std::stable_sort(metadata.begin(), metadata.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [k, v] : metadata) out += "metadata " + one_line(k) + " = " + one_line(v) + "\n";
+  std::vector<std::pair<std::string, std::string>> items;  // (path, line)
+  items.reserve(r.tensors.size() + r.values.size());
+  for (const auto& t : r.tensors)
+    items.emplace_back(t.path, "tensor " + path_text(t.path) + ": " + std::string(name(t.dtype)) + " " +
+                                   shape_text(t.shape) + " sha256:" + t.sha256);
+  for (const auto& v : r.values) items.emplace_back(v.path, "value " + path_text(v.path) + ": " + one_line(v.text));
+  std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [path, line] : items) out += line + "\n";
+  return out;
 }
 
 }  // namespace tensorseal

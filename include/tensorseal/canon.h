@@ -1,0 +1,69 @@
+// tensorseal/canon.h — the canonical form of a checkpoint (`tseal canon`), and whether
+// a file already is it (`tseal canon --check`, for CI and pre-commit).
+//
+// A checkpoint's canonical form is the file write_file produces for its content in the
+// format the format table names as its family's canonical one (FormatInfo::canonical:
+// torch zip, legacy and pickle -> torch-zip; safetensors, npy, npz stay), carrying the
+// file's safetensors user metadata (and, for a shard directory, its split into files).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+
+#include "tensorseal/checkpoint.h"
+#include "tensorseal/error.h"
+#include "tensorseal/export.h"
+#include "tensorseal/format.h"
+#include "tensorseal/limits.h"
+#include "tensorseal/write.h"
+
+TENSORSEAL_API_BEGIN
+namespace tensorseal {
+
+namespace rules {
+// canon --check compares one file's bytes; a shard directory is several files.
+inline constexpr Rule kCanonCheckDirectory{"canon/check-directory", ErrorKind::kUnsupported};
+}  // namespace rules
+
+// The format `canon` writes for `c` (its format's FormatInfo::canonical).
+[[nodiscard]] Format canonical_format(const Checkpoint& c);
+// The WriteOptions `canon` (target = canonical_format(c)) and `convert` write `c` as
+// `target` with: its user metadata where `target` carries it (safetensors, hf-shards),
+// a shard directory's split when `target` is its own format; `threads` as given
+// (never changes the bytes).
+[[nodiscard]] WriteOptions canonical_write_options(const Checkpoint& c, Format target, unsigned threads = 0);
+// The canonical bytes of a single-file checkpoint, in memory (`canon --stdout`).
+// Throws Error kCanonCheckDirectory when the canonical format is a directory.
+[[nodiscard]] std::string canonical_bytes(const Checkpoint& c, unsigned threads = 0);
+
+struct CanonCheck {
+  std::string file;                            // Checkpoint::file
+  Format format = Format::kUnknown;            // detected
+  Format canonical_format = Format::kUnknown;  // what canon writes for it
+  bool canonical = false;                      // the bytes equal the canonical bytes
+  std::uint64_t size = 0;                      // bytes of the file
+  std::uint64_t canonical_size = 0;            // bytes of its canonical form
+  // Offset of the first byte that differs (the shorter length when one is a prefix of
+  // the other); kNoOffset when canonical.
+  std::uint64_t first_difference = kNoOffset;
+  std::string reason;  // one line saying why it is not canonical; empty when it is
+};
+
+struct CanonCheckOptions {
+  unsigned threads = 0;  // never changes the result
+  Limits limits;         // for check_canonical_file's read
+};
+
+// Compares `bytes` (the file `c` was read from) with the canonical bytes of `c`,
+// streaming: the canonical form is never held in memory. Writes nothing.
+[[nodiscard]] CanonCheck check_canonical(const Checkpoint& c, std::span<const std::byte> bytes,
+                                         unsigned threads = 0);
+// Reads (with every checksum verified) and checks a file. Throws Error for unreadable
+// input, and kCanonCheckDirectory for a directory (a shard directory is many files).
+[[nodiscard]] CanonCheck check_canonical_file(const std::filesystem::path& path,
+                                              const CanonCheckOptions& options = {});
+
+}  // namespace tensorseal
+TENSORSEAL_API_END

@@ -1,0 +1,124 @@
+// The canonical form of a checkpoint and canon --check: the format table's writer
+// streamed into a sink that compares instead of storing.
+#include "tensorseal/canon.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "api/formats.h"
+#include "io/sink.h"
+
+namespace tensorseal {
+namespace {
+
+// Compares what a writer streams with `expected`: remembers the first differing
+// offset and counts every byte (the writer always runs to its end, so the canonical
+// size is known exactly). Keeps nothing.
+class CompareSink final : public detail::Sink {
+ public:
+  explicit CompareSink(std::span<const std::byte> expected) : expected_(expected) {}
+
+  void write(std::span<const std::byte> data) override {
+    if (first_ == kNoOffset && position_ < expected_.size()) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(data.size(), expected_.size() - position_));
+      const std::byte* want = expected_.data() + position_;
+      if (std::memcmp(data.data(), want, n) != 0) {
+        std::size_t i = 0;
+        while (data[i] == want[i]) ++i;
+        first_ = position_ + i;
+      }
+    }
+    position_ += data.size();
+  }
+
+  // The first difference, counting a length mismatch at the shorter length.
+  std::uint64_t first_difference() const noexcept {
+    if (first_ != kNoOffset) return first_;
+    return position_ == expected_.size() ? kNoOffset : std::min<std::uint64_t>(position_, expected_.size());
+  }
+
+ private:
+  std::span<const std::byte> expected_;
+  std::uint64_t first_ = kNoOffset;
+};
+
+// The single-file writer of `c`'s canonical format, or the directory error.
+const detail::api::FormatRow& single_file_row(const Checkpoint& c) {
+  const Format f = canonical_format(c);
+  const auto* r = detail::api::row(f);
+  if (r == nullptr || r->write == nullptr || r->write_dir != nullptr)
+    throw Error(rules::kCanonCheckDirectory,
+                "the canonical form of this " + std::string(format_name(c.format)) + " checkpoint is " +
+                    std::string(format_name(f)) + ", a directory, not one file",
+                c.file);
+  return *r;
+}
+
+}  // namespace
+
+Format canonical_format(const Checkpoint& c) {
+  const FormatInfo* info = format_info(c.format);
+  if (info == nullptr) throw Error(rules::kUnknownFormat, "no canonical form for an unknown format", c.file);
+  return info->canonical;
+}
+
+WriteOptions canonical_write_options(const Checkpoint& c, Format f, unsigned threads) {
+  WriteOptions o;
+  o.threads = threads;
+  // User metadata survives (safetensors __metadata__, in every shard of a directory).
+  if (f == Format::kSafetensors || f == Format::kHfShards) o.metadata = c.metadata;
+  // A shard directory keeps its split into files.
+  if (f == Format::kHfShards && c.format == f) o.shard_counts = c.shard_counts;
+  return o;
+}
+
+std::string canonical_bytes(const Checkpoint& c, unsigned threads) {
+  const auto& r = single_file_row(c);
+  detail::StringSink sink;
+  r.write(c.root, canonical_write_options(c, r.info.format, threads), sink);
+  return std::move(sink.out);
+}
+
+CanonCheck check_canonical(const Checkpoint& c, std::span<const std::byte> bytes, unsigned threads) {
+  const auto& r = single_file_row(c);
+  CompareSink sink(bytes);
+  try {
+    r.write(c.root, canonical_write_options(c, r.info.format, threads), sink);
+  } catch (const Error& e) {
+    throw e.located(c.file);
+  }
+  CanonCheck out;
+  out.file = c.file;
+  out.format = c.format;
+  out.canonical_format = r.info.format;
+  out.size = bytes.size();
+  out.canonical_size = sink.position();
+  out.first_difference = sink.first_difference();
+  out.canonical = out.first_difference == kNoOffset;
+  if (out.canonical) return out;
+  if (out.format != out.canonical_format) {
+    out.reason = "a " + std::string(format_name(out.format)) + " file; its canonical form is " +
+                 std::string(format_name(out.canonical_format));
+  } else {
+    out.reason = "differs from its canonical " + std::string(format_name(out.canonical_format)) + " bytes at byte " +
+                 std::to_string(out.first_difference) + " (" + std::to_string(out.size) + " bytes, canonical " +
+                 std::to_string(out.canonical_size) + ")";
+  }
+  return out;
+}
+
+CanonCheck check_canonical_file(const std::filesystem::path& path, const CanonCheckOptions& options) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(rules::kCanonCheckDirectory, "a directory; canon --check compares files", path.string());
+  ReadOptions ro;
+  ro.limits = options.limits;
+  const Checkpoint c = read_file(path, ro);
+  if (c.mapping == nullptr) {  // read_file of a shard index reads a directory
+    (void)single_file_row(c);
+    throw Error(rules::kCanonCheckDirectory, "not read from one file", c.file);
+  }
+  return check_canonical(c, c.mapping->bytes(), options.threads);
+}
+
+}  // namespace tensorseal
