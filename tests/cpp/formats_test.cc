@@ -77,7 +77,7 @@ TEST(Formats, EveryWriterProducesWhatItsRowDetectsAndReads) {
     EXPECT_EQ(c.format, f.format) << f.name;
     EXPECT_EQ(content_hash(c.root), content_hash(root)) << f.name;
   }
-  EXPECT_EQ(writable, 6);
+  EXPECT_EQ(writable, 7);
 }
 
 TEST(Formats, UnknownBytesNameEveryFormatOfTheTable) {
