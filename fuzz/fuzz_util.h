@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <span>
 #include <string>
@@ -21,6 +23,8 @@
 #include "tensorseal/scan.h"
 #include "tensorseal/write.h"
 #include "torch/format.h"
+
+#include <unistd.h>
 
 namespace tensorseal::fuzz {
 
@@ -161,6 +165,27 @@ inline Format family(Format f) {
   return (f == Format::kSafetensors || f == Format::kNpy || f == Format::kNpz) ? f : Format::kTorchZip;
 }
 
+// Target dcp: the input split into a .metadata file and one data file (dcp_fuzz.cc),
+// written into a directory of this process's own and read as one checkpoint.
+inline Outcome run_dcp_target(std::span<const std::byte> data, const ReadOptions& options) {
+  if (data.size() < 4) return Outcome::kRejected;
+  std::uint32_t n = 0;
+  for (int i = 0; i < 4; ++i) n |= static_cast<std::uint32_t>(data[i]) << (8 * i);
+  if (n > data.size() - 4) return Outcome::kRejected;
+  static const std::filesystem::path dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("tseal_dcp_fuzz." + std::to_string(::getpid()));
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  auto put = [&](const char* name, std::span<const std::byte> bytes) {
+    std::ofstream f(dir / name, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  };
+  put(".metadata", data.subspan(4, n));
+  put("__0_0.distcp", data.subspan(4 + n));
+  return exercise(read_file(dir, options), Format::kTorchZip, options);
+}
+
 // One input through one of the harnesses in this directory (by target name, without
 // "_fuzz"), for the targets that go through the checkpoint readers. Any exception other
 // than tensorseal::Error escapes (a bug, as is a sanitizer report).
@@ -176,6 +201,7 @@ inline Outcome run_reader_target(std::string_view target, std::span<const std::b
       const std::string p = nested_pickle_of(data);
       return exercise(read_bytes(as_bytes(p), "fuzz.pkl", options), Format::kTorchZip, options);
     }
+    if (target == "dcp") return run_dcp_target(data, options);
     if (target == "safetensors_index") {
       const std::string f = safetensors_file_of(data);
       return f.empty() ? Outcome::kRejected : index_agreement(f, options);

@@ -126,7 +126,7 @@ TEST(FuzzRegressions, NestedGlobalNamesAreOneValue) {
 // Every seed of the reader targets is a real file: all of them must parse and round-trip.
 TEST(FuzzRegressions, SeedsOfReaderTargetsParse) {
   std::size_t n = 0;
-  for (const char* target : {"torch_zip", "torch_legacy", "nested_pickle", "read_bytes", "safetensors_header"}) {
+  for (const char* target : {"torch_zip", "torch_legacy", "nested_pickle", "read_bytes", "safetensors_header", "dcp"}) {
     for (const auto& f : files_in(kFuzzDir / "corpus" / target)) {
       if (f.extension() == ".py") continue;
       const std::string bytes = testing::read_all(f);
