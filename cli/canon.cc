@@ -23,7 +23,7 @@ namespace {
 void write_canonical(const tensorseal::Checkpoint& c, const std::string& out, tensorseal::Format f, unsigned threads,
                      std::uint64_t max_shard_size = 0, std::uint32_t world_size = 0) {
   tensorseal::WriteOptions o = tensorseal::canonical_write_options(c, f, threads);
-  o.world_size = world_size;
+  if (world_size != 0) o.world_size = world_size;
   // canon keeps a shard directory's split; convert --shards SIZE makes a new one.
   if (max_shard_size != 0) {
     o.max_shard_size = max_shard_size;

@@ -47,6 +47,9 @@ struct Checkpoint {
   // entries of `root` each file holds, in file order (root lists them file by file).
   // Empty for a single file. `canon` passes it on (WriteOptions::shard_counts).
   std::vector<std::uint64_t> shard_counts;
+  // A torch.distributed.checkpoint directory: how many ranks' data files it holds.
+  // `canon` keeps it (WriteOptions::world_size). 0 for every other format.
+  std::uint32_t world_size = 0;
   std::shared_ptr<const MappedFile> mapping;  // the file read; null from memory or a directory
 };
 

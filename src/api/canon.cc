@@ -69,6 +69,8 @@ WriteOptions canonical_write_options(const Checkpoint& c, Format f, unsigned thr
   if (f == Format::kSafetensors || f == Format::kHfShards) o.metadata = c.metadata;
   // A shard directory keeps its split into files.
   if (f == Format::kHfShards && c.format == f) o.shard_counts = c.shard_counts;
+  // A DCP directory keeps its number of ranks.
+  if (f == Format::kDcp && c.format == f) o.world_size = c.world_size;
   return o;
 }
 

@@ -49,7 +49,7 @@ constexpr std::array kRows{
                Format::kSafetensors},
               detect_safetensors, read_safetensors, write_safetensors},
     FormatRow{{Format::kDcp, "dcp", kDcpAliases, {},
-               "torch.distributed.checkpoint directory (.metadata + *.distcp)", true, Format::kTorchZip, true},
+               "torch.distributed.checkpoint directory (.metadata + *.distcp)", true, Format::kDcp, true},
               detect_dcp, read_dcp, nullptr, write_dcp, find_dcp_metadata},
     FormatRow{{Format::kPickle, "pickle", {}, {}, "plain pickle stream (pickle.dumps)", false, Format::kTorchZip},
               detect_pickle, read_pickle_file, nullptr},

@@ -322,6 +322,7 @@ Checkpoint read_dcp(const Input& in) {
   }
   std::vector<std::string> files;
   for (const auto& [f, n] : per_file) files.push_back(f + " (" + std::to_string(n) + " items)");
+  c.world_size = static_cast<std::uint32_t>(std::max<std::size_t>(1, per_file.size()));
   std::vector<Fact> facts{
       fact(d::topics::kSaveId, ".metadata", md.save_id.value_or("none")),
       fact(d::topics::kCheckpointPath, ".metadata", md.checkpoint_id.value_or("none")),

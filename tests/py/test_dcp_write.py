@@ -114,3 +114,15 @@ def test_refuses_to_replace_a_foreign_directory(tmp_path):
     assert run_tseal("convert", tmp_path / "w.pt", out, "--world-size", "4").returncode == 0
     assert run_tseal("convert", tmp_path / "w.pt", out, "--world-size", "1").returncode == 0
     assert sorted(p.name for p in out.iterdir()) == [".metadata", "__0_0.distcp"]
+
+
+def test_canon_keeps_dcp_a_dcp_directory(dcp_saved, tmp_path):
+    for world in (2, 4):
+        out = tmp_path / f"canon{world}"
+        r = run_tseal("canon", dcp_saved[world] / "dtensor", "-o", out)
+        assert r.returncode == 0, r.stderr
+        assert sorted(p.name for p in out.iterdir()) == [".metadata"] + [f"__{i}_0.distcp" for i in range(world)]
+        again = tmp_path / f"again{world}"
+        assert run_tseal("convert", dcp_saved[1] / "reference.pt", again, "--world-size", str(world)).returncode == 0
+        assert tree_bytes(out) == tree_bytes(again)
+        assert tseal_hash(out) == tseal_hash(dcp_saved[world] / "dtensor")
