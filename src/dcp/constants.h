@@ -41,7 +41,11 @@ inline constexpr std::size_t kDetectWindow = 256;
 
 // The only globals a .metadata may reference (anything else is refused: DCP's own
 // reader would import and run it with pickle.load).
-inline constexpr std::array<std::string_view, 13> kMetadataGlobals = {
+// torch < 2.2 pickled TensorProperties and its memory-format enum from
+// torch.distributed._shard.sharded_tensor.metadata (kLegacyPropertiesModule) and
+// the layout as the global torch.strided.
+inline constexpr std::string_view kLegacyPropertiesModule = "torch.distributed._shard.sharded_tensor.metadata";
+inline constexpr std::array<std::string_view, 16> kMetadataGlobals = {
     "torch.distributed.checkpoint.metadata.Metadata",
     "torch.distributed.checkpoint.metadata.TensorStorageMetadata",
     "torch.distributed.checkpoint.metadata.BytesStorageMetadata",
@@ -53,6 +57,8 @@ inline constexpr std::array<std::string_view, 13> kMetadataGlobals = {
     "torch.distributed.checkpoint.filesystem._StorageInfo",
     "torch.Size", "torch.serialization._get_layout",
     "pathlib.PosixPath", "pathlib.WindowsPath",
+    "torch.distributed._shard.sharded_tensor.metadata.TensorProperties",
+    "torch.distributed._shard.sharded_tensor.metadata.MEM_FORMAT_ENCODING", "torch.strided",
 };
 
 namespace rules {

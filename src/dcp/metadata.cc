@@ -52,7 +52,9 @@ std::optional<Value> reduce(const Object& o) {
     if (c.is_global("torch", "Size") && args.size() == 1 && is_int_tuple(args[0])) return Value::tuple(args[0].items());
     if (c.is_global("torch.serialization", "_get_layout") && args.size() == 1 && args[0].is(Value::Kind::kStr))
       return Value::str(std::string(args[0].as_str()));
-    if (c.is_global(d::kMetadataModule, "_MEM_FORMAT_ENCODING") && args.size() == 1 && args[0].is(Value::Kind::kInt))
+    if ((c.is_global(d::kMetadataModule, "_MEM_FORMAT_ENCODING") ||
+         c.is_global(d::kLegacyPropertiesModule, "MEM_FORMAT_ENCODING")) &&
+        args.size() == 1 && args[0].is(Value::Kind::kInt))
       return args[0];
     if ((c.is_global("pathlib", "PosixPath") || c.is_global("pathlib", "WindowsPath"))) {
       std::string s;
@@ -206,8 +208,11 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
     } else {
       const Object& tm = instance(v, d::kMetadataModule, "TensorStorageMetadata", name);
       e.is_tensor = true;
-      e.dtype = dtype_of(instance(field(tm, "properties", "TensorStorageMetadata", name), d::kMetadataModule,
-                                  "TensorProperties", name), name);
+      const Value& props = field(tm, "properties", "TensorStorageMetadata", name);
+      const bool legacy = props.is(Value::Kind::kObject) && props.as_object().callable &&
+                          props.as_object().callable->is_global(d::kLegacyPropertiesModule, "TensorProperties");
+      e.dtype = dtype_of(instance(props, legacy ? d::kLegacyPropertiesModule : d::kMetadataModule, "TensorProperties",
+                                  name), name);
       e.size = ints(field(tm, "size", "TensorStorageMetadata", name), "TensorStorageMetadata.size", name);
       for (auto s : e.size)
         if (s < 0) shape_error(name, "tensor '" + e.fqn + "' has a negative size");
