@@ -4,7 +4,8 @@
 // A checkpoint's canonical form is the file write_file produces for its content in the
 // format the format table names as its family's canonical one (FormatInfo::canonical:
 // torch zip, legacy and pickle -> torch-zip; safetensors, npy, npz stay), carrying the
-// file's safetensors user metadata (and, for a shard directory, its split into files).
+// file's safetensors user metadata (and, for a shard directory, its split into files;
+// for a DCP directory, its number of ranks).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +32,8 @@ inline constexpr Rule kCanonCheckDirectory{"canon/check-directory", ErrorKind::k
 [[nodiscard]] Format canonical_format(const Checkpoint& c);
 // The WriteOptions `canon` (target = canonical_format(c)) and `convert` write `c` as
 // `target` with: its user metadata where `target` carries it (safetensors, hf-shards),
-// a shard directory's split when `target` is its own format; `threads` as given
+// a shard directory's split and a DCP directory's number of ranks when `target` is
+// its own format; `threads` as given
 // (never changes the bytes).
 [[nodiscard]] WriteOptions canonical_write_options(const Checkpoint& c, Format target, unsigned threads = 0);
 // The canonical bytes of a single-file checkpoint, in memory (`canon --stdout`).
