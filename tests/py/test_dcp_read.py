@@ -287,3 +287,20 @@ def test_list_paths_rebuild_lists(copy2):
     save_md(d, md)
     got = tensorseal.load(d)
     assert got["seq"][:2] == [None, None] and torch.equal(got["seq"][2], torch.arange(10))
+
+
+def test_older_torch_names_of_tensor_properties(saved, copy2):
+    # torch < 2.2 pickled TensorProperties and its memory-format enum from
+    # torch.distributed._shard.sharded_tensor.metadata. Protocol 2 names globals as
+    # "module\nname\n" text, so the old names can be put in place byte for byte.
+    d = copy2()
+    data = pickle.dumps(load_md(d), protocol=2)
+    new, old = b"ctorch.distributed.checkpoint.metadata\n", b"ctorch.distributed._shard.sharded_tensor.metadata\n"
+    for name, old_name in ((b"TensorProperties\n", b"TensorProperties\n"),
+                           (b"_MEM_FORMAT_ENCODING\n", b"MEM_FORMAT_ENCODING\n")):
+        assert data.count(new + name) == 1
+        data = data.replace(new + name, old + old_name)
+    (d / ".metadata").write_bytes(data)
+    assert tseal_hash(d) == tseal_hash(saved[2] / "reference.pt")
+    r = run_tseal("scan", d)
+    assert r.returncode == 0 and "sharded_tensor.metadata.TensorProperties" in r.stdout, r.stdout
