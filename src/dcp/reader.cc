@@ -19,22 +19,18 @@
 #include "io/file_inside.h"
 #include "safetensors/format.h"
 #include "torch/format.h"
+#include "util/text.h"
 
 namespace tensorseal::detail {
 namespace d = tensorseal::dcp;
 namespace fs = std::filesystem;
+using util::join;
 using core::fact;
 using dcp::Chunk;
 using dcp::Entry;
 using dcp::StorageInfo;
 
 namespace {
-
-std::string join(const std::vector<std::string>& v, std::string_view sep) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : std::string(sep)) + x;
-  return s;
-}
 
 bool is_zip_record(std::span<const std::byte> b) {
   return b.size() >= 4 && b[0] == std::byte{'P'} && b[1] == std::byte{'K'} && b[2] == std::byte{3} &&

@@ -119,16 +119,25 @@ Value size_value(const std::vector<std::int64_t>& dims) {
   return object("torch", "Size", Construct::kReduce, Value::tuple({Value::tuple(std::move(items))}), Value());
 }
 
-// The tensor's rows [r0, r1) as a contiguous tensor of its own storage.
+// The tensor's rows [r0, r1) as a contiguous tensor of its own storage: a window of
+// the tensor's storage when it is contiguous (no copy), else a copy of those rows.
 std::shared_ptr<const Tensor> rows(const Tensor& t, std::int64_t r0, std::int64_t r1) {
-  std::vector<std::byte> scratch;
-  const auto bytes = t.contiguous_bytes(scratch);
   std::uint64_t row = itemsize(t.dtype);
   for (std::size_t k = 1; k < t.shape.size(); ++k) row *= static_cast<std::uint64_t>(t.shape[k]);
   std::vector<std::int64_t> shape = t.shape;
   if (!shape.empty()) shape[0] = r1 - r0;
+  const std::uint64_t length = static_cast<std::uint64_t>(r1 - r0) * row;
+  if (t.is_contiguous() && t.storage && row != 0) {
+    const std::uint64_t at = static_cast<std::uint64_t>(t.storage_offset) * itemsize(t.dtype) +
+                             static_cast<std::uint64_t>(r0) * row;
+    auto window = Storage::slice(t.storage, at, length);
+    window->dtype = t.dtype;
+    return make_contiguous(t.dtype, std::move(shape), std::move(window));
+  }
+  std::vector<std::byte> scratch;
+  const auto bytes = t.contiguous_bytes(scratch);
   const auto* from = bytes.data() + static_cast<std::uint64_t>(r0) * row;
-  std::vector<std::byte> own(from, from + static_cast<std::uint64_t>(r1 - r0) * row);
+  std::vector<std::byte> own(from, from + length);
   return make_contiguous(t.dtype, std::move(shape), Storage::owned(std::move(own), t.dtype));
 }
 

@@ -20,22 +20,18 @@
 #include "shards/format.h"
 #include "shards/index.h"
 #include "torch/format.h"
+#include "util/text.h"
 
 namespace tensorseal::detail {
 namespace sh = tensorseal::shards;
 namespace fs = std::filesystem;
+using util::join;
 using core::fact;
 
 namespace {
 
 [[noreturn]] void fail(const Rule& r, std::string detail, std::string file, std::uint64_t offset = kNoOffset) {
   throw Error(r, std::move(detail), std::move(file), offset);
-}
-
-std::string join(const std::vector<std::string>& v, std::string_view sep) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : std::string(sep)) + x;
-  return s;
 }
 
 }  // namespace

@@ -63,4 +63,13 @@ std::string latin1_decode(std::string_view bytes) {
   return out;
 }
 
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string s;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i) s += sep;
+    s += parts[i];
+  }
+  return s;
+}
+
 }  // namespace tensorseal::util

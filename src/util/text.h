@@ -24,4 +24,7 @@ std::optional<std::string> latin1_encode(std::string_view utf8);
 // bytes -> str with the latin-1 codec (Python's b.decode('latin1')): always valid UTF-8.
 std::string latin1_decode(std::string_view bytes);
 
+// The parts with `sep` between them (Python's sep.join(parts)).
+std::string join(const std::vector<std::string>& parts, std::string_view sep);
+
 }  // namespace tensorseal::util
