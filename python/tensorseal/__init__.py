@@ -36,7 +36,7 @@ __all__ = [
     "IoError", "LimitError", "InternalError", "Global", "Opaque", "Checkpoint", "PathLike", "Limits",
 ]
 
-_SUBMODULES = ("torch", "safetensors")
+_SUBMODULES = ("torch", "safetensors", "dcp")
 
 
 def __getattr__(name: str) -> Any:

@@ -38,6 +38,12 @@ inline constexpr std::string_view kFilesystemModule = "torch.distributed.checkpo
 // The first global of every .metadata: what detection looks for in a file's first bytes.
 inline constexpr std::string_view kMetadataClass = "Metadata";
 inline constexpr std::size_t kDetectWindow = 256;
+// tensorseal.dcp's integrity manifest beside .metadata (grammar: dcp/manifest.h) and
+// the staging directory a plugin save is written into before it is swapped in.
+inline constexpr std::string_view kManifestFile = ".tensorseal.json";
+inline constexpr std::string_view kManifestFormat = "tensorseal.dcp";
+inline constexpr std::int64_t kManifestVersion = 1;
+inline constexpr std::string_view kStagingSuffix = ".tseal-staging";
 
 // The only globals a .metadata may reference (anything else is refused: DCP's own
 // reader would import and run it with pickle.load).
@@ -78,9 +84,13 @@ inline constexpr Rule kChunkGap{"dcp/chunk-gap", K::kCorrupt};                  
 inline constexpr Rule kPathConflict{"dcp/path-conflict", K::kCorrupt};          // planner_data paths collide
 inline constexpr Rule kTooMany{"dcp/too-many", K::kLimit};                      // entries / chunks / files
 inline constexpr Rule kMaxAlloc{"dcp/max-alloc", K::kLimit};                    // an assembled tensor > max_alloc
+inline constexpr Rule kManifest{"dcp/manifest", K::kCorrupt};                  // malformed / disagrees with .metadata
+inline constexpr Rule kChecksum{"dcp/checksum", K::kCorrupt};                  // an item's bytes changed
+inline constexpr Rule kDigest{"dcp/digest", K::kCorrupt};                      // an item's content changed
 // Writer-side rules.
 inline constexpr Rule kWriteUnrepresentable{"dcp/write-unrepresentable", K::kInvalidArgument};  // DCP would change it
 inline constexpr Rule kWriteTarget{"dcp/write-target", K::kInvalidArgument};  // refusing to replace the target
+inline constexpr Rule kWritePlan{"dcp/write-plan", K::kInvalidArgument};      // written items != the planned ones
 }  // namespace rules
 
 // Facts about a DCP directory; each item's own facts follow with "<file>@<offset>: "

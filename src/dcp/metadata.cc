@@ -109,26 +109,27 @@ std::string text(const Value& v, const char* what, const std::string& name) {
   return std::string(v.as_str());
 }
 
-DType dtype_of(const Object& props, const std::string& name) {
-  // TensorProperties pickles its __getstate__ tuple (dtype, layout, requires_grad,
-  // memory_format, pin_memory); older writers pickled the dataclass field dict.
-  const Value* dt = nullptr;
-  if (props.state && props.state->is(Value::Kind::kTuple) && !props.state->items().empty())
-    dt = &props.state->items()[0];
-  else
-    dt = &field(props, "dtype", "TensorProperties", name);
+// TensorProperties pickles its __getstate__ tuple (dtype, layout, requires_grad,
+// memory_format, pin_memory); older writers pickled the dataclass field dict.
+void properties_of(const Object& props, Entry& e, const std::string& name) {
+  const bool tuple = props.state && props.state->is(Value::Kind::kTuple) && !props.state->items().empty();
+  const Value* dt = tuple ? &props.state->items()[0] : &field(props, "dtype", "TensorProperties", name);
   if (!dt->is(Value::Kind::kGlobal) || dt->as_global().module != "torch")
     shape_error(name, "TensorProperties.dtype is " + repr(*dt, 60));
   const auto t = dtype_from_name(dt->as_global().name);
   if (!t) shape_error(name, "TensorProperties.dtype torch." + dt->as_global().name + " is not a dtype");
-  if (props.state && props.state->is(Value::Kind::kTuple) && props.state->items().size() > 1) {
-    const Value& layout = props.state->items()[1];
-    if (!(layout.is(Value::Kind::kStr) && layout.as_str() == "torch.strided") &&
-        !layout.is_global("torch", "strided"))
+  e.dtype = *t;
+  if (!tuple) return;
+  const auto& st = props.state->items();
+  if (st.size() > 1) {
+    const Value& layout = st[1];
+    if (!(layout.is(Value::Kind::kStr) && layout.as_str() == "torch.strided") && !layout.is_global("torch", "strided"))
       throw Error(d::rules::kMetadataShape, "tensor layout " + repr(layout, 60) + " is not strided (not supported)",
                   name);
   }
-  return *t;
+  if (st.size() > 2 && st[2].is(Value::Kind::kBool)) e.requires_grad = st[2].as_bool();
+  if (st.size() > 3 && st[3].is(Value::Kind::kInt)) e.memory_format = st[3].as_int();
+  if (st.size() > 4 && st[4].is(Value::Kind::kBool)) e.pin_memory = st[4].as_bool();
 }
 
 std::string index_key(const std::string& fqn, const std::vector<std::int64_t>* offsets) {
@@ -187,7 +188,10 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
     StorageInfo s{text(field(info, "relative_path", "_StorageInfo", name), "_StorageInfo.relative_path", name),
                   non_negative(field(info, "offset", "_StorageInfo", name), "_StorageInfo.offset", name),
                   non_negative(field(info, "length", "_StorageInfo", name), "_StorageInfo.length", name)};
-    md.storage_order.push_back(s);
+    Stored st{fqn, std::nullopt, std::nullopt, s};
+    if (off) st.offset = offsets;
+    if (const Value* i = optional_field(idx, "index"); i && i->is(Value::Kind::kInt)) st.index = i->as_int();
+    md.storage_order.push_back(std::move(st));
     if (!storage.emplace(index_key(fqn, off ? &offsets : nullptr), s).second)
       shape_error(name, "storage_data lists item '" + fqn + "' twice");
   }
@@ -211,8 +215,8 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
       const Value& props = field(tm, "properties", "TensorStorageMetadata", name);
       const bool legacy = props.is(Value::Kind::kObject) && props.as_object().callable &&
                           props.as_object().callable->is_global(d::kLegacyPropertiesModule, "TensorProperties");
-      e.dtype = dtype_of(instance(props, legacy ? d::kLegacyPropertiesModule : d::kMetadataModule, "TensorProperties",
-                                  name), name);
+      properties_of(instance(props, legacy ? d::kLegacyPropertiesModule : d::kMetadataModule, "TensorProperties", name),
+                    e, name);
       e.size = ints(field(tm, "size", "TensorStorageMetadata", name), "TensorStorageMetadata.size", name);
       for (auto s : e.size)
         if (s < 0) shape_error(name, "tensor '" + e.fqn + "' has a negative size");

@@ -9,38 +9,18 @@
 #include <vector>
 
 #include "tensorseal/checkpoint.h"
+#include "tensorseal/dcp.h"
 #include "tensorseal/dtype.h"
 #include "tensorseal/limits.h"
 #include "tensorseal/value.h"
 
 namespace tensorseal::detail::dcp {
 
-struct Chunk {
-  std::vector<std::int64_t> offsets, sizes;  // in elements, one per dimension
-};
-
-struct StorageInfo {
-  std::string relative_path;
-  std::uint64_t offset = 0, length = 0;
-};
-
-struct Entry {
-  std::string fqn;
-  bool is_tensor = false;  // else a BYTE_IO item (BytesStorageMetadata)
-  DType dtype = DType::kFloat32;
-  std::vector<std::int64_t> size;
-  std::vector<Chunk> chunks;
-  // storage_data of each chunk (tensors, same order as chunks) or of the item (bytes).
-  std::vector<StorageInfo> storage;
-  std::vector<Value> path;  // planner_data's path (str / int parts); empty: none given
-};
-
-struct Metadata {
-  std::vector<Entry> entries;  // state_dict_metadata's order
-  std::vector<StorageInfo> storage_order;  // storage_data in pickled order
-  std::optional<std::string> save_id, checkpoint_id, version;
-  std::vector<GlobalRef> globals;
-};
+using Chunk = DcpChunk;
+using StorageInfo = DcpStorage;
+using Entry = DcpEntry;
+using Stored = DcpStored;
+using Metadata = DcpMetadata;
 
 // True when `head` starts like a .metadata pickle: a protocol >= 2 pickle whose first
 // global is torch.distributed.checkpoint.metadata.Metadata. Never throws.
@@ -51,5 +31,14 @@ bool looks_like_metadata(std::span<const std::byte> head) noexcept;
 // DCP writes it (dcp/metadata-shape), every tensor chunk and bytes item must have its
 // storage_data entry (dcp/storage-missing). Throws tensorseal::Error.
 Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& name, const Limits& limits);
+
+// The canonical .metadata pickle (protocol 2) of `md`, the inverse of parse_metadata:
+// entries (state_dict_metadata, then planner_data for entries with a path) and
+// storage_data in the order given, each dataclass as DCP pickles it, StorageMeta with
+// save_id / checkpoint_id when set (no load_id, no modules), version when set.
+std::string encode_metadata(const Metadata& md);
+// A save_id derived from content instead of uuid4: the first 128 bits of `digest`
+// ("algo:hex") in UUID text form (8-4-4-4-12).
+std::string save_id_of(const std::string& digest);
 
 }  // namespace tensorseal::detail::dcp

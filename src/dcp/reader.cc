@@ -15,10 +15,8 @@
 #include "core/topic.h"
 #include "dcp/constants.h"
 #include "dcp/format.h"
+#include "dcp/items.h"
 #include "dcp/metadata.h"
-#include "io/file_inside.h"
-#include "safetensors/format.h"
-#include "torch/format.h"
 #include "util/text.h"
 
 namespace tensorseal::detail {
@@ -28,111 +26,11 @@ using util::join;
 using core::fact;
 using dcp::Chunk;
 using dcp::Entry;
+using dcp::Items;
+using dcp::where;
 using dcp::StorageInfo;
 
 namespace {
-
-bool is_zip_record(std::span<const std::byte> b) {
-  return b.size() >= 4 && b[0] == std::byte{'P'} && b[1] == std::byte{'K'} && b[2] == std::byte{3} &&
-         b[3] == std::byte{4};
-}
-
-std::string where(const StorageInfo& s) { return s.relative_path + "@" + std::to_string(s.offset); }
-
-// Reads the items of one directory; each data file is mapped once and each
-// safetensors blob parsed once.
-class Items {
- public:
-  Items(const Input& meta, Checkpoint& out) : meta_(meta), out_(out) {}
-
-  // The bytes of item `s` as an Input of their own (bounds checked).
-  Input window(const StorageInfo& s) {
-    const Input& f = file(s.relative_path);
-    if (s.offset > f.size() || s.length > f.size() - s.offset)
-      throw Error(d::rules::kStorageBounds,
-                  "item [" + std::to_string(s.offset) + ", +" + std::to_string(s.length) + ") ends past the file's " +
-                      std::to_string(f.size()) + " bytes",
-                  f.name, s.offset);
-    Input sub = f;
-    sub.whole = f.window(s.offset, s.length);
-    sub.name = f.name + "@" + std::to_string(s.offset);
-    return sub;
-  }
-
-  // A BYTE_IO item or a torch_save chunk: a torch.save zip.
-  Value torch_item(const StorageInfo& s, const std::string& what) {
-    Input sub = window(s);
-    if (!is_zip_record(sub.bytes()))
-      throw Error(d::rules::kItemFormat, what + " is not a torch.save archive", file(s.relative_path).name, s.offset);
-    return take(meta_.read_nested(sub), where(s));
-  }
-
-  // The chunk of tensor `fqn` stored at `s`: a torch.save zip, or (safetensors
-  // serialization) the tensor `fqn` of the safetensors file starting at s.offset.
-  std::shared_ptr<const Tensor> chunk(const StorageInfo& s, const std::string& fqn, const std::string& what) {
-    const Input& f = file(s.relative_path);
-    if (s.offset > f.size()) window(s);  // throws the bounds error
-    const auto head = f.bytes().subspan(s.offset);
-    Value v;
-    if (is_zip_record(head)) {
-      v = torch_item(s, what);
-      formats_.insert("torch_save");
-    } else if (detect_safetensors(head)) {
-      formats_.insert("safetensors");
-      const std::string key = where(s);
-      auto it = blobs_.find(key);
-      if (it == blobs_.end()) {
-        Input sub = f;
-        sub.whole = f.window(s.offset, f.size() - s.offset);
-        sub.name = f.name + "@" + std::to_string(s.offset);
-        it = blobs_.emplace(key, take(meta_.read_nested(sub), key)).first;
-      }
-      const Value* t = it->second.is(Value::Kind::kDict) ? it->second.as_dict().find(fqn) : nullptr;
-      if (t == nullptr)
-        throw Error(d::rules::kItemFormat, what + ": the safetensors data holds no tensor '" + fqn + "'", f.name,
-                    s.offset);
-      v = *t;
-    } else {
-      throw Error(d::rules::kItemFormat, what + " is neither a torch.save archive nor safetensors data", f.name,
-                  s.offset);
-    }
-    if (!v.is(Value::Kind::kTensor))
-      throw Error(d::rules::kItemFormat, what + " holds a " + std::string(kind_name(v.kind())) + ", not a tensor",
-                  f.name, s.offset);
-    const auto& t = v.as_tensor();
-    if (!is_zip_record(head) && t->nbytes() != s.length)
-      throw Error(d::rules::kChunkMismatch, what + " has " + std::to_string(t->nbytes()) + " bytes, storage_data says " +
-                                                std::to_string(s.length), f.name, s.offset);
-    return t;
-  }
-
-  const Input& file(const std::string& rel) {
-    auto it = files_.find(rel);
-    if (it != files_.end()) return it->second;
-    const fs::path p = io::file_inside(meta_.directory, rel, d::rules::kStoragePath, d::rules::kStorageMissing,
-                                       "data file", meta_.name);
-    Input in = input_of(MappedFile::open(p), *meta_.options);
-    in.nesting = meta_.nesting;
-    in.read_nested = meta_.read_nested;
-    return files_.emplace(rel, std::move(in)).first->second;
-  }
-
-  const std::set<std::string>& formats() const { return formats_; }
-
- private:
-  // The root of a nested read; its facts and globals are kept, prefixed with `at`.
-  Value take(Checkpoint c, const std::string& at) {
-    for (auto& f : c.facts) out_.facts.push_back({std::move(f.topic), at + ": " + f.where, std::move(f.value)});
-    for (auto& g : c.globals) out_.globals.push_back({std::move(g.module), std::move(g.name), at + ": " + g.where});
-    return std::move(c.root);
-  }
-
-  const Input& meta_;
-  Checkpoint& out_;
-  std::map<std::string, Input> files_;
-  std::map<std::string, Value> blobs_;
-  std::set<std::string> formats_;
-};
 
 std::uint64_t volume(const std::vector<std::int64_t>& sizes) {
   std::uint64_t v = 1;
@@ -295,7 +193,7 @@ Checkpoint read_dcp(const Input& in) {
   c.format = Format::kDcp;
   c.globals = md.globals;
   c.root = Value::dict();
-  Items items(in, c);
+  Items items(in, md, c);
   std::vector<std::string> chunked;
   for (const Entry& e : md.entries) {
     Value v = e.is_tensor ? assemble(e, items, in) : items.torch_item(e.storage[0], "bytes item '" + e.fqn + "'");
@@ -312,9 +210,9 @@ Checkpoint read_dcp(const Input& in) {
   // Facts for `explain`: what shapes the directory's bytes without being content.
   std::map<std::string, std::uint64_t> per_file;
   std::vector<std::string> order;
-  for (const auto& s : md.storage_order) {
-    ++per_file[s.relative_path];
-    order.push_back(where(s));
+  for (const auto& st : md.storage_order) {
+    ++per_file[st.storage.relative_path];
+    order.push_back(where(st.storage));
   }
   std::vector<std::string> files;
   for (const auto& [f, n] : per_file) files.push_back(f + " (" + std::to_string(n) + " items)");

@@ -29,6 +29,7 @@
 
 #include "dcp/constants.h"
 #include "dcp/format.h"
+#include "dcp/metadata.h"
 #include "io/atomic_dir.h"
 #include "io/sink.h"
 #include "pickle/writer.h"
@@ -98,27 +99,6 @@ void flatten(const Value& v, std::vector<Value>& path, std::vector<Leaf>& out, s
   out.push_back({fqn, path, v});
 }
 
-Value object(std::string_view module, std::string_view cls, Construct how, Value args, Value state) {
-  auto o = std::make_shared<Object>();
-  o->callable = std::make_shared<Value>(Value::global(std::string(module), std::string(cls)));
-  o->args = std::make_shared<Value>(std::move(args));
-  o->how = how;
-  if (!state.is(Value::Kind::kNone)) o->state = std::make_shared<Value>(std::move(state));
-  return Value(std::move(o));
-}
-
-Value dataclass(std::string_view module, std::string_view cls, std::vector<std::pair<std::string, Value>> fields) {
-  Value state = Value::dict();
-  for (auto& [k, v] : fields) state.as_dict().items.emplace_back(Value::str(k), std::move(v));
-  return object(module, cls, Construct::kNewObj, Value::tuple(), std::move(state));
-}
-
-Value size_value(const std::vector<std::int64_t>& dims) {
-  std::vector<Value> items;
-  for (auto x : dims) items.emplace_back(x);
-  return object("torch", "Size", Construct::kReduce, Value::tuple({Value::tuple(std::move(items))}), Value());
-}
-
 // The tensor's rows [r0, r1) as a contiguous tensor of its own storage: a window of
 // the tensor's storage when it is contiguous (no copy), else a copy of those rows.
 std::shared_ptr<const Tensor> rows(const Tensor& t, std::int64_t r0, std::int64_t r1) {
@@ -154,25 +134,21 @@ class ItemSink final : public Sink {
   Sink& to_;
 };
 
-std::string uuid_of(const std::string& digest) {
-  const std::string h = digest.substr(digest.find(':') + 1, 32);
-  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" + h.substr(20, 12);
-}
 
-void check_replace(const fs::path& target) {
+}  // namespace
+
+void check_dcp_target(const fs::path& target) {
   std::error_code ec;
   if (!fs::is_directory(fs::symlink_status(target, ec)))
     throw Error(d::rules::kWriteTarget, "exists and is not a directory; refusing to replace it", target.string());
   for (const auto& e : fs::directory_iterator(target, ec)) {
     const std::string n = e.path().filename().string();
-    if (n == d::kMetadataFile || (n.starts_with("__") && n.ends_with(d::kDataSuffix))) continue;
+    if (n == d::kMetadataFile || n == d::kManifestFile || (n.starts_with("__") && n.ends_with(d::kDataSuffix))) continue;
     throw Error(d::rules::kWriteTarget,
                 "the directory holds '" + n + "', which a DCP write does not produce; refusing to replace it",
                 target.string());
   }
 }
-
-}  // namespace
 
 void write_dcp(const Value& root, const WriteOptions& options, const fs::path& dir) {
   if (!root.is(Value::Kind::kDict))
@@ -208,79 +184,49 @@ void write_dcp(const Value& root, const WriteOptions& options, const fs::path& d
     }
   }
 
-  const std::string save_id = uuid_of(content_hash(root));
-  AtomicDirectory out(dir, options.fsync, check_replace);
-  // storage_data entries, in (file, offset) order, and each tensor's chunks.
-  std::vector<std::pair<Value, Value>> storage;
-  std::map<std::size_t, std::vector<Value>> chunks;
+  dcp::Metadata md;
+  md.save_id = dcp::save_id_of(content_hash(root));
+  md.version = "1.0.0";
+  for (const Leaf& leaf : leaves) {
+    dcp::Entry e;
+    e.fqn = leaf.fqn;
+    e.path = leaf.path;
+    if (leaf.value.is(Value::Kind::kTensor)) {
+      e.is_tensor = true;
+      e.dtype = leaf.value.as_tensor()->dtype;
+      e.size = leaf.value.as_tensor()->shape;
+    }
+    md.entries.push_back(std::move(e));
+  }
+  AtomicDirectory out(dir, options.fsync, check_dcp_target);
   for (std::uint32_t r = 0; r < world; ++r) {
     const std::string name = "__" + std::to_string(r) + "_0" + std::string(d::kDataSuffix);
     AtomicFileSink sink(out.file(name), options.fsync);
     for (const Item& it : per_rank[r]) {
       const Leaf& leaf = leaves[it.leaf];
+      dcp::Entry& e = md.entries[it.leaf];
       const std::uint64_t offset = sink.position();
       ItemSink item(sink);
-      Value key;
+      dcp::Stored st{leaf.fqn, std::nullopt, std::nullopt, {}};
       if (it.bytes) {
         write_torch_zip(leaf.value, options, item);
-        key = dataclass(d::kMetadataModule, "MetadataIndex",
-                        {{"fqn", Value::str(leaf.fqn)}, {"offset", Value()}, {"index", Value()}});
       } else {
         const Tensor& t = *leaf.value.as_tensor();
         auto part = t.shape.empty() ? leaf.value.as_tensor() : rows(t, it.r0, it.r1);
         write_torch_zip(Value(part), options, item);
         std::vector<std::int64_t> offsets(t.shape.size(), 0);
         if (!offsets.empty()) offsets[0] = it.r0;
-        auto& list = chunks[it.leaf];
-        key = dataclass(d::kMetadataModule, "MetadataIndex",
-                        {{"fqn", Value::str(leaf.fqn)}, {"offset", size_value(offsets)},
-                         {"index", Value(static_cast<std::int64_t>(list.size()))}});
-        list.push_back(dataclass(d::kMetadataModule, "ChunkStorageMetadata",
-                                 {{"offsets", size_value(offsets)}, {"sizes", size_value(part->shape)}}));
+        st.offset = offsets;
+        st.index = static_cast<std::int64_t>(e.chunks.size());
+        e.chunks.push_back({offsets, part->shape});
       }
-      storage.emplace_back(std::move(key),
-                           dataclass(d::kFilesystemModule, "_StorageInfo",
-                                     {{"relative_path", Value::str(name)},
-                                      {"offset", Value(static_cast<std::int64_t>(offset))},
-                                      {"length", Value(static_cast<std::int64_t>(item.position()))}}));
+      st.storage = {name, offset, item.position()};
+      e.storage.push_back(st.storage);
+      md.storage_order.push_back(std::move(st));
     }
     sink.commit();
   }
-
-  Value sdm = Value::dict(), planner = Value::dict(), sd = Value::dict();
-  for (std::size_t i = 0; i < leaves.size(); ++i) {
-    const Leaf& leaf = leaves[i];
-    Value meta;
-    if (!leaf.value.is(Value::Kind::kTensor)) {
-      meta = dataclass(d::kMetadataModule, "BytesStorageMetadata", {});
-      meta.as_object().state.reset();
-    } else {
-      const Tensor& t = *leaf.value.as_tensor();
-      Value props = object(d::kMetadataModule, "TensorProperties", Construct::kNewObj, Value::tuple(),
-                           Value::tuple({Value::global("torch", std::string(name(t.dtype))),
-                                         object("torch.serialization", "_get_layout", Construct::kReduce,
-                                                Value::tuple({Value::str("torch.strided")}), Value()),
-                                         Value(false),
-                                         object(d::kMetadataModule, "_MEM_FORMAT_ENCODING", Construct::kReduce,
-                                                Value::tuple({Value(std::int64_t{0})}), Value()),
-                                         Value(false)}));
-      meta = dataclass(d::kMetadataModule, "TensorStorageMetadata",
-                       {{"properties", std::move(props)}, {"size", size_value(t.shape)},
-                        {"chunks", Value::list(chunks[i])}});
-    }
-    sdm.as_dict().items.emplace_back(Value::str(leaf.fqn), std::move(meta));
-    planner.as_dict().items.emplace_back(Value::str(leaf.fqn), Value::tuple(leaf.path));
-  }
-  sd.as_dict().items = std::move(storage);
-  Value storage_meta = dataclass(d::kMetadataModule, "StorageMeta",
-                                 {{"checkpoint_id", Value()}, {"save_id", Value::str(save_id)},
-                                  {"load_id", Value()}, {"modules", Value::list()}});
-  Value md = dataclass(d::kMetadataModule, "Metadata",
-                       {{"state_dict_metadata", std::move(sdm)}, {"planner_data", std::move(planner)},
-                        {"storage_data", std::move(sd)}, {"storage_meta", std::move(storage_meta)},
-                        {"version", Value::str("1.0.0")}});
-  pickle::Writer w({});
-  const std::string bytes = w.finish(md);
+  const std::string bytes = dcp::encode_metadata(md);
   AtomicFileSink sink(out.file(std::string(d::kMetadataFile)), options.fsync);
   static_cast<Sink&>(sink).write(std::string_view(bytes));
   sink.commit();

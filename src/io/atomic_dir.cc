@@ -22,7 +22,9 @@ namespace {
   throw Error(rule, std::string(what) + ": " + std::strerror(err), p.string());
 }
 
-void fsync_path(const fs::path& p) {
+}  // namespace
+
+void fsync_directory(const fs::path& p) {
   const int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) fail(rules::kIoWrite, p, errno, "cannot open directory to fsync");
   const int rc = ::fsync(fd);
@@ -30,6 +32,8 @@ void fsync_path(const fs::path& p) {
   ::close(fd);
   if (rc != 0) fail(rules::kIoWrite, p, err, "fsync failed");
 }
+
+namespace {
 
 // Removes temp directories of earlier writers of `target` whose process is gone (the
 // pid is in the name, as for AtomicFileSink's temp files).
@@ -71,25 +75,29 @@ AtomicDirectory::~AtomicDirectory() {
   fs::remove_all(temp_, ec);
 }
 
-void AtomicDirectory::commit() {
-  if (fsync_) fsync_path(temp_);
-  fs::path parent = target_.parent_path();
+void swap_into_place(const fs::path& temp, const fs::path& target, bool fsync,
+                     const std::function<void(const fs::path&)>& check_replace) {
+  if (fsync) fsync_directory(temp);
+  fs::path parent = target.parent_path();
   if (parent.empty()) parent = ".";
   std::error_code ec;
-  const auto st = fs::symlink_status(target_, ec);
+  const auto st = fs::symlink_status(target, ec);
   if (!ec && fs::exists(st)) {
-    check_replace_(target_);
+    check_replace(target);
     // Swap in one step, then remove the old tree (now at the temp name).
-    if (::renameat2(AT_FDCWD, temp_.c_str(), AT_FDCWD, target_.c_str(), RENAME_EXCHANGE) != 0)
-      fail(rules::kIoWrite, target_, errno, "cannot swap the new directory into place");
-    committed_ = true;
-    if (fsync_) fsync_path(parent);
-    fs::remove_all(temp_, ec);
+    if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0)
+      fail(rules::kIoWrite, target, errno, "cannot swap the new directory into place");
+    if (fsync) fsync_directory(parent);
+    fs::remove_all(temp, ec);
   } else {
-    if (::rename(temp_.c_str(), target_.c_str()) != 0) fail(rules::kIoWrite, target_, errno, "rename failed");
-    committed_ = true;
+    if (::rename(temp.c_str(), target.c_str()) != 0) fail(rules::kIoWrite, target, errno, "rename failed");
   }
-  if (fsync_) fsync_path(parent);
+  if (fsync) fsync_directory(parent);
+}
+
+void AtomicDirectory::commit() {
+  swap_into_place(temp_, target_, fsync_, check_replace_);
+  committed_ = true;
 }
 
 }  // namespace tensorseal::detail

@@ -12,6 +12,15 @@
 
 namespace tensorseal::detail {
 
+// Makes the finished directory `temp` appear at `target` in one step: fsyncs `temp`
+// (when `fsync`), swaps it with an existing `target` (renameat2 RENAME_EXCHANGE, after
+// `check_replace(target)` allowed it) and removes the old tree, or renames it into
+// place; then fsyncs the parent. Throws io/write.
+void swap_into_place(const std::filesystem::path& temp, const std::filesystem::path& target, bool fsync,
+                     const std::function<void(const std::filesystem::path& existing)>& check_replace);
+// Writes nothing; fsyncs directory `p`. Throws io/write.
+void fsync_directory(const std::filesystem::path& p);
+
 class AtomicDirectory {
  public:
   // `may_replace(existing)` decides whether an existing directory at `target` may be

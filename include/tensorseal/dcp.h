@@ -1,0 +1,146 @@
+// tensorseal/dcp.h — torch.distributed.checkpoint directories as data (the typed
+// .metadata), and the core of the storage plugin tensorseal.dcp (Python): each rank
+// writes its items into a staging directory beside the target, the coordinator writes
+// .metadata and the integrity manifest and swaps the whole directory into place;
+// readers get one item at a time, checked against the manifest.
+//
+// Layout the plugin writes (docs/formats/dcp.md, "tensorseal.dcp"):
+//   <target>/.metadata          canonical pickle (protocol 2) of DCP's Metadata: entries
+//                               and planner_data by fqn, chunks by offsets, storage_data
+//                               by (rank, file, offset); no path, save_id derived from
+//                               the manifest (no uuid)
+//   <target>/.tensorseal.json   the manifest: every item's file, offset, length,
+//                               checksum of its bytes and content digest
+//   <target>/__<rank>_<n>.distcp  per rank: its BYTE_IO items by fqn, then its tensor
+//                               chunks by (fqn, offsets), each a canonical torch.save zip
+// The bytes depend only on the items each rank is given (the planner's plan), never on
+// time, paths, thread counts or which rank finishes first.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tensorseal/checkpoint.h"
+#include "tensorseal/dtype.h"
+#include "tensorseal/export.h"
+#include "tensorseal/hash.h"
+#include "tensorseal/limits.h"
+#include "tensorseal/value.h"
+#include "tensorseal/write.h"
+
+TENSORSEAL_API_BEGIN
+namespace tensorseal {
+
+struct DcpChunk {
+  std::vector<std::int64_t> offsets, sizes;  // in elements, one per dimension
+};
+
+struct DcpStorage {
+  std::string relative_path;
+  std::uint64_t offset = 0, length = 0;
+};
+
+// One state_dict_metadata entry.
+struct DcpEntry {
+  std::string fqn;
+  bool is_tensor = false;  // else a BYTE_IO item (BytesStorageMetadata)
+  DType dtype = DType::kFloat32;
+  bool requires_grad = false, pin_memory = false;  // TensorProperties, as recorded
+  std::int64_t memory_format = 0;                  // _MEM_FORMAT_ENCODING value
+  std::vector<std::int64_t> size;
+  std::vector<DcpChunk> chunks;
+  // storage_data of each chunk (tensors, same order as chunks) or of the item (bytes).
+  std::vector<DcpStorage> storage;
+  std::vector<Value> path;  // planner_data's path (str / int parts); empty: none given
+};
+
+// A storage_data key and its value, in pickled order.
+struct DcpStored {
+  std::string fqn;
+  std::optional<std::vector<std::int64_t>> offset;  // MetadataIndex.offset
+  std::optional<std::int64_t> index;                // MetadataIndex.index (a hint)
+  DcpStorage storage;
+};
+
+struct DcpMetadata {
+  std::vector<DcpEntry> entries;        // state_dict_metadata's order
+  std::vector<DcpStored> storage_order; // storage_data in pickled order
+  std::optional<std::string> save_id, checkpoint_id, version;
+  std::vector<GlobalRef> globals;
+};
+
+// What the plugin records for one item (the manifest's row).
+struct DcpRecord {
+  std::string fqn;
+  std::optional<std::vector<std::int64_t>> offsets;  // tensor chunks; none for BYTE_IO
+  std::vector<std::int64_t> sizes;                   // the chunk's shape (tensors)
+  DType dtype = DType::kFloat32;                     // (tensors)
+  DcpStorage storage;
+  std::string checksum;  // "xxh3:<hex>" of the item's bytes in the file
+  std::string digest;    // content digest (content_hash, XXH3) of what the item holds
+};
+
+// One item a rank writes: a tensor chunk (value is a tensor, offsets set) or a BYTE_IO
+// item (value holds the torch.save bytes the planner made, as bytes; re-emitted
+// canonically).
+struct DcpWriteItem {
+  std::string fqn;
+  std::optional<std::vector<std::int64_t>> offsets;
+  Value value;
+};
+
+// The staging directory of `target`: "<parent>/.<name>.tseal-staging".
+[[nodiscard]] std::filesystem::path dcp_staging_dir(const std::filesystem::path& target);
+
+// Coordinator, before any rank writes: refuses a target that is not a checkpoint
+// directory tensorseal may replace (or, without `overwrite`, any existing checkpoint),
+// removes a stale staging directory and creates a fresh one. Throws dcp/write-target.
+void dcp_prepare(const std::filesystem::path& target, bool overwrite);
+
+// Every rank: writes its items (canonical order, see above) into the staging directory
+// of `target` as "__<rank>_0.distcp" (one_file) or one file per item
+// "__<rank>_<k>.distcp", fsynced when options.fsync. Returns one record per item.
+[[nodiscard]] std::vector<DcpRecord> dcp_write_items(const std::filesystem::path& target, std::uint32_t rank,
+                                                     std::vector<DcpWriteItem> items, bool one_file,
+                                                     const WriteOptions& options);
+
+// Coordinator, after every rank's write: `planned` is the planner's metadata (entries
+// with their chunks and paths; storage ignored), `records` every rank's records. Checks
+// they match one to one, writes .metadata and the manifest into the staging directory
+// and swaps it into place (renameat2 RENAME_EXCHANGE), then removes the old tree.
+void dcp_commit(const std::filesystem::path& target, const DcpMetadata& planned, std::vector<DcpRecord> records,
+                bool fsync);
+
+// A DCP directory opened for item-by-item reading (the plugin's StorageReader):
+// .metadata parsed by the restricted VM, the manifest (when present) checked against it,
+// data files mapped on first use.
+class DcpReader {
+ public:
+  DcpReader(const std::filesystem::path& dir, const ReadOptions& options);
+  ~DcpReader();
+  DcpReader(DcpReader&&) noexcept;
+  DcpReader& operator=(DcpReader&&) noexcept;
+
+  [[nodiscard]] const DcpMetadata& metadata() const;
+  // True when the directory carries a tensorseal manifest (checksums are checked).
+  [[nodiscard]] bool has_manifest() const;
+  // The stored chunk of tensor `fqn` at `offsets` (zero-copy view of the data file),
+  // its bytes checked against the manifest's checksum and its content against the
+  // digest. Throws Error dcp/checksum, dcp/digest, dcp/storage-missing, ...
+  [[nodiscard]] std::shared_ptr<const Tensor> chunk(const std::string& fqn, const std::vector<std::int64_t>& offsets);
+  // The bytes of BYTE_IO item `fqn` (a torch.save file), checksum-checked; with
+  // `weights_only` every global it references must be in the known-safe set
+  // (UnsafePickleError otherwise) before the bytes are handed out.
+  [[nodiscard]] std::string bytes_item(const std::string& fqn, bool weights_only);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tensorseal
+TENSORSEAL_API_END

@@ -1,0 +1,259 @@
+"""tensorseal.dcp — a deterministic, safe, crash-safe storage plugin for
+torch.distributed.checkpoint.
+
+    >>> import torch.distributed.checkpoint as dcp
+    >>> import tensorseal.dcp
+    >>> dcp.save(state_dict, storage_writer=tensorseal.dcp.FileSystemWriter(path))
+    >>> dcp.load(state_dict, storage_reader=tensorseal.dcp.FileSystemReader(path))
+
+The writer's directory is byte-identical for the same state dict, world size and
+options, whatever the run, path, thread count or machine: each rank writes its items
+as canonical torch.save zips in (fqn, offsets) order; ``.metadata`` is the canonical
+pickle with no path and a save_id derived from the content (no uuid); a manifest
+(``.tensorseal.json``) records every item's checksum and content digest. Stock
+``FileSystemReader`` reads it (and ignores the manifest).
+
+Crash safety: ranks write into a staging directory beside the target; after every
+rank's write the coordinator writes ``.metadata`` and swaps the whole directory into
+place in one rename. A job killed at any moment leaves the previous checkpoint or the
+new one, never a mixture; a stale staging directory is removed by the next save.
+
+The reader never runs ``pickle.load``: ``.metadata`` is parsed by the C++ restricted
+pickle VM (anything outside DCP's dataclasses and torch's safe set raises
+UnsafePickleError); every chunk is checked against the manifest (CorruptFileError
+names the file and tensor); BYTE_IO items are scanned before the planner unpickles
+them (``weights_only=True``). Stock DCP directories (torch_save and safetensors
+formats) load too, resharded to any world size.
+
+All work is in the C++ core; this module adapts DCP's planner objects to it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import torch
+from torch.distributed.checkpoint.filesystem import _StorageInfo
+from torch.distributed.checkpoint.metadata import (BytesStorageMetadata, ChunkStorageMetadata, Metadata, MetadataIndex,
+                                                   StorageMeta, TensorProperties, TensorStorageMetadata)
+from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner, SavePlan, SavePlanner, WriteItemType
+from torch.distributed.checkpoint.staging import BlockingAsyncStager
+from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, WriteResult
+from torch.futures import Future
+
+from . import _tensorseal as _core
+from ._glue import _torch_dtype, dtype_name
+from .errors import UnsupportedError
+from .limits import Limits, limit_pairs
+
+__all__ = ["FileSystemWriter", "FileSystemReader"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+# TensorProperties.memory_format <-> DCP's _MEM_FORMAT_ENCODING values.
+_MEMORY_FORMATS = (torch.contiguous_format, torch.channels_last, torch.preserve_format)
+
+
+def _local_path(checkpoint_id: Any) -> bool:
+    if isinstance(checkpoint_id, Path):
+        return True
+    return "://" not in str(checkpoint_id)
+
+
+def _planned_entries(metadata: Metadata) -> List[tuple]:
+    planner_data = metadata.planner_data if isinstance(metadata.planner_data, dict) else {}
+    out = []
+    for fqn, md in metadata.state_dict_metadata.items():
+        path = planner_data.get(fqn)
+        path = tuple(path) if path is not None else None
+        if isinstance(md, TensorStorageMetadata):
+            p = md.properties
+            if p.layout != torch.strided:
+                raise UnsupportedError(f"tensor '{fqn}' has layout {p.layout}; tensorseal.dcp writes strided tensors",
+                                       rule="dcp/write-unrepresentable")
+            fmt = _MEMORY_FORMATS.index(p.memory_format) if p.memory_format in _MEMORY_FORMATS else 0
+            chunks = [(list(c.offsets), list(c.sizes)) for c in md.chunks]
+            out.append((fqn, True, dtype_name(p.dtype), bool(p.requires_grad), bool(p.pin_memory), fmt, list(md.size),
+                        chunks, path))
+        else:
+            out.append((fqn, False, "float32", False, False, 0, [], [], path))
+    return out
+
+
+class FileSystemWriter(StorageWriter, BlockingAsyncStager):
+    """DCP StorageWriter writing tensorseal's canonical DCP layout.
+
+    Options keep the meaning of torch's FileSystemWriter, except:
+    ``single_file_per_rank=True`` writes exactly one file per rank (``__<rank>_0.distcp``)
+    whatever ``thread_count`` is, so the bytes never depend on it; ``thread_count`` is
+    accepted and does not change the output; ``sync_files`` fsyncs every file and the
+    directory before the swap; ``overwrite=False`` refuses an existing checkpoint. There
+    is one serialization format (canonical torch.save zips) and no stream extensions.
+    A target that exists must be a checkpoint directory (only ``.metadata``,
+    ``.tensorseal.json`` and ``__*.distcp``); it is replaced as a whole.
+    """
+
+    def __init__(self, path: PathLike, single_file_per_rank: bool = True, sync_files: bool = True,
+                 thread_count: int = 1, per_thread_copy_ahead: int = 10_000_000,
+                 cache_staged_state_dict: bool = False, overwrite: bool = True) -> None:
+        StorageWriter.__init__(self)
+        BlockingAsyncStager.__init__(self, cache_staged_state_dict=cache_staged_state_dict)
+        self.path = os.fspath(path)
+        self.single_file_per_rank = single_file_per_rank
+        self.sync_files = sync_files
+        self.thread_count = thread_count
+        self.per_thread_copy_ahead = per_thread_copy_ahead
+        self.overwrite = overwrite
+        self.rank = 0
+        self.is_coordinator = False
+
+    @property
+    def checkpoint_id(self) -> PathLike:
+        return self.path
+
+    def reset(self, checkpoint_id: Optional[PathLike] = None) -> None:
+        if checkpoint_id:
+            self.path = os.fspath(checkpoint_id)
+
+    def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        self.is_coordinator = is_coordinator
+        if kwargs.get("use_collectives", True) is False:
+            raise UnsupportedError("tensorseal.dcp writes one checkpoint per save: use_collectives=False (per-rank "
+                                   ".metadata) is not supported", rule="dcp/write-unrepresentable")
+
+    def storage_meta(self) -> Optional[StorageMeta]:
+        return None  # .metadata's StorageMeta is written by the core: no path, no uuid
+
+    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        return plan
+
+    def prepare_global_plan(self, plans: List[SavePlan]) -> List[SavePlan]:
+        # Runs on the coordinator before any rank writes: a fresh staging directory.
+        _core.dcp_prepare(self.path, self.overwrite)
+        return [dataclasses.replace(p, storage_data=i) for i, p in enumerate(plans)]
+
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> "Future[List[WriteResult]]":
+        rank = plan.storage_data if isinstance(plan.storage_data, int) else self.rank
+        items, index = [], {}
+        for wi in plan.items:
+            data = planner.resolve_data(wi)
+            if wi.type == WriteItemType.BYTE_IO:
+                key: Tuple[str, Optional[tuple]] = (wi.index.fqn, None)
+                items.append((wi.index.fqn, None, data.getvalue()))
+            else:
+                t = data.detach()
+                if t.device.type != "cpu":
+                    t = t.cpu()
+                # A view into a larger storage is stored as its own bytes only.
+                if t.untyped_storage().nbytes() != t.numel() * t.element_size() or not t.is_contiguous():
+                    t = t.clone(memory_format=torch.contiguous_format)
+                offsets = list(wi.tensor_data.chunk.offsets)
+                key = (wi.index.fqn, tuple(offsets))
+                items.append((wi.index.fqn, offsets, t))
+            index[key] = wi.index
+        records = _core.dcp_write_items(self.path, rank, items, self.single_file_per_rank, self.sync_files,
+                                        self.thread_count)
+        results = []
+        for r in records:
+            key = (r[0], tuple(r[1]) if r[1] is not None else None)
+            results.append(WriteResult(index=index[key], size_in_bytes=r[6], storage_data=r))
+        fut: Future = Future()
+        fut.set_result(results)
+        return fut
+
+    def finish(self, metadata: Metadata, results: List[List[WriteResult]]) -> None:
+        records = [wr.storage_data for rank in results for wr in rank]
+        _core.dcp_commit(self.path, _planned_entries(metadata), records, self.sync_files)
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: PathLike) -> bool:
+        return _local_path(checkpoint_id)
+
+
+class FileSystemReader(StorageReader):
+    """DCP StorageReader over tensorseal's C++ reader: never runs pickle.
+
+    ``weights_only`` (default True): a BYTE_IO item whose pickle references a global
+    outside the known-safe set raises UnsafePickleError before the planner unpickles
+    it (DCP's planner calls ``torch.load(weights_only=False)`` on those bytes).
+    """
+
+    def __init__(self, path: PathLike, weights_only: bool = True, limits: Optional[Limits] = None) -> None:
+        super().__init__()
+        self.path = os.fspath(path)
+        self.weights_only = weights_only
+        self.limits = limits
+        self._reader: Any = None
+
+    @property
+    def checkpoint_id(self) -> PathLike:
+        return self.path
+
+    def reset(self, checkpoint_id: Optional[PathLike] = None) -> None:
+        if checkpoint_id:
+            self.path = os.fspath(checkpoint_id)
+        self._reader = None
+
+    def _core_reader(self) -> Any:
+        if self._reader is None:
+            self._reader = _core.DcpReader(self.path, limit_pairs(self.limits))
+        return self._reader
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        entries, storage, save_id, checkpoint_id, version = self._core_reader().metadata()
+        sdm: Dict[str, Any] = {}
+        planner_data: Dict[str, Any] = {}
+        for fqn, is_tensor, dtype, requires_grad, pin_memory, fmt, size, chunks, path in entries:
+            if is_tensor:
+                props = TensorProperties(dtype=_torch_dtype(dtype), layout=torch.strided, requires_grad=requires_grad,
+                                         memory_format=_MEMORY_FORMATS[fmt] if 0 <= fmt < 3 else torch.contiguous_format,
+                                         pin_memory=pin_memory)
+                sdm[fqn] = TensorStorageMetadata(
+                    properties=props, size=torch.Size(size),
+                    chunks=[ChunkStorageMetadata(offsets=torch.Size(o), sizes=torch.Size(s)) for o, s in chunks])
+            else:
+                sdm[fqn] = BytesStorageMetadata()
+            if path is not None:
+                planner_data[fqn] = path
+        storage_data = {
+            MetadataIndex(fqn, offset, index): _StorageInfo(relative_path=file, offset=at, length=length)
+            for fqn, offset, index, file, at, length in storage
+        }
+        return Metadata(state_dict_metadata=sdm, planner_data=planner_data, storage_data=storage_data,
+                        storage_meta=StorageMeta(checkpoint_id=checkpoint_id, save_id=save_id), version=version)
+
+    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        self._core_reader()
+
+    def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
+        return plan
+
+    def prepare_global_plan(self, plans: List[LoadPlan]) -> List[LoadPlan]:
+        return plans
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> "Future[None]":
+        reader = self._core_reader()
+        for req in plan.items:
+            fqn = req.storage_index.fqn
+            if req.type == LoadItemType.BYTE_IO:
+                planner.load_bytes(req, io.BytesIO(reader.bytes_item(fqn, self.weights_only)))
+                continue
+            stored = reader.chunk(fqn, list(req.storage_index.offset or ()))
+            for dim, (start, length) in enumerate(zip(req.storage_offsets, req.lengths)):
+                if start != 0 or length != stored.size(dim):
+                    stored = stored.narrow(dim, start, length)
+            target = planner.resolve_tensor(req).detach()
+            if target.size() != stored.size():
+                raise AssertionError(f"req {req.storage_index} mismatch sizes {target.size()} vs {stored.size()}")
+            target.copy_(stored)
+            planner.commit_tensor(req, target)
+        fut: Future = Future()
+        fut.set_result(None)
+        return fut
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: PathLike) -> bool:
+        return _local_path(checkpoint_id)
