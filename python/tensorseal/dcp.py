@@ -176,6 +176,10 @@ class FileSystemWriter(StorageWriter, BlockingAsyncStager):
 class FileSystemReader(StorageReader):
     """DCP StorageReader over tensorseal's C++ reader: never runs pickle.
 
+    ``.metadata`` is read when the reader is made (or reset to a checkpoint_id), so an
+    unsafe one raises UnsafePickleError there, before DCP runs; errors while loading
+    items reach the caller inside DCP's CheckpointException (``e.failures[rank][0]``).
+
     ``weights_only`` (default True): a BYTE_IO item whose pickle references a global
     outside the known-safe set raises UnsafePickleError before the planner unpickles
     it (DCP's planner calls ``torch.load(weights_only=False)`` on those bytes).
@@ -187,6 +191,7 @@ class FileSystemReader(StorageReader):
         self.weights_only = weights_only
         self.limits = limits
         self._reader: Any = None
+        self._open_if_present()
 
     @property
     def checkpoint_id(self) -> PathLike:
@@ -196,6 +201,15 @@ class FileSystemReader(StorageReader):
         if checkpoint_id:
             self.path = os.fspath(checkpoint_id)
         self._reader = None
+        self._open_if_present()
+
+    def _open_if_present(self) -> None:
+        # .metadata is parsed here when it exists: DCP's load turns any error of
+        # read_metadata into an AssertionError, so an unsafe or corrupt .metadata is
+        # reported as itself from the constructor (or reset, which dcp.load calls
+        # with checkpoint_id) before DCP runs.
+        if os.path.isfile(os.path.join(self.path, ".metadata")):
+            self._core_reader()
 
     def _core_reader(self) -> Any:
         if self._reader is None:
