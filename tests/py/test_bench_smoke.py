@@ -59,3 +59,20 @@ def test_bench_small_quick(tmp_path):
     assert "## Targets" in r.stdout
     # Inputs are deleted after the run (no --keep).
     assert not (tmp_path / "work" / "small").exists()
+
+
+def test_dcp_bench_small(tmp_path):
+    """bench/dcp.py (torchrun, 2 ranks) at 8 MiB: every competitor timed, values equal."""
+    out = tmp_path / "dcp.json"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29661",
+                        os.path.join(ROOT, "bench", "dcp.py"), "--size-mib", "8", "--repeats", "1", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stderr[-4000:]
+    doc = json.loads(out.read_text())
+    assert doc["values_equal"] is True and doc["world"] == 2
+    assert set(doc["times"]["save"]) == {"tensorseal.dcp", "torch torch_save", "torch safetensors"}
+    assert set(doc["times"]["load"]) == {"tensorseal.dcp", "torch (torch_save dir)", "tensorseal.dcp (torch_save dir)",
+                                         "tensorseal.dcp (safetensors dir)"}
+    assert all(len(v) == 1 for op in doc["times"].values() for v in op.values())
+    assert "| tensorseal.dcp |" in r.stdout
