@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -182,7 +183,18 @@ inline Outcome run_dcp_target(std::span<const std::byte> data, const ReadOptions
     f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   };
   put(".metadata", data.subspan(4, n));
-  put("__0_0.distcp", data.subspan(4 + n));
+  auto rest = data.subspan(4 + n);
+  // Optional tensorseal.dcp manifest: "TSM1", u32 LE length M, M bytes of .tensorseal.json.
+  std::error_code ec;
+  std::filesystem::remove(dir / ".tensorseal.json", ec);
+  if (rest.size() >= 8 && std::memcmp(rest.data(), "TSM1", 4) == 0) {
+    std::uint32_t m = 0;
+    for (int i = 0; i < 4; ++i) m |= static_cast<std::uint32_t>(rest[4 + i]) << (8 * i);
+    if (m > rest.size() - 8) return Outcome::kRejected;
+    put(".tensorseal.json", rest.subspan(8, m));
+    rest = rest.subspan(8 + m);
+  }
+  put("__0_0.distcp", rest);
   return exercise(read_file(dir, options), Format::kTorchZip, options);
 }
 

@@ -1,5 +1,6 @@
 """Seeds for the dcp fuzz target (fuzz/dcp_fuzz.cc), written by real dcp.save in one
-process: u32 LE length of .metadata, .metadata, then __0_0.distcp.
+process: u32 LE length of .metadata, .metadata, then __0_0.distcp; the tensorseal.dcp
+writer's seeds put "TSM1", u32 LE length and .tensorseal.json before __0_0.distcp.
 
 Usage: gen_dcp_seeds.py [FUZZ_CORPUS_DIR]   (default: the directory of this script)"""
 import os
@@ -30,3 +31,16 @@ for name, sd in states.items():
             data = open(os.path.join(d, "__0_0.distcp"), "rb").read()
         with open(os.path.join(OUT, f"{name}_{fmt.value}"), "wb") as f:
             f.write(struct.pack("<I", len(md)) + md + data)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "python"))
+import tensorseal.dcp  # noqa: E402
+
+for name, sd in states.items():
+    with tempfile.TemporaryDirectory() as d:
+        target = os.path.join(d, "ckpt")
+        dcp.save(sd, storage_writer=tensorseal.dcp.FileSystemWriter(target, sync_files=False), no_dist=True)
+        md = open(os.path.join(target, ".metadata"), "rb").read()
+        manifest = open(os.path.join(target, ".tensorseal.json"), "rb").read()
+        data = open(os.path.join(target, "__0_0.distcp"), "rb").read()
+    with open(os.path.join(OUT, f"{name}_tensorseal"), "wb") as f:
+        f.write(struct.pack("<I", len(md)) + md + b"TSM1" + struct.pack("<I", len(manifest)) + manifest + data)

@@ -6,7 +6,8 @@
 //
 // Order of the value tree: state_dict_metadata's order. A single chunk covering its
 // tensor stays a zero-copy view of the data file; tensors of several chunks are
-// assembled into owned memory (at most Limits::max_alloc bytes each).
+// assembled into scratch memory (io/scratch.h: an unlinked temp file's mapping from
+// 64 KiB up, so anonymous memory stays small; at most Limits::max_alloc bytes each).
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -17,6 +18,7 @@
 #include "dcp/format.h"
 #include "dcp/items.h"
 #include "dcp/metadata.h"
+#include "io/scratch.h"
 #include "util/text.h"
 
 namespace tensorseal::detail {
@@ -130,10 +132,10 @@ Value assemble(const Entry& e, Items& items, const Input& meta) {
   if (volume(e.size) > meta.options->limits.max_alloc / item)
     throw Error(d::rules::kMaxAlloc, "tensor '" + e.fqn + "' of " + std::to_string(volume(e.size)) +
                                         " elements exceeds max_alloc", meta.name);
-  std::vector<std::byte> buf(bytes);
+  io::Scratch buf = io::scratch(bytes, e.dtype);
   for (std::size_t i = 0; i < parts.size(); ++i)
-    if (volume(e.chunks[i].sizes) != 0) place(*parts[i], e.chunks[i], e.size, item, buf.data());
-  return Value(make_contiguous(e.dtype, e.size, Storage::owned(std::move(buf), e.dtype)));
+    if (volume(e.chunks[i].sizes) != 0) place(*parts[i], e.chunks[i], e.size, item, buf.data);
+  return Value(make_contiguous(e.dtype, e.size, std::move(buf.storage)));
 }
 
 // DCP's set_element: str parts are dict keys, int parts list indices (lists grow

@@ -182,8 +182,27 @@ std::vector<DcpRecord> dcp_write_items(const fs::path& target, std::uint32_t ran
   return out;
 }
 
+namespace {
+
+void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpRecord> records, bool fsync);
+
+}  // namespace
+
 void dcp_commit(const fs::path& target_in, const DcpMetadata& planned, std::vector<DcpRecord> records, bool fsync) {
   const fs::path target = normal_target(target_in);
+  try {
+    commit(target, planned, std::move(records), fsync);
+  } catch (...) {
+    // Refused before the swap: the target is untouched; the staged files go.
+    std::error_code ec;
+    fs::remove_all(dcp_staging_dir(target), ec);
+    throw;
+  }
+}
+
+namespace {
+
+void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpRecord> records, bool fsync) {
   const fs::path staging = dcp_staging_dir(target);
   std::error_code ec;
   if (!fs::is_directory(staging, ec))
@@ -251,6 +270,8 @@ void dcp_commit(const fs::path& target_in, const DcpMetadata& planned, std::vect
   write_file(staging / d::kMetadataFile, detail::dcp::encode_metadata(md), fsync);
   detail::swap_into_place(staging, target, fsync, detail::check_dcp_target);
 }
+
+}  // namespace
 
 // ---- reading ---------------------------------------------------------------------
 

@@ -188,6 +188,7 @@ TEST(DcpPlugin, CommitRefusesItemsThePlanDoesNotMatch) {
   planned.entries = {w};
   EXPECT_EQ(testing::rule_of([&] { dcp_commit(target, planned, records, false); }), "dcp/write-plan");
   EXPECT_FALSE(fs::exists(target)) << "nothing appears at the target";
+  EXPECT_FALSE(fs::exists(dcp_staging_dir(target))) << "the refused save's staged files are removed";
   fs::remove_all(base);
 }
 

@@ -304,3 +304,31 @@ def test_older_torch_names_of_tensor_properties(saved, copy2):
     assert tseal_hash(d) == tseal_hash(saved[2] / "reference.pt")
     r = run_tseal("scan", d)
     assert r.returncode == 0 and "sharded_tensor.metadata.TensorProperties" in r.stdout, r.stdout
+
+
+def test_transform_descriptors_are_refused(copy2):
+    d = copy2()
+    md = load_md(d)
+    k = next(k for k in md.storage_data if k.fqn == "row")
+    md.storage_data[k].transform_descriptors = ["zstd"]  # DCP's compression extension
+    save_md(d, md)
+    refuse(d, "dcp/transform", tensorseal.UnsupportedError)
+
+
+def test_more_entries_than_max_entries(copy2):
+    d = copy2()
+    n = len(load_md(d).state_dict_metadata)
+    with pytest.raises(tensorseal.LimitError) as e:
+        tensorseal.load(d, limits={"max_entries": n - 1})
+    assert e.value.rule == "dcp/too-many"
+    tensorseal.load(d, limits={"max_entries": 4 * n})  # every chunk fits too
+
+
+def test_assembled_tensor_larger_than_max_alloc(tmp_path):
+    torch.save({"w": torch.arange(256 * 1024, dtype=torch.float32)}, tmp_path / "w.pt")  # 1 MiB
+    r = run_tseal("convert", tmp_path / "w.pt", tmp_path / "d", "--world-size", "2")
+    assert r.returncode == 0, r.stderr
+    with pytest.raises(tensorseal.LimitError) as e:
+        tensorseal.load(tmp_path / "d", limits={"max_alloc": 512 * 1024})  # each chunk fits, the whole does not
+    assert e.value.rule == "dcp/max-alloc" and "'w'" in str(e.value)
+    assert torch.equal(tensorseal.load(tmp_path / "d")["w"], torch.arange(256 * 1024, dtype=torch.float32))

@@ -1,0 +1,65 @@
+#include "io/scratch.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tensorseal/error.h"
+
+namespace tensorseal::detail::io {
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& where, int err, const char* what) {
+  throw Error(rules::kIoWrite, std::string(what) + ": " + std::strerror(err), where);
+}
+
+// An unlinked file in the temp directory: O_TMPFILE, else mkstemp + unlink.
+int temp_fd(const fs::path& dir) {
+  int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0) return fd;
+  std::string tmpl = (dir / "tseal-scratch.XXXXXX").string();
+  fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
+  if (fd < 0) fail(dir.string(), errno, "cannot create a scratch file");
+  ::unlink(tmpl.c_str());
+  return fd;
+}
+
+}  // namespace
+
+Scratch scratch(std::uint64_t size, DType dtype) {
+  Scratch s;
+  if (size < kScratchFileMin) {
+    std::vector<std::byte> b(size);
+    s.data = b.data();
+    s.storage = Storage::owned(std::move(b), dtype);
+    return s;
+  }
+  std::error_code ec;
+  fs::path dir = fs::temp_directory_path(ec);
+  if (ec) dir = "/tmp";
+  const int fd = temp_fd(dir);
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail(dir.string(), err, "cannot size a scratch file");
+  }
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
+  ::close(fd);  // the mapping keeps the file
+  if (p == MAP_FAILED) fail(dir.string(), err, "cannot map a scratch file");
+  auto owner = std::shared_ptr<void>(p, [size](void* q) { ::munmap(q, size); });
+  s.data = static_cast<std::byte*>(p);
+  s.storage = Storage::external(s.data, size, std::move(owner), dtype);
+  return s;
+}
+
+}  // namespace tensorseal::detail::io
