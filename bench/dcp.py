@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
 import time
 import warnings
@@ -34,6 +33,9 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.filesystem import SerializationFormat
 
 import tensorseal.dcp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import spread  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
@@ -128,13 +130,7 @@ def main() -> int:
         lines = [f"dcp.save / dcp.load, {total / 2**30:.2f} GiB over {world} ranks (Shard(0) DTensors), "
                  f"{args.repeats} runs after a warm-up, scratch {root}; loaded values equal: {ok}", ""]
         for op in ("save", "load"):
-            base = statistics.median(times[op]["tensorseal.dcp"])
-            lines += [f"| {op} | median s | min | max | GiB/s | vs tensorseal |", "|---|---|---|---|---|---|"]
-            for name, ts in times[op].items():
-                med = statistics.median(ts)
-                lines.append(f"| {name} | {med:.3f} | {min(ts):.3f} | {max(ts):.3f} | {total / 2**30 / med:.2f} | "
-                             f"{med / base:.2f}x |")
-            lines.append("")
+            lines += spread.table(op, times[op], total)
         print("\n".join(lines))
         with open(args.out, "w") as f:
             json.dump({"bytes": total, "world": world, "repeats": args.repeats, "scratch": root, "times": times,

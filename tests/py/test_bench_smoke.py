@@ -76,3 +76,18 @@ def test_dcp_bench_small(tmp_path):
                                          "tensorseal.dcp (safetensors dir)"}
     assert all(len(v) == 1 for op in doc["times"].values() for v in op.values())
     assert "| tensorseal.dcp |" in r.stdout
+
+
+@pytest.mark.skipif(not os.path.exists(TSEAL), reason=f"{TSEAL} not built")
+def test_dirs_bench_small(tmp_path):
+    """bench/dirs.py at 16 MiB: a real 2-rank DCP save and hub shards, every competitor once."""
+    out = tmp_path / "dirs.json"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "dirs.py"), "--size-mib", "16", "--repeats", "1",
+                        "--tseal", TSEAL, "--out", str(out)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-4000:]
+    doc = json.loads(out.read_text())
+    want = {"hash": {"tseal hash", "sha256sum (all files)"}, "canon": {"tseal canon", "cp -r"}}
+    for layout, py in (("dcp", "dcp_to_torch_save"), ("shards", "load_file + save_file")):
+        assert {op: set(v) for op, v in doc["times"][layout].items()} == {
+            **want, "convert": {"tseal convert", py, "cp -r"}}, doc["times"][layout]
+    assert "| dcp convert |" in r.stdout
