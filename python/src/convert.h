@@ -1,0 +1,312 @@
+// Conversions between Python objects and the value tree, shared by the binding's
+// translation units (module.cc, dcp.cc). Tensor data is never copied: C++ -> Python
+// hands out views of the storages, Python -> C++ borrows the tensors' memory.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <tensorseal/tensorseal.h>
+#include <unordered_map>
+
+namespace tensorseal::py {
+namespace nb = nanobind;
+
+inline nb::object glue() { return nb::module_::import_("tensorseal._glue"); }
+
+// Text the core hands out is UTF-8, except names taken from a damaged container (zip
+// member names, facts quoting file bytes): one policy everywhere, surrogateescape,
+// which never fails and keeps every byte (str.encode("utf-8", "surrogateescape")).
+inline nb::str py_text(std::string_view s) {
+  PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "surrogateescape");
+  if (o == nullptr) throw nb::python_error();
+  return nb::steal<nb::str>(o);
+}
+
+// ---- C++ -> Python --------------------------------------------------------------
+
+struct ToPy {
+  nb::object g = glue();
+  std::string framework;  // "torch" or "numpy"
+  std::unordered_map<const void*, nb::object> nodes;     // shared nodes stay shared
+  std::unordered_map<const Storage*, nb::object> bufs;   // one buffer per storage
+  int depth = 0;
+
+  nb::object buffer(const std::shared_ptr<const Storage>& s) {
+    auto it = bufs.find(s.get());
+    if (it != bufs.end()) return it->second;
+    auto* keep = new std::shared_ptr<const Storage>(s);
+    nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<const Storage>*>(p); });
+    // The memory is a private copy-on-write mapping or an owned buffer: writes from
+    // Python never reach the file.
+    auto* data = const_cast<std::uint8_t*>(reinterpret_cast<const std::uint8_t*>(s->bytes().data()));
+    std::size_t shape[1] = {static_cast<std::size_t>(s->size())};
+    nb::object arr = nb::cast(nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(data, 1, shape, owner));
+    // One framework storage object per Storage, so tensors sharing bytes in the file
+    // share one storage after loading (tied weights stay tied).
+    nb::object wrapped = g.attr("wrap_buffer")(framework, arr);
+    bufs.emplace(s.get(), wrapped);
+    return wrapped;
+  }
+
+  nb::object tensor(const Tensor& t) {
+    nb::list shape, strides;
+    for (auto d : t.shape) shape.append(d);
+    for (auto d : t.strides) strides.append(d);
+    return g.attr("make_tensor")(framework, buffer(t.storage), std::string(name(t.dtype)), nb::tuple(shape),
+                                 nb::tuple(strides), t.storage_offset, t.requires_grad, t.is_parameter);
+  }
+
+  nb::object seq(const std::vector<Value>& items) {
+    nb::list l;
+    for (const auto& x : items) l.append(convert(x));
+    return l;
+  }
+
+  nb::object convert(const Value& v) {
+    using K = Value::Kind;
+    const void* node = v.node();
+    const bool shareable = node != nullptr && v.kind() != K::kStr && v.kind() != K::kBytes;
+    if (shareable) {
+      auto it = nodes.find(node);
+      if (it != nodes.end()) return it->second;
+    }
+    nb::object out;
+    switch (v.kind()) {
+      case K::kNone: return nb::none();
+      case K::kBool: return nb::bool_(v.as_bool());
+      case K::kInt: return nb::int_(v.as_int());
+      case K::kBigInt: {
+        const auto& b = v.as_bigint().le_bytes;
+        return nb::module_::import_("builtins").attr("int").attr("from_bytes")(nb::bytes(b.data(), b.size()),
+                                                                              "little", nb::arg("signed") = true);
+      }
+      case K::kFloat: return nb::float_(v.as_float());
+      case K::kComplex: return nb::steal(PyComplex_FromDoubles(v.as_complex().real, v.as_complex().imag));
+      case K::kStr: return py_text(v.as_str());
+      case K::kBytes: {
+        nb::bytes b(v.as_bytes().data(), v.as_bytes().size());
+        if (v.is_bytearray()) return nb::module_::import_("builtins").attr("bytearray")(b);
+        return b;
+      }
+      case K::kList: {
+        nb::list l;
+        nodes.emplace(node, l);  // register first: a list may contain itself
+        for (const auto& x : v.items()) l.append(convert(x));
+        return l;
+      }
+      case K::kTuple: out = nb::tuple(seq(v.items())); break;
+      case K::kSet: {
+        nb::object items = seq(v.as_set().items);
+        out = nb::module_::import_("builtins").attr(v.as_set().frozen ? "frozenset" : "set")(items);
+        break;
+      }
+      case K::kDict: {
+        const Dict& d = v.as_dict();
+        nb::object obj = g.attr("new_dict")(static_cast<int>(d.kind));
+        nodes.emplace(node, obj);
+        for (const auto& [k, x] : d.items) obj[convert(k)] = convert(x);
+        if (d.attrs)
+          for (const auto& [k, x] : d.attrs->items)
+            if (k.is(K::kStr)) nb::setattr(obj, nb::str(k.as_str().data(), k.as_str().size()), convert(x));
+        return obj;
+      }
+      case K::kTensor: out = tensor(*v.as_tensor()); break;
+      case K::kStorage: out = buffer(v.as_storage()); break;  // untyped: the element type is not kept
+      case K::kGlobal: out = g.attr("make_global")(v.as_global().module, v.as_global().name); break;
+      case K::kObject: {
+        const Object& o = v.as_object();
+        auto opt = [&](const std::shared_ptr<Value>& p) { return p ? convert(*p) : nb::none(); };
+        nb::list litems;
+        for (const auto& x : o.list_items) litems.append(convert(x));
+        nb::list ditems;
+        for (const auto& [k, x] : o.dict_items) ditems.append(nb::make_tuple(convert(k), convert(x)));
+        out = g.attr("make_object")(opt(o.callable), opt(o.args), opt(o.kwargs), static_cast<int>(o.how),
+                                    o.state ? convert(*o.state) : nb::none(), o.state != nullptr, litems, ditems);
+        break;
+      }
+    }
+    if (shareable) nodes.emplace(node, out);
+    return out;
+  }
+};
+
+// ---- Python -> C++ --------------------------------------------------------------
+
+// Keeps a Python object alive from C++; releases it under the GIL.
+inline std::shared_ptr<const void> hold(nb::object o) {
+  auto* p = new nb::object(std::move(o));
+  return std::shared_ptr<const void>(p, [](const void* q) {
+    nb::gil_scoped_acquire gil;
+    delete static_cast<const nb::object*>(q);
+  });
+}
+
+struct FromPy {
+  nb::object g = glue();
+  std::unordered_map<std::uintptr_t, std::shared_ptr<const Storage>> storages;  // by storage identity
+  std::unordered_map<PyObject*, Value> nodes;  // the same Python object -> the same node
+  std::vector<nb::object> pinned;              // keeps keys of `nodes` alive
+  bool split_storages = false;                 // one storage per tensor (safetensors drop-in)
+  int depth = 0;
+
+  Value convert(nb::handle h) {
+    if (++depth > 1000) throw Error(rules::kInvalidArgument, "object nesting deeper than 1000");
+    struct Guard { int& d; ~Guard() { --d; } } guard{depth};
+    if (h.is_none()) return Value();
+    if (PyBool_Check(h.ptr())) return Value(h.ptr() == Py_True);
+    if (PyLong_CheckExact(h.ptr())) {
+      int overflow = 0;
+      long long x = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+      if (!overflow) return Value(static_cast<std::int64_t>(x));
+      nb::bytes b = nb::borrow<nb::bytes>(g.attr("int_to_le")(h));
+      return Value(BigInt{std::string(b.c_str(), b.size())});
+    }
+    if (PyFloat_CheckExact(h.ptr())) return Value(PyFloat_AsDouble(h.ptr()));
+    if (PyComplex_CheckExact(h.ptr()))
+      return Value(Complex{PyComplex_RealAsDouble(h.ptr()), PyComplex_ImagAsDouble(h.ptr())});
+    if (PyUnicode_CheckExact(h.ptr())) return Value::str(nb::cast<std::string>(h));
+    if (PyBytes_CheckExact(h.ptr())) {
+      nb::bytes b = nb::borrow<nb::bytes>(h);
+      return Value::bytes(std::string(b.c_str(), b.size()));
+    }
+    if (PyByteArray_CheckExact(h.ptr()))
+      return Value::bytes(std::string(PyByteArray_AsString(h.ptr()), PyByteArray_Size(h.ptr())), true);
+    auto it = nodes.find(h.ptr());
+    if (it != nodes.end()) return it->second;
+    Value out = convert_node(h);
+    nodes.emplace(h.ptr(), out);
+    pinned.push_back(nb::borrow(h));
+    return out;
+  }
+
+  Value convert_node(nb::handle h) {
+    if (PyList_CheckExact(h.ptr())) {
+      Value l = Value::list();
+      nodes.emplace(h.ptr(), l);
+      pinned.push_back(nb::borrow(h));
+      for (nb::handle x : nb::borrow<nb::list>(h)) l.as_list().items.push_back(convert(x));
+      return l;
+    }
+    if (PyTuple_CheckExact(h.ptr())) {
+      std::vector<Value> items;
+      for (nb::handle x : nb::borrow<nb::tuple>(h)) items.push_back(convert(x));
+      return Value::tuple(std::move(items));
+    }
+    // Everything else is described by the glue (python/tensorseal/_glue.py classify: one
+    // typed record per kind) so torch and numpy stay optional imports.
+    nb::object desc = g.attr("classify")(h);
+    nb::handle type = desc.type();
+    if (type.is(g.attr("DictDesc"))) {
+      Value d = Value::dict(static_cast<DictKind>(nb::cast<int>(desc.attr("kind"))));
+      nodes.emplace(h.ptr(), d);
+      pinned.push_back(nb::borrow(h));
+      for (nb::handle item : nb::borrow<nb::list>(desc.attr("items"))) {
+        nb::tuple kv = nb::borrow<nb::tuple>(item);
+        d.as_dict().set(convert(kv[0]), convert(kv[1]));
+      }
+      nb::object attrs = desc.attr("attrs");
+      if (!attrs.is_none()) {
+        auto a = std::make_shared<Dict>();
+        for (nb::handle item : nb::borrow<nb::list>(attrs)) {
+          nb::tuple kv = nb::borrow<nb::tuple>(item);
+          a->set(convert(kv[0]), convert(kv[1]));
+        }
+        d.as_dict().attrs = a;
+      }
+      return d;
+    }
+    if (type.is(g.attr("SetDesc"))) {
+      auto s = std::make_shared<Set>();
+      s->frozen = nb::cast<bool>(desc.attr("frozen"));
+      for (nb::handle x : nb::borrow<nb::list>(desc.attr("items"))) s->items.push_back(convert(x));
+      return Value(s);
+    }
+    if (type.is(g.attr("TensorDesc"))) return tensor(desc);
+    if (type.is(g.attr("BufferDesc"))) return Value(storage(desc));
+    if (type.is(g.attr("GlobalDesc")))
+      return Value::global(nb::cast<std::string>(desc.attr("module")), nb::cast<std::string>(desc.attr("name")));
+    if (type.is(g.attr("ObjectDesc"))) {
+      auto o = std::make_shared<Object>();
+      o->callable = std::make_shared<Value>(convert(desc.attr("callable")));
+      o->args = std::make_shared<Value>(convert(desc.attr("args")));
+      return Value(o);
+    }
+    throw Error(rules::kInvalidArgument, "cannot save an object of type " + nb::cast<std::string>(desc.attr("type_name")) +
+                                             " (tensorseal saves tensors, arrays and plain Python data)");
+  }
+
+  static DType dtype_of(nb::handle name) {
+    const auto n = nb::cast<std::string>(name);
+    auto dtype = dtype_from_name(n);
+    if (!dtype) throw Error(rules::kInvalidArgument, "unknown dtype " + n);
+    return *dtype;
+  }
+
+  // A bare storage (typed: its dtype; untyped: uint8) or the memory under a tensor: one
+  // Storage per (ptr, nbytes), so tensors sharing memory share a storage. Empty buffers
+  // share nothing (allocators give every empty tensor the same address, or none).
+  std::shared_ptr<const Storage> storage(nb::handle buf) {
+    const auto ptr = nb::cast<std::uintptr_t>(buf.attr("ptr"));
+    const auto nbytes = nb::cast<std::uint64_t>(buf.attr("nbytes"));
+    const DType dtype = dtype_of(buf.attr("dtype"));
+    if (nbytes == 0) return Storage::external(nullptr, 0, hold(buf.attr("owner")), dtype);
+    auto it = storages.find(ptr);
+    if (it != storages.end() && it->second->size() == nbytes && it->second->dtype == dtype) return it->second;
+    auto s = Storage::external(reinterpret_cast<const std::byte*>(ptr), nbytes, hold(buf.attr("owner")), dtype);
+    storages[ptr] = s;
+    return s;
+  }
+
+  Value tensor(nb::handle desc) {
+    auto t = std::make_shared<Tensor>();
+    t->dtype = dtype_of(desc.attr("dtype"));
+    for (nb::handle d : nb::borrow<nb::tuple>(desc.attr("shape"))) t->shape.push_back(nb::cast<std::int64_t>(d));
+    for (nb::handle d : nb::borrow<nb::tuple>(desc.attr("strides"))) t->strides.push_back(nb::cast<std::int64_t>(d));
+    t->storage_offset = nb::cast<std::int64_t>(desc.attr("offset"));
+    t->requires_grad = nb::cast<bool>(desc.attr("requires_grad"));
+    t->is_parameter = nb::cast<bool>(desc.attr("is_parameter"));
+    nb::object buf = desc.attr("buffer");
+    if (split_storages) {
+      // Each tensor gets a storage of just the bytes it can reach (safetensors holds
+      // unshared tensors; views that do not overlap are separate tensors there).
+      for (auto s : t->strides)
+        if (s < 0) throw Error(rules::kInvalidArgument, "negative strides are not supported");
+      const auto ptr = nb::cast<std::uintptr_t>(buf.attr("ptr"));
+      const auto nbytes = nb::cast<std::uint64_t>(buf.attr("nbytes"));
+      // The whole buffer first, to measure the view's extent against it.
+      t->storage = Storage::external(reinterpret_cast<const std::byte*>(ptr), nbytes, nullptr, t->dtype);
+      t->validate();
+      const auto [first, last] = t->storage_extent();
+      t->storage = Storage::external(reinterpret_cast<const std::byte*>(ptr + first), last - first,
+                                     hold(buf.attr("owner")), t->dtype);
+      t->storage_offset = 0;
+    } else {
+      t->storage = storage(buf);
+    }
+    t->validate();
+    return Value(std::shared_ptr<const Tensor>(t));
+  }
+};
+
+// Python's limits= as (name, value) pairs over the defaults (tensorseal.limits).
+using LimitPairs = std::vector<std::pair<std::string, std::uint64_t>>;
+
+inline Limits limits_of(const LimitPairs& pairs) {
+  Limits l;
+  for (const auto& [k, v] : pairs) set_limit(l, k, v);
+  return l;
+}
+
+inline ReadOptions read_options(const LimitPairs& limits, bool verify = true) {
+  ReadOptions o;
+  o.limits = limits_of(limits);
+  o.verify_checksums = verify;
+  return o;
+}
+
+}  // namespace tensorseal::py
