@@ -57,10 +57,18 @@ PathLike = Union[str, "os.PathLike[str]"]
 _MEMORY_FORMATS = (torch.contiguous_format, torch.channels_last, torch.preserve_format)
 
 
-def _local_path(checkpoint_id: Any) -> bool:
-    if isinstance(checkpoint_id, Path):
-        return True
-    return "://" not in str(checkpoint_id)
+class _LocalDirectory:
+    """checkpoint_id / validate_checkpoint_id of both plugins: a local directory path."""
+
+    path: str
+
+    @property
+    def checkpoint_id(self) -> PathLike:
+        return self.path
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: PathLike) -> bool:
+        return isinstance(checkpoint_id, Path) or "://" not in str(checkpoint_id)
 
 
 def _planned_entries(metadata: Metadata) -> List[tuple]:
@@ -83,7 +91,7 @@ def _planned_entries(metadata: Metadata) -> List[tuple]:
     return out
 
 
-class FileSystemWriter(StorageWriter, BlockingAsyncStager):
+class FileSystemWriter(_LocalDirectory, StorageWriter, BlockingAsyncStager):
     """DCP StorageWriter writing tensorseal's canonical DCP layout.
 
     Options keep the meaning of torch's FileSystemWriter, except:
@@ -107,19 +115,12 @@ class FileSystemWriter(StorageWriter, BlockingAsyncStager):
         self.thread_count = thread_count
         self.per_thread_copy_ahead = per_thread_copy_ahead
         self.overwrite = overwrite
-        self.rank = 0
-        self.is_coordinator = False
-
-    @property
-    def checkpoint_id(self) -> PathLike:
-        return self.path
 
     def reset(self, checkpoint_id: Optional[PathLike] = None) -> None:
         if checkpoint_id:
             self.path = os.fspath(checkpoint_id)
 
     def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
-        self.is_coordinator = is_coordinator
         if kwargs.get("use_collectives", True) is False:
             raise UnsupportedError("tensorseal.dcp writes one checkpoint per save: use_collectives=False (per-rank "
                                    ".metadata) is not supported", rule="dcp/write-unrepresentable")
@@ -136,7 +137,7 @@ class FileSystemWriter(StorageWriter, BlockingAsyncStager):
         return [dataclasses.replace(p, storage_data=i) for i, p in enumerate(plans)]
 
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> "Future[List[WriteResult]]":
-        rank = plan.storage_data if isinstance(plan.storage_data, int) else self.rank
+        rank = plan.storage_data  # this rank's index, set by the coordinator's prepare_global_plan
         items, index = [], {}
         for wi in plan.items:
             data = planner.resolve_data(wi)
@@ -168,12 +169,8 @@ class FileSystemWriter(StorageWriter, BlockingAsyncStager):
         records = [wr.storage_data for rank in results for wr in rank]
         _core.dcp_commit(self.path, _planned_entries(metadata), records, self.sync_files)
 
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id: PathLike) -> bool:
-        return _local_path(checkpoint_id)
 
-
-class FileSystemReader(StorageReader):
+class FileSystemReader(_LocalDirectory, StorageReader):
     """DCP StorageReader over tensorseal's C++ reader: never runs pickle.
 
     ``.metadata`` is read when the reader is made (or reset to a checkpoint_id), so an
@@ -192,10 +189,6 @@ class FileSystemReader(StorageReader):
         self.limits = limits
         self._reader: Any = None
         self._open_if_present()
-
-    @property
-    def checkpoint_id(self) -> PathLike:
-        return self.path
 
     def reset(self, checkpoint_id: Optional[PathLike] = None) -> None:
         if checkpoint_id:
@@ -267,7 +260,3 @@ class FileSystemReader(StorageReader):
         fut: Future = Future()
         fut.set_result(None)
         return fut
-
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id: PathLike) -> bool:
-        return _local_path(checkpoint_id)

@@ -132,15 +132,16 @@ void properties_of(const Object& props, Entry& e, const std::string& name) {
   if (st.size() > 4 && st[4].is(Value::Kind::kBool)) e.pin_memory = st[4].as_bool();
 }
 
-std::string index_key(const std::string& fqn, const std::vector<std::int64_t>* offsets) {
+
+}  // namespace
+
+std::string item_key(const std::string& fqn, const std::optional<std::vector<std::int64_t>>& offsets) {
   std::string k = fqn;
   k.push_back('\0');
-  if (offsets == nullptr) return k + "-";
+  if (!offsets) return k + "-";
   for (auto o : *offsets) k += std::to_string(o) + ",";
   return k;
 }
-
-}  // namespace
 
 bool looks_like_metadata(std::span<const std::byte> head) noexcept {
   if (head.size() < 2 || head[0] != std::byte{0x80} || static_cast<unsigned>(head[1]) < 2) return false;
@@ -192,7 +193,7 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
     if (off) st.offset = offsets;
     if (const Value* i = optional_field(idx, "index"); i && i->is(Value::Kind::kInt)) st.index = i->as_int();
     md.storage_order.push_back(std::move(st));
-    if (!storage.emplace(index_key(fqn, off ? &offsets : nullptr), s).second)
+    if (!storage.emplace(item_key(fqn, off ? std::optional(offsets) : std::nullopt), s).second)
       shape_error(name, "storage_data lists item '" + fqn + "' twice");
   }
 
@@ -205,7 +206,7 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
     e.fqn = text(k, "a state_dict_metadata key", name);
     if (v.is(Value::Kind::kObject) && v.as_object().callable &&
         v.as_object().callable->is_global(d::kMetadataModule, "BytesStorageMetadata")) {
-      const auto it = storage.find(index_key(e.fqn, nullptr));
+      const auto it = storage.find(item_key(e.fqn, std::nullopt));
       if (it == storage.end())
         throw Error(d::rules::kStorageMissing, "bytes item '" + e.fqn + "' has no storage_data entry", name);
       e.storage.push_back(it->second);
@@ -233,7 +234,7 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
           throw Error(d::rules::kChunkMismatch, "a chunk of tensor '" + e.fqn + "' has " +
                                                    std::to_string(ch.offsets.size()) + " dimensions, the tensor " +
                                                    std::to_string(e.size.size()), name);
-        const auto it = storage.find(index_key(e.fqn, &ch.offsets));
+        const auto it = storage.find(item_key(e.fqn, ch.offsets));
         if (it == storage.end())
           throw Error(d::rules::kStorageMissing, "chunk at " + shape_text(ch.offsets) + " of tensor '" + e.fqn +
                                                      "' has no storage_data entry", name);

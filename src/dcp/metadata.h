@@ -37,6 +37,9 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
 // storage_data in the order given, each dataclass as DCP pickles it, StorageMeta with
 // save_id / checkpoint_id when set (no load_id, no modules), version when set.
 std::string encode_metadata(const Metadata& md);
+// The key of a storage_data entry: MetadataIndex(fqn, offset) without the index hint
+// (chunk offsets for tensor chunks, none for BYTE_IO items).
+std::string item_key(const std::string& fqn, const std::optional<std::vector<std::int64_t>>& offsets);
 // A save_id derived from content instead of uuid4: the first 128 bits of `digest`
 // ("algo:hex") in UUID text form (8-4-4-4-12).
 std::string save_id_of(const std::string& digest);

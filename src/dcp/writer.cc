@@ -121,20 +121,6 @@ std::shared_ptr<const Tensor> rows(const Tensor& t, std::int64_t r0, std::int64_
   return make_contiguous(t.dtype, std::move(shape), Storage::owned(std::move(own), t.dtype));
 }
 
-// Writes into another sink, counting positions from 0 (each item is a file of its own).
-class ItemSink final : public Sink {
- public:
-  explicit ItemSink(Sink& to) : to_(to) {}
-  void write(std::span<const std::byte> data) override {
-    to_.write(data);
-    position_ += data.size();
-  }
-
- private:
-  Sink& to_;
-};
-
-
 }  // namespace
 
 void check_dcp_target(const fs::path& target) {
@@ -226,10 +212,7 @@ void write_dcp(const Value& root, const WriteOptions& options, const fs::path& d
     }
     sink.commit();
   }
-  const std::string bytes = dcp::encode_metadata(md);
-  AtomicFileSink sink(out.file(std::string(d::kMetadataFile)), options.fsync);
-  static_cast<Sink&>(sink).write(std::string_view(bytes));
-  sink.commit();
+  write_file_atomically(out.file(std::string(d::kMetadataFile)), dcp::encode_metadata(md), options.fsync);
   out.commit();
 }
 

@@ -137,4 +137,10 @@ void AtomicFileSink::commit() {
   }
 }
 
+void write_file_atomically(const std::filesystem::path& target, std::string_view bytes, bool fsync) {
+  AtomicFileSink sink(target, fsync);
+  static_cast<Sink&>(sink).write(bytes);
+  sink.commit();
+}
+
 }  // namespace tensorseal::detail

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -56,5 +57,26 @@ class AtomicFileSink final : public Sink {
   bool committed_ = false;
   std::string buffer_;
 };
+
+// One item inside a larger file (a DCP data file holds many torch.save zips): passes
+// the bytes on, counting positions from 0, and shows them to `tap` when given (a
+// checksum computed as the item is written).
+class ItemSink final : public Sink {
+ public:
+  explicit ItemSink(Sink& to, std::function<void(std::span<const std::byte>)> tap = {})
+      : to_(to), tap_(std::move(tap)) {}
+  void write(std::span<const std::byte> data) override {
+    to_.write(data);
+    if (tap_) tap_(data);
+    position_ += data.size();
+  }
+
+ private:
+  Sink& to_;
+  std::function<void(std::span<const std::byte>)> tap_;
+};
+
+// Writes `bytes` as the whole file `target` through an AtomicFileSink.
+void write_file_atomically(const std::filesystem::path& target, std::string_view bytes, bool fsync);
 
 }  // namespace tensorseal::detail

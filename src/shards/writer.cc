@@ -165,10 +165,7 @@ void write_hf_shards(const Value& root, const WriteOptions& options, const fs::p
   }
   nlohmann::json index = {{std::string(sh::kMetadataKey), {{std::string(sh::kTotalSizeKey), total}}},
                           {std::string(sh::kWeightMapKey), std::move(weight_map)}};
-  AtomicFileSink sink(out.file(std::string(sh::kSafetensorsIndex)), options.fsync);
-  const std::string text = index.dump(2, ' ', true) + "\n";
-  static_cast<Sink&>(sink).write(std::string_view(text));
-  sink.commit();
+  write_file_atomically(out.file(std::string(sh::kSafetensorsIndex)), index.dump(2, ' ', true) + "\n", options.fsync);
   out.commit();
 }
 

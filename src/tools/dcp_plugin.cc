@@ -29,7 +29,6 @@ namespace tensorseal {
 namespace d = tensorseal::dcp;
 namespace fs = std::filesystem;
 using detail::AtomicFileSink;
-using detail::Sink;
 
 namespace {
 
@@ -37,21 +36,6 @@ fs::path normal_target(const fs::path& target) {
   return target.filename().empty() ? target.parent_path() : target;  // "out/" names "out"
 }
 
-// Passes bytes on, counting positions from 0 and digesting them (one item's checksum).
-class ItemSink final : public Sink {
- public:
-  explicit ItemSink(Sink& to) : to_(to), digest_(HashAlgo::kXxh3) {}
-  void write(std::span<const std::byte> data) override {
-    to_.write(data);
-    digest_.update(data);
-    position_ += data.size();
-  }
-  std::string checksum() { return "xxh3:" + util::to_hex(digest_.finish()); }
-
- private:
-  Sink& to_;
-  detail::Digest digest_;
-};
 
 std::string digest_of(const Value& v) {
   HashOptions o;
@@ -71,22 +55,9 @@ std::pair<std::uint64_t, std::uint64_t> file_rank(const std::string& name) {
   return {r, n};
 }
 
-std::string item_key(const std::string& fqn, const std::optional<std::vector<std::int64_t>>& offsets) {
-  std::string k = fqn;
-  k.push_back('\0');
-  if (!offsets) return k + "-";
-  for (auto o : *offsets) k += std::to_string(o) + ",";
-  return k;
-}
 
 std::string item_text(const std::string& fqn, const std::optional<std::vector<std::int64_t>>& offsets) {
   return offsets ? "chunk at " + shape_text(*offsets) + " of tensor '" + fqn + "'" : "item '" + fqn + "'";
-}
-
-void write_file(const fs::path& path, const std::string& bytes, bool fsync) {
-  AtomicFileSink sink(path, fsync);
-  static_cast<Sink&>(sink).write(std::string_view(bytes));
-  sink.commit();
 }
 
 }  // namespace
@@ -170,10 +141,11 @@ std::vector<DcpRecord> dcp_write_items(const fs::path& target, std::uint32_t ran
                      .root;
     }
     const std::uint64_t offset = sink->position();
-    ItemSink item(*sink);
+    detail::Digest checksum(HashAlgo::kXxh3);
+    detail::ItemSink item(*sink, [&](std::span<const std::byte> b) { checksum.update(b); });
     detail::write_torch_zip(it.value, options, item);
     r.storage = {name, offset, item.position()};
-    r.checksum = item.checksum();
+    r.checksum = "xxh3:" + util::to_hex(checksum.finish());
     r.digest = digest_of(it.value);
     out.push_back(std::move(r));
   }
@@ -211,7 +183,7 @@ void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpR
 
   std::map<std::string, const DcpRecord*> by_key;
   for (const auto& r : records)
-    if (!by_key.emplace(item_key(r.fqn, r.offsets), &r).second)
+    if (!by_key.emplace(detail::dcp::item_key(r.fqn, r.offsets), &r).second)
       throw Error(d::rules::kWritePlan, item_text(r.fqn, r.offsets) + " was written twice", tname);
 
   detail::dcp::Metadata md;
@@ -222,7 +194,7 @@ void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpR
       throw Error(d::rules::kWritePlan, "the plan lists '" + md.entries[i].fqn + "' twice", tname);
   std::size_t used = 0;
   auto find = [&](const std::string& fqn, const std::optional<std::vector<std::int64_t>>& offsets) {
-    const auto it = by_key.find(item_key(fqn, offsets));
+    const auto it = by_key.find(detail::dcp::item_key(fqn, offsets));
     if (it == by_key.end())
       throw Error(d::rules::kWritePlan, item_text(fqn, offsets) + " was planned but no rank wrote it", tname);
     ++used;
@@ -243,7 +215,7 @@ void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpR
         throw Error(d::rules::kWritePlan, item_text(e.fqn, r->offsets) + " was written as " + std::string(name(r->dtype)) +
                                               shape_text(r->sizes) + ", planned as " + std::string(name(e.dtype)) +
                                               shape_text(e.chunks[c].sizes), tname);
-      index[item_key(e.fqn, e.chunks[c].offsets)] = static_cast<std::int64_t>(c);
+      index[detail::dcp::item_key(e.fqn, e.chunks[c].offsets)] = static_cast<std::int64_t>(c);
     }
   }
   if (used != records.size())
@@ -259,15 +231,15 @@ void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpR
   });
   for (const auto& r : records) {
     DcpStored st{r.fqn, r.offsets, std::nullopt, r.storage};
-    if (r.offsets) st.index = index[item_key(r.fqn, r.offsets)];
+    if (r.offsets) st.index = index[detail::dcp::item_key(r.fqn, r.offsets)];
     md.storage_order.push_back(std::move(st));
   }
   const std::string manifest = detail::dcp::encode_manifest(records);
   md.save_id = detail::dcp::save_id_of("sha256:" + sha256_hex({reinterpret_cast<const std::byte*>(manifest.data()),
                                                                  manifest.size()}));
   md.version = "1.0.0";
-  write_file(staging / d::kManifestFile, manifest, fsync);
-  write_file(staging / d::kMetadataFile, detail::dcp::encode_metadata(md), fsync);
+  detail::write_file_atomically(staging / d::kManifestFile, manifest, fsync);
+  detail::write_file_atomically(staging / d::kMetadataFile, detail::dcp::encode_metadata(md), fsync);
   detail::swap_into_place(staging, target, fsync, detail::check_dcp_target);
 }
 

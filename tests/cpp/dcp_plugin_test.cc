@@ -86,6 +86,14 @@ void flip(const fs::path& file, std::uint64_t at) {
   std::ofstream(file, std::ios::binary | std::ios::trunc) << b;
 }
 
+std::vector<DcpRecord> manifest_of(const fs::path& d) {
+  return detail::dcp::parse_manifest(testing::bytes_of(testing::read_all(d / ".tensorseal.json")), "manifest");
+}
+
+void rewrite_manifest(const fs::path& d, const std::vector<DcpRecord>& rows) {
+  std::ofstream(d / ".tensorseal.json", std::ios::binary | std::ios::trunc) << detail::dcp::encode_manifest(rows);
+}
+
 TEST(DcpPlugin, SameItemsSameBytesAndTheWholeReadsBack) {
   const auto base = fresh_base("same");
   const auto a = save(base / "a"), b = save(base / "elsewhere" / "b");
@@ -113,7 +121,7 @@ TEST(DcpPlugin, SameItemsSameBytesAndTheWholeReadsBack) {
 TEST(DcpPlugin, ChecksumNamesTheFileAndTheTensor) {
   const auto base = fresh_base("checksum");
   const auto d = save(base / "ckpt");
-  const auto rows = detail::dcp::parse_manifest(testing::bytes_of(testing::read_all(d / ".tensorseal.json")), "m");
+  const auto rows = manifest_of(d);
   const DcpRecord* w1 = nullptr;
   for (const auto& r : rows)
     if (r.fqn == "w" && r.offsets == std::vector<std::int64_t>{2, 0}) w1 = &r;
@@ -137,8 +145,7 @@ TEST(DcpPlugin, ChecksumNamesTheFileAndTheTensor) {
 TEST(DcpPlugin, DigestCatchesAChangedValue) {
   const auto base = fresh_base("digest");
   const auto d = save(base / "ckpt");
-  const auto mpath = d / ".tensorseal.json";
-  auto rows = detail::dcp::parse_manifest(testing::bytes_of(testing::read_all(mpath)), "m");
+  auto rows = manifest_of(d);
   for (auto& r : rows) {
     if (r.fqn != "b") continue;
     // Rewrite "b" as a different tensor of the same byte length in place.
@@ -150,7 +157,7 @@ TEST(DcpPlugin, DigestCatchesAChangedValue) {
     std::ofstream(d / r.storage.relative_path, std::ios::binary | std::ios::trunc) << file;
     r.checksum = detail::dcp::item_checksum(testing::bytes_of(other));
   }
-  std::ofstream(mpath, std::ios::binary | std::ios::trunc) << detail::dcp::encode_manifest(rows);
+  rewrite_manifest(d, rows);
   DcpReader r(d, {});
   EXPECT_EQ(testing::rule_of([&] { (void)r.chunk("b", {0}); }), "dcp/digest");
   fs::remove_all(base);
@@ -159,13 +166,12 @@ TEST(DcpPlugin, DigestCatchesAChangedValue) {
 TEST(DcpPlugin, ManifestMustMatchMetadata) {
   const auto base = fresh_base("manifest");
   const auto d = save(base / "ckpt");
-  const auto mpath = d / ".tensorseal.json";
-  auto rows = detail::dcp::parse_manifest(testing::bytes_of(testing::read_all(mpath)), "m");
+  auto rows = manifest_of(d);
   rows.pop_back();
-  std::ofstream(mpath, std::ios::binary | std::ios::trunc) << detail::dcp::encode_manifest(rows);
+  rewrite_manifest(d, rows);
   EXPECT_EQ(testing::rule_of([&] { DcpReader r(d, {}); }), "dcp/manifest");
   EXPECT_EQ(testing::rule_of([&] { (void)read_file(d); }), "dcp/manifest");
-  std::ofstream(mpath, std::ios::binary | std::ios::trunc) << "{\"format\": \"tensorseal.dcp\", \"version\": 2}";
+  std::ofstream(d / ".tensorseal.json", std::ios::trunc) << "{\"format\": \"tensorseal.dcp\", \"version\": 2}";
   EXPECT_EQ(testing::rule_of([&] { (void)read_file(d); }), "dcp/manifest");
   fs::remove_all(base);
 }
