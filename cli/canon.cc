@@ -16,19 +16,40 @@
 #include <filesystem>
 
 #include "common.h"
+#include "progress.h"
 
 namespace tseal {
 namespace {
 
-void write_canonical(const tensorseal::Checkpoint& c, const std::string& out, tensorseal::Format f, unsigned threads,
-                     std::uint64_t max_shard_size = 0, std::uint32_t world_size = 0) {
-  tensorseal::WriteOptions o = tensorseal::canonical_write_options(c, f, threads);
+// How canon and convert write: worker threads, fsync, progress.
+struct WriteFlags {
+  unsigned threads = 0;
+  bool no_fsync = false;
+  bool quiet = false;
+};
+
+std::shared_ptr<WriteFlags> add_write_flags(CLI::App* cmd) {
+  auto flags = std::make_shared<WriteFlags>();
+  cmd->add_option("--threads", flags->threads, "worker threads (never changes the bytes)");
+  cmd->add_flag("--no-fsync", flags->no_fsync,
+                "skip fsync of the file and its directory (the write stays atomic, but a power loss right "
+                "after it may lose it; faster on real disks)");
+  cmd->add_flag("-q,--quiet", flags->quiet, "no progress bar (it is drawn only on a terminal anyway)");
+  return flags;
+}
+
+void write_canonical(const tensorseal::Checkpoint& c, const std::string& out, tensorseal::Format f,
+                     const WriteFlags& flags, std::uint64_t max_shard_size = 0, std::uint32_t world_size = 0) {
+  tensorseal::WriteOptions o = tensorseal::canonical_write_options(c, f, flags.threads);
+  o.fsync = !flags.no_fsync;
   if (world_size != 0) o.world_size = world_size;
   // canon keeps a shard directory's split; convert --shards SIZE makes a new one.
   if (max_shard_size != 0) {
     o.max_shard_size = max_shard_size;
     o.shard_counts.clear();
   }
+  ProgressBar bar("writing " + out, flags.quiet);
+  o.progress = bar.callback();
   tensorseal::write_file(c.root, out, f, o);
 }
 
@@ -51,12 +72,15 @@ void write_stdout(const std::string& bytes) {
 }
 
 // canon --check: one line per file that is not canonical; errors as usual, and go on.
-int check_files(const std::vector<std::string>& files, const tensorseal::CanonCheckOptions& o) {
+int check_files(const std::vector<std::string>& files, tensorseal::CanonCheckOptions o, bool quiet) {
   using namespace tensorseal;
   int status = kExitOk;
   for (const auto& f : files) {
     try {
+      ProgressBar bar("checking " + f, quiet);
+      o.progress = bar.callback();
       const CanonCheck r = check_canonical_file(f, o);
+      bar.clear();
       if (!r.canonical) {
         std::printf("%s: not canonical: %s\n", f.c_str(), r.reason.c_str());
         if (status == kExitOk) status = kExitDifferent;
@@ -110,7 +134,6 @@ Runner add_canon(CLI::App& app) {
   auto from_stdin = std::make_shared<bool>(false);
   auto check = std::make_shared<bool>(false);
   auto allow_unsafe = std::make_shared<bool>(false);
-  auto threads = std::make_shared<unsigned>(0);
   cmd->add_option("IN", *ins, "input checkpoint (with --check: every file to check)");
   cmd->add_option("-o,--output", *out, "output file");
   cmd->add_flag("--in-place", *in_place, "replace IN atomically (keeps its format family)");
@@ -119,7 +142,7 @@ Runner add_canon(CLI::App& app) {
   cmd->add_flag("--check", *check,
                 "write nothing; exit 0 when every IN is already canonical, 1 naming those that are not");
   cmd->add_flag("--allow-unsafe", *allow_unsafe, "rewrite a file that references dangerous globals (refused by default)");
-  cmd->add_option("--threads", *threads, "worker threads (never changes the bytes)");
+  auto flags = add_write_flags(cmd);
   auto limits = add_limits(cmd);
   return [=]() {
     using namespace tensorseal;
@@ -128,9 +151,9 @@ Runner add_canon(CLI::App& app) {
       if (outputs != 0 || *from_stdin) throw Error(rules::kInvalidArgument, "--check writes nothing and reads files: no -o, --in-place, --stdout or --stdin");
       if (ins->empty()) throw Error(rules::kInvalidArgument, "--check needs at least one FILE");
       CanonCheckOptions o;
-      o.threads = *threads;
+      o.threads = flags->threads;
       o.limits = *limits;
-      return check_files(*ins, o);
+      return check_files(*ins, o, flags->quiet);
     }
     if (*from_stdin ? !ins->empty() : ins->size() != 1)
       throw Error(rules::kInvalidArgument, *from_stdin ? "--stdin reads no IN file" : "give exactly one IN (or --stdin)");
@@ -147,7 +170,7 @@ Runner add_canon(CLI::App& app) {
       }
     }
     if (*to_stdout) {
-      write_stdout(canonical_bytes(c, *threads));
+      write_stdout(canonical_bytes(c, flags->threads));
       return kExitOk;
     }
     const Format f = canonical_format(c);
@@ -158,7 +181,7 @@ Runner add_canon(CLI::App& app) {
                                                  std::string(format_name(f)) + " for this " +
                                                  std::string(format_name(c.format)) + " file; use tseal convert");
     }
-    write_canonical(c, *in_place ? ins->front() : *out, f, *threads);
+    write_canonical(c, *in_place ? ins->front() : *out, f, *flags);
     return kExitOk;
   };
 }
@@ -169,7 +192,6 @@ Runner add_convert(CLI::App& app) {
   auto out = std::make_shared<std::string>();
   auto to = std::make_shared<std::string>();
   auto shards = std::make_shared<std::string>();
-  auto threads = std::make_shared<unsigned>(0);
   auto world = std::make_shared<std::uint32_t>(0);
   const auto names = writable_names();
   std::string choices;
@@ -184,7 +206,7 @@ Runner add_convert(CLI::App& app) {
                   "write OUT as a canonical torch.distributed.checkpoint directory split over N ranks' files "
                   "(implies --to dcp)")
       ->check(CLI::Range(1u, 1u << 20));
-  cmd->add_option("--threads", *threads, "worker threads (never changes the bytes)");
+  auto flags = add_write_flags(cmd);
   auto limits = add_limits(cmd);
   return [=]() {
     using namespace tensorseal;
@@ -203,7 +225,7 @@ Runner add_convert(CLI::App& app) {
     if (f == Format::kUnknown)
       throw Error(rules::kInvalidArgument, "cannot tell the output format from '" + *out + "'; use --to");
     Checkpoint c = read_file(*in, read_options(*limits));
-    write_canonical(c, *out, f, *threads, max_shard_size, *world);
+    write_canonical(c, *out, f, *flags, max_shard_size, *world);
     return kExitOk;
   };
 }

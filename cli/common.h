@@ -30,6 +30,8 @@ Runner add_diff(CLI::App& app);
 Runner add_explain(CLI::App& app);
 Runner add_verify(CLI::App& app);
 Runner add_git_setup(CLI::App& app);
+Runner add_manifest(CLI::App& app);
+Runner add_sign(CLI::App& app);
 
 // Adds --threads N (0 = all cores) to a command; the value is set while parsing.
 std::shared_ptr<unsigned> add_threads(CLI::App* cmd);

@@ -1,46 +1,16 @@
 // tseal diff A B [--json] [--atol X] [--rtol X] [--ulp N] [--report FILE.html]:
 // value-level comparison. Exit 0 equal (bit-exact, or within the given tolerances),
 // 1 different, 2 error.
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
 #include "common.h"
+#include "progress.h"
 
 namespace tseal {
 namespace {
 
 std::string num(double v, int digits = 4) { return tensorseal::number_text(v, digits); }
-
-// A progress bar on stderr, drawn only when stderr is a terminal and the work has
-// taken more than a second; at most ten updates a second.
-class Progress {
- public:
-  Progress() : tty_(::isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
-  ~Progress() {
-    if (drawn_) std::fprintf(stderr, "\r%60s\r", "");
-  }
-  void update(std::uint64_t done, std::uint64_t total) {
-    if (!tty_ || total == 0) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - start_ < std::chrono::seconds(1) || now - last_ < std::chrono::milliseconds(100)) return;
-    last_ = now;
-    drawn_ = true;
-    const int width = 30;
-    const int filled = static_cast<int>(width * static_cast<double>(done) / static_cast<double>(total));
-    std::fprintf(stderr, "\rcomparing [%.*s%*s] %3d%% of %.1f MiB", filled, "##############################",
-                 width - filled, "", static_cast<int>(100.0 * static_cast<double>(done) / static_cast<double>(total)),
-                 static_cast<double>(total) / (1 << 20));
-    std::fflush(stderr);
-  }
-
- private:
-  bool tty_;
-  bool drawn_ = false;
-  std::chrono::steady_clock::time_point start_, last_{};
-};
 
 std::string summary_line(const tensorseal::DiffReport& r) {
   const auto total = std::to_string(r.total_tensors());
@@ -157,7 +127,8 @@ Runner add_diff(CLI::App& app) {
   cmd->add_flag("--all", args->all, "list identical tensors too");
   auto threads = add_threads(cmd);
   auto limits = add_limits(cmd);
-  return [args, threads, limits]() {
+  auto quiet = add_quiet(cmd);
+  return [args, threads, limits, quiet]() {
     using namespace tensorseal;
     Checkpoint a = read_file(args->a, read_options(*limits));
     Checkpoint b = read_file(args->b, read_options(*limits));
@@ -167,10 +138,12 @@ Runner add_diff(CLI::App& app) {
     o.ulp = args->ulp;
     o.threads = *threads;
     o.histogram = !args->report.empty();
-    auto progress = std::make_shared<Progress>();
-    o.progress = [progress](std::uint64_t done, std::uint64_t total) { progress->update(done, total); };
-    DiffReport r = diff(a, b, o);
-    progress.reset();
+    DiffReport r;
+    {
+      ProgressBar bar("comparing", *quiet);
+      o.progress = bar.callback();
+      r = diff(a, b, o);
+    }
     if (!args->report.empty()) write_html_report(r, args->report);
     if (args->json) std::printf("%s\n", to_json(r).c_str());
     else print_human(r, args->all);

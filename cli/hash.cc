@@ -2,6 +2,7 @@
 // file that cannot be hashed is reported on stderr ("tseal: error: ...") and the
 // others are still hashed; the exit status is then 2.
 #include "common.h"
+#include "progress.h"
 
 namespace tseal {
 
@@ -13,6 +14,7 @@ Runner add_hash(CLI::App& app) {
   cmd->add_flag("--fast", *fast, "XXH3-128 instead of SHA-256 (not for security)");
   auto threads = add_threads(cmd);
   auto limits = add_limits(cmd);
+  auto quiet = add_quiet(cmd);
   return [=]() {
     using namespace tensorseal;
     int status = kExitOk;
@@ -22,8 +24,12 @@ Runner add_hash(CLI::App& app) {
         o.algo = *fast ? HashAlgo::kXxh3 : HashAlgo::kSha256;
         o.threads = *threads;
         o.limits = *limits;
+        ProgressBar bar("hashing " + f, *quiet);
+        o.progress = bar.callback();
         // hash_file == content_hash(read_file(f).root): zip CRCs verified while hashing.
-        std::printf("%s  %s\n", hash_file(f, o).c_str(), f.c_str());
+        const std::string h = hash_file(f, o);
+        bar.clear();
+        std::printf("%s  %s\n", h.c_str(), f.c_str());
       } catch (const Error& e) {
         std::fflush(stdout);
         std::fprintf(stderr, "tseal: error: %s\n", e.what());

@@ -2,6 +2,7 @@
 // SHA-256, and the content hash (tensorseal/inspect.h). --textconv prints the stable
 // text git's diff driver compares (tensorseal::to_textconv), values included.
 #include "common.h"
+#include "progress.h"
 
 namespace tseal {
 
@@ -18,13 +19,18 @@ Runner add_inspect(CLI::App& app) {
       ->excludes(json_flag);
   auto threads = add_threads(cmd);
   auto limits = add_limits(cmd);
+  auto quiet = add_quiet(cmd);
   return [=]() {
     using namespace tensorseal;
     InspectOptions o;
     o.threads = *threads;
     o.limits = *limits;
     o.values = *textconv;
+    // git runs --textconv with the user's terminal as stderr: no bar there.
+    ProgressBar bar("inspecting", *quiet || *textconv);
+    o.progress = bar.callback();
     const InspectReport r = inspect_file(*file, o);
+    bar.clear();
     if (*textconv) {
       std::fputs(to_textconv(r).c_str(), stdout);
       return kExitOk;

@@ -6,6 +6,7 @@
 // one is an error, reported like hash does: "tseal: error: ..." on stderr, and the
 // other files are still verified.
 #include "common.h"
+#include "progress.h"
 
 namespace tseal {
 
@@ -17,15 +18,31 @@ Runner add_verify(CLI::App& app) {
   cmd->add_flag("--json", *as_json, "print one JSON object (schema in docs/cli.md)");
   auto threads = add_threads(cmd);
   auto limits = add_limits(cmd);
+  auto quiet = add_quiet(cmd);
+  auto signature = std::make_shared<std::string>();
+  auto pub = std::make_shared<std::string>();
+  auto* sig_opt = cmd->add_option("--signature", *signature,
+                                  "also check this signature (tseal sign) against the file's content");
+  auto* pub_opt = cmd->add_option("--pub", *pub, "the PEM public key that checks --signature");
+  sig_opt->needs(pub_opt);
+  pub_opt->needs(sig_opt);
   return [=]() {
     using namespace tensorseal;
     VerifyOptions o;
     o.threads = *threads;
     o.limits = *limits;
+    o.signature = *signature;
+    o.public_key = *pub;
+    if (!signature->empty() && files->size() != 1)
+      throw Error(rules::kInvalidArgument, "--signature signs one checkpoint: give exactly one FILE");
     std::vector<VerifyResult> results;
     int status = kExitOk;
     for (const auto& f : *files) {
-      results.push_back(verify_file(f, o));
+      {
+        ProgressBar bar("verifying " + f, *quiet);
+        o.progress = bar.callback();
+        results.push_back(verify_file(f, o));
+      }
       const auto& r = results.back();
       if (r.status == VerifyStatus::kCorrupt) status = std::max(status, kExitDifferent);
       if (r.status == VerifyStatus::kError) status = kExitError;
@@ -34,7 +51,12 @@ Runner add_verify(CLI::App& app) {
       std::string msg = r.message;
       if (msg.starts_with(f + ": ")) msg.erase(0, f.size() + 2);
       switch (r.status) {
-        case VerifyStatus::kOk: std::printf("OK  %s\n", f.c_str()); break;
+        case VerifyStatus::kOk:
+          if (r.signature)
+            std::printf("OK  %s: signed by %s key %s (%s)\n", f.c_str(), r.signature->key_type.c_str(),
+                        r.signature->key_id.substr(0, 16).c_str(), r.signature->content_hash.c_str());
+          else std::printf("OK  %s\n", f.c_str());
+          break;
         case VerifyStatus::kCorrupt: std::printf("CORRUPT  %s: %s\n", f.c_str(), msg.c_str()); break;
         case VerifyStatus::kError:
           std::fflush(stdout);

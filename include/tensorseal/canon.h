@@ -18,6 +18,7 @@
 #include "tensorseal/export.h"
 #include "tensorseal/format.h"
 #include "tensorseal/limits.h"
+#include "tensorseal/progress.h"
 #include "tensorseal/write.h"
 
 TENSORSEAL_API_BEGIN
@@ -56,12 +57,13 @@ struct CanonCheck {
 struct CanonCheckOptions {
   unsigned threads = 0;  // never changes the result
   Limits limits;         // for check_canonical_file's read
+  Progress progress;     // canonical bytes compared of all (tensorseal/progress.h)
 };
 
 // Compares `bytes` (the file `c` was read from) with the canonical bytes of `c`,
 // streaming: the canonical form is never held in memory. Writes nothing.
 [[nodiscard]] CanonCheck check_canonical(const Checkpoint& c, std::span<const std::byte> bytes,
-                                         unsigned threads = 0);
+                                         unsigned threads = 0, const Progress& progress = {});
 // Reads (with every checksum verified) and checks a file. Throws Error for unreadable
 // input, and kCanonCheckDirectory for a directory (a shard directory is many files).
 [[nodiscard]] CanonCheck check_canonical_file(const std::filesystem::path& path,

@@ -20,6 +20,7 @@
 #include "tensorseal/export.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/dtype.h"
+#include "tensorseal/progress.h"
 
 TENSORSEAL_API_BEGIN
 namespace tensorseal {
@@ -31,9 +32,8 @@ struct DiffOptions {
   std::uint64_t ulp = 0;
   unsigned threads = 0;     // 0: all cores; never changes the report
   bool histogram = false;   // collect a ULP histogram per tensor (for the HTML report)
-  // Called with (bytes compared so far, total bytes) while comparing; calls are
-  // serialised by the library. Null: no progress.
-  std::function<void(std::uint64_t done, std::uint64_t total)> progress;
+  // Bytes of A compared of all (tensorseal/progress.h).
+  Progress progress;
 };
 
 enum class TensorStatus : std::uint8_t {

@@ -14,6 +14,7 @@
 
 #include "tensorseal/export.h"
 #include "tensorseal/limits.h"
+#include "tensorseal/progress.h"
 #include "tensorseal/value.h"
 
 TENSORSEAL_API_BEGIN
@@ -25,6 +26,7 @@ struct HashOptions {
   HashAlgo algo = HashAlgo::kSha256;
   unsigned threads = 0;  // 0: all cores. The result never depends on this.
   Limits limits;         // for hash_file's read
+  Progress progress;     // bytes hashed (and checksummed) of all; tensorseal/progress.h
 };
 
 // "sha256:<64 hex>" or "xxh3:<32 hex>".

@@ -12,6 +12,7 @@
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/dtype.h"
 #include "tensorseal/limits.h"
+#include "tensorseal/progress.h"
 
 TENSORSEAL_API_BEGIN
 namespace tensorseal {
@@ -20,6 +21,7 @@ struct InspectOptions {
   unsigned threads = 0;  // 0: all cores. The report never depends on this.
   Limits limits;         // for inspect_file's read
   bool values = false;   // also list the non-tensor leaves (InspectReport::values)
+  Progress progress;     // bytes digested of all (tensorseal/progress.h)
 };
 
 struct InspectTensor {

@@ -16,6 +16,7 @@
 #include "tensorseal/limits.h"
 #include "tensorseal/safetensors.h"
 #include "tensorseal/scan.h"
+#include "tensorseal/sign.h"
 #include "tensorseal/storage.h"
 #include "tensorseal/tensor.h"
 #include "tensorseal/value.h"

@@ -16,7 +16,9 @@
 
 #include "tensorseal/export.h"
 #include "tensorseal/limits.h"
+#include "tensorseal/progress.h"
 #include "tensorseal/scan.h"
+#include "tensorseal/sign.h"
 
 TENSORSEAL_API_BEGIN
 namespace tensorseal {
@@ -46,11 +48,20 @@ struct VerifyResult {
   // each: no CRCs recorded (torch.serialization.set_crc32_options(False)), records
   // torch never reads. They do not change `status`.
   std::vector<std::string> warnings;
+  // With VerifyOptions::signature: the signer, when the signature verified and its
+  // manifest matched the content.
+  std::optional<SignatureCheck> signature;
 };
 
 struct VerifyOptions {
   Limits limits;
-  unsigned threads = 0;  // for recomputing the content hash
+  unsigned threads = 0;  // for the pass over the tensor data
+  Progress progress;     // tensor bytes checked of all (tensorseal/progress.h)
+  // With both set: also check the signature `signature` (a Sigstore bundle from
+  // sign_statement) with the PEM public key `public_key`, and that the statement it
+  // signs is this file's manifest (tensorseal/sign.h). A failure makes the file
+  // kCorrupt with the sign/... rule (kError for an unreadable key).
+  std::filesystem::path signature, public_key;
 };
 
 // The safetensors __metadata__ key under which a writer may embed the content hash

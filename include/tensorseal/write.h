@@ -14,6 +14,7 @@
 
 #include "tensorseal/export.h"
 #include "tensorseal/checkpoint.h"
+#include "tensorseal/progress.h"
 #include "tensorseal/value.h"
 
 TENSORSEAL_API_BEGIN
@@ -27,6 +28,7 @@ struct WriteOptions {
   bool empty_metadata = false;
   unsigned threads = 0;  // 0: all cores; never changes the bytes
   bool fsync = true;     // fsync file and directory before/after the rename
+  Progress progress;     // tensor bytes written of all (tensorseal/progress.h)
   // hf-shards (a directory): the most tensor bytes per shard file (0: huggingface_hub's
   // default, 5GB); a tensor larger than this gets a shard of its own.
   std::uint64_t max_shard_size = 0;
@@ -48,6 +50,10 @@ struct WriteOptions {
 // nothing is left at `path` that was not there before.
 void write_file(const Value& root, const std::filesystem::path& path, Format format,
                 const WriteOptions& options = {});
+// Writes `bytes` as the whole file `path`, atomically as write_file does (for the
+// tools' text outputs: manifests, signatures, reports).
+void write_text_file(const std::filesystem::path& path, std::string_view bytes, bool fsync = true);
+
 // The same bytes, in memory.
 [[nodiscard]] std::string write_bytes(const Value& root, Format format, const WriteOptions& options = {});
 

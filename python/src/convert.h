@@ -309,4 +309,17 @@ inline ReadOptions read_options(const LimitPairs& limits, bool verify = true) {
   return o;
 }
 
+// Python's progress= (a callable(done, total) or None) as the library's callback. The
+// library calls it serialised from any thread; it runs under the GIL. An exception it
+// raises stops the work and reaches the caller as itself (nb::python_error). The
+// callable is released under the GIL wherever the callback is destroyed.
+inline Progress progress_of(nb::handle fn) {
+  if (fn.is_none()) return {};
+  auto held = hold(nb::borrow<nb::object>(fn));
+  return [held](std::uint64_t done, std::uint64_t total) {
+    nb::gil_scoped_acquire gil;
+    nb::handle(static_cast<const nb::object*>(held.get())->ptr())(done, total);
+  };
+}
+
 }  // namespace tensorseal::py

@@ -98,7 +98,7 @@ nb::list names_to_py(const SafetensorsIndex& idx, const std::vector<std::uint32_
     const std::string& n = idx.entries[order[i]].name;
     PyObject* s = PyUnicode_DecodeUTF8(n.data(), static_cast<Py_ssize_t>(n.size()), "surrogateescape");
     if (s == nullptr) throw nb::python_error();
-    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), s);
+    PyList_SetItem(list, static_cast<Py_ssize_t>(i), s);  // steals s; in the limited API (abi3 wheel)
   }
   return out;
 }
@@ -218,7 +218,7 @@ NB_MODULE(_tensorseal, m) {
   m.def("write_file", [](nb::handle obj, const std::string& path, const std::string& format,
                          const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads,
                          bool split_storages, bool empty_metadata, std::uint64_t max_shard_size,
-                         std::uint32_t world_size) {
+                         std::uint32_t world_size, bool fsync, nb::handle progress) {
         FromPy conv;
         conv.split_storages = split_storages;
         Value root = conv.convert(obj);
@@ -226,11 +226,14 @@ NB_MODULE(_tensorseal, m) {
         WriteOptions o = write_options(metadata, threads, empty_metadata);
         o.max_shard_size = max_shard_size;
         o.world_size = world_size;
+        o.fsync = fsync;
+        o.progress = progress_of(progress);
         nb::gil_scoped_release nogil;
         write_file(root, path, f, o);
       }, nb::arg("obj"), nb::arg("path"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
       nb::arg("threads") = 0, nb::arg("split_storages") = false, nb::arg("empty_metadata") = false,
-      nb::arg("max_shard_size") = 0, nb::arg("world_size") = 0);
+      nb::arg("max_shard_size") = 0, nb::arg("world_size") = 0, nb::arg("fsync") = true,
+      nb::arg("progress") = nb::none());
 
   m.def("parse_shard_size", [](const std::string& text) { return parse_shard_size(text); });
 
@@ -250,62 +253,69 @@ NB_MODULE(_tensorseal, m) {
       }, nb::arg("obj"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
       nb::arg("threads") = 0, nb::arg("split_storages") = false, nb::arg("empty_metadata") = false);
 
-  m.def("hash_file", [](const std::string& path, bool fast, unsigned threads, const LimitPairs& limits) {
+  m.def("hash_file", [](const std::string& path, bool fast, unsigned threads, const LimitPairs& limits,
+                        nb::handle progress) {
         HashOptions o;
         o.algo = fast ? HashAlgo::kXxh3 : HashAlgo::kSha256;
         o.threads = threads;
         o.limits = limits_of(limits);
+        o.progress = progress_of(progress);
         nb::gil_scoped_release nogil;
         return hash_file(path, o);  // = content_hash(read_file(path).root), zip CRCs fused into the pass
-      }, nb::arg("path"), nb::arg("fast") = false, nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{});
+      }, nb::arg("path"), nb::arg("fast") = false, nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{},
+      nb::arg("progress") = nb::none());
 
-  m.def("hash_object", [](nb::handle obj, bool fast, unsigned threads) {
+  m.def("hash_object", [](nb::handle obj, bool fast, unsigned threads, nb::handle progress) {
         FromPy conv;
         Value root = conv.convert(obj);
-        nb::gil_scoped_release nogil;
         HashOptions o;
         o.algo = fast ? HashAlgo::kXxh3 : HashAlgo::kSha256;
         o.threads = threads;
+        o.progress = progress_of(progress);
+        nb::gil_scoped_release nogil;
         return content_hash(root, o);
-      }, nb::arg("obj"), nb::arg("fast") = false, nb::arg("threads") = 0);
+      }, nb::arg("obj"), nb::arg("fast") = false, nb::arg("threads") = 0, nb::arg("progress") = nb::none());
 
   // Tools: each returns exactly what the CLI prints with --json (the library's own
   // renderers), so Python and CLI results agree by construction.
-  m.def("inspect_json", [](const std::string& path, unsigned threads, const LimitPairs& limits) {
+  m.def("inspect_json", [](const std::string& path, unsigned threads, const LimitPairs& limits, nb::handle progress) {
         InspectOptions o;
         o.threads = threads;
         o.limits = limits_of(limits);
+        o.progress = progress_of(progress);
         nb::gil_scoped_release nogil;
         return to_json(inspect_file(path, o));
-      }, nb::arg("path"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{});
+      }, nb::arg("path"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{}, nb::arg("progress") = nb::none());
 
-  m.def("is_canonical", [](const std::string& path, unsigned threads, const LimitPairs& limits) {
+  m.def("is_canonical", [](const std::string& path, unsigned threads, const LimitPairs& limits, nb::handle progress) {
         CanonCheckOptions o;
         o.threads = threads;
         o.limits = limits_of(limits);
+        o.progress = progress_of(progress);
         nb::gil_scoped_release nogil;
         return check_canonical_file(path, o).canonical;  // == tseal canon --check
-      }, nb::arg("path"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{});
+      }, nb::arg("path"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{}, nb::arg("progress") = nb::none());
 
   m.def("diff_json", [](nb::handle a, nb::handle b, const std::string& name_a, const std::string& name_b,
                         double atol, double rtol, std::uint64_t ulp, unsigned threads, const std::string& report,
-                        const LimitPairs& limits) {
+                        const LimitPairs& limits, nb::handle progress) {
         const ReadOptions ro = read_options(limits);
         Checkpoint ca = checkpoint_of(a, name_a, ro);
         Checkpoint cb = checkpoint_of(b, name_b, ro);
-        nb::gil_scoped_release nogil;
         DiffOptions o;
         o.atol = atol;
         o.rtol = rtol;
         o.ulp = ulp;
         o.threads = threads;
         o.histogram = !report.empty();
+        o.progress = progress_of(progress);
+        nb::gil_scoped_release nogil;
         const DiffReport r = diff(ca, cb, o);
         if (!report.empty()) write_html_report(r, report);
         return to_json(r);
       }, nb::arg("a"), nb::arg("b"), nb::arg("name_a"), nb::arg("name_b"), nb::arg("atol") = 0.0,
       nb::arg("rtol") = 0.0, nb::arg("ulp") = 0, nb::arg("threads") = 0, nb::arg("report") = "",
-      nb::arg("limits") = LimitPairs{});
+      nb::arg("limits") = LimitPairs{}, nb::arg("progress") = nb::none());
 
   m.def("explain_json", [](nb::handle a, nb::handle b, const std::string& name_a, const std::string& name_b,
                            const LimitPairs& limits) {
@@ -316,15 +326,17 @@ NB_MODULE(_tensorseal, m) {
         return to_json(explain(ca, cb));
       }, nb::arg("a"), nb::arg("b"), nb::arg("name_a"), nb::arg("name_b"), nb::arg("limits") = LimitPairs{});
 
-  m.def("verify_json", [](const std::vector<std::string>& paths, unsigned threads, const LimitPairs& limits) {
+  m.def("verify_json", [](const std::vector<std::string>& paths, unsigned threads, const LimitPairs& limits,
+                          nb::handle progress) {
         VerifyOptions o;
         o.threads = threads;
         o.limits = limits_of(limits);
+        o.progress = progress_of(progress);
         nb::gil_scoped_release nogil;
         std::vector<VerifyResult> results;
         for (const auto& p : paths) results.push_back(verify_file(p, o));
         return to_json(results);
-      }, nb::arg("paths"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{});
+      }, nb::arg("paths"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{}, nb::arg("progress") = nb::none());
 
   m.def("scan_json", [](const std::string& path, const LimitPairs& limits) {
         const ReadOptions ro = read_options(limits);

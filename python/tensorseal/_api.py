@@ -3,9 +3,11 @@ C++ core; this module converts arguments and results."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+import warnings
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import _tensorseal as _core
 from .errors import invalid_argument
@@ -13,6 +15,41 @@ from .limits import LimitsArg, limit_pairs
 from .objects import Opaque
 
 PathLike = Union[str, "os.PathLike[str]"]
+# progress=: a callable(done, total) in bytes, True for a tqdm bar, or None/False.
+ProgressArg = Union[None, bool, Callable[[int, int], Any]]
+
+
+@contextlib.contextmanager
+def _progress(progress: ProgressArg, desc: str) -> Iterator[Optional[Callable[[int, int], Any]]]:
+    """The callback the core calls for ``progress=`` (bytes done, bytes in all), serialised
+    and under the GIL; with ``True`` a tqdm bar (closed when the work ends or fails)."""
+    if progress is None or progress is False:
+        yield None
+        return
+    if progress is True:
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            warnings.warn("progress=True draws a tqdm bar, and tqdm is not installed", stacklevel=3)
+            yield None
+            return
+        bar = tqdm(desc=desc, unit="B", unit_scale=True, unit_divisor=1024, leave=False)
+
+        def update(done: int, total: int) -> None:
+            if bar.total != total:
+                bar.total = total
+            bar.update(done - bar.n)
+            if done == total:
+                bar.refresh()  # fast work ends inside tqdm's redraw interval: show the end
+
+        try:
+            yield update
+        finally:
+            bar.close()
+        return
+    if not callable(progress):
+        raise invalid_argument(f"progress must be a callable(done, total), True or None, not {type(progress).__name__}")
+    yield progress
 
 
 def _default_framework() -> str:
@@ -113,7 +150,8 @@ def load_bytes(data: Union[bytes, bytearray, memoryview], *, framework: Optional
 
 def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
          metadata: Optional[Dict[str, str]] = None, threads: int = 0,
-         max_shard_size: Union[int, str, None] = None, world_size: Optional[int] = None) -> None:
+         max_shard_size: Union[int, str, None] = None, world_size: Optional[int] = None,
+         durable: bool = True, progress: ProgressArg = None) -> None:
     """Writes ``obj`` canonically: the bytes depend only on the content.
 
     ``obj``: a tensor, array, or any nesting of dicts/OrderedDicts/lists/tuples with
@@ -134,6 +172,11 @@ def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
     ``world_size`` (or ``format="dcp"``): ``path`` becomes a canonical
     torch.distributed.checkpoint directory that ``dcp.load`` reads, its tensors split
     on dim 0 over that many ranks' files (default 1; docs/formats/dcp.md).
+
+    ``durable=False`` skips the fsync of the file and its directory (``tseal
+    --no-fsync``): the write stays atomic (never a half-written file at ``path``), but
+    a power loss soon after may lose it. ``progress``: a callable(done, total) called
+    with tensor bytes written, or True for a tqdm bar.
     """
     size = 0
     if max_shard_size is not None:
@@ -151,8 +194,9 @@ def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
         ranks = int(world_size)
         if ranks <= 0:
             raise invalid_argument(f"world_size must be positive, not {world_size!r}", os.fspath(path))
-    _core.write_file(obj, os.fspath(path), _format_for(path, format), sorted((metadata or {}).items()), threads,
-                     max_shard_size=size, world_size=ranks)
+    with _progress(progress, f"writing {os.fspath(path)}") as cb:
+        _core.write_file(obj, os.fspath(path), _format_for(path, format), sorted((metadata or {}).items()), threads,
+                         max_shard_size=size, world_size=ranks, fsync=bool(durable), progress=cb)
 
 
 def save_bytes(obj: Any, format: str, *, metadata: Optional[Dict[str, str]] = None, threads: int = 0) -> bytes:
@@ -160,28 +204,34 @@ def save_bytes(obj: Any, format: str, *, metadata: Optional[Dict[str, str]] = No
     return _core.write_bytes(obj, _format_for("", format), sorted((metadata or {}).items()), threads)
 
 
-def hash(path_or_obj: Any, *, fast: bool = False, threads: int = 0, limits: LimitsArg = None) -> str:
+def hash(path_or_obj: Any, *, fast: bool = False, threads: int = 0, limits: LimitsArg = None,
+         progress: ProgressArg = None) -> str:
     """Content hash ("sha256:<hex>"; "xxh3:<hex>" with fast=True) of a file or of an
     in-memory object, as ``tseal hash`` prints it. Independent of container, layout,
     dict order and file name. The GIL is released while hashing. ``limits``: resource
-    limits of reading the file."""
+    limits of reading the file. ``progress``: a callable(done, total) called with bytes
+    hashed, or True for a tqdm bar."""
     pairs = limit_pairs(limits)
-    if _is_path(path_or_obj):
-        return _core.hash_file(os.fspath(path_or_obj), fast, threads, pairs)
-    return _core.hash_object(path_or_obj, fast, threads)
+    with _progress(progress, "hashing") as cb:
+        if _is_path(path_or_obj):
+            return _core.hash_file(os.fspath(path_or_obj), fast, threads, pairs, progress=cb)
+        return _core.hash_object(path_or_obj, fast, threads, progress=cb)
 
 
-def inspect(path: PathLike, *, threads: int = 0, limits: LimitsArg = None) -> Dict[str, Any]:
+def inspect(path: PathLike, *, threads: int = 0, limits: LimitsArg = None, progress: ProgressArg = None) -> Dict[str, Any]:
     """What ``tseal inspect --json`` prints, as a dict: file, format, content_hash,
-    tensors (path, dtype, shape, nbytes, sha256) and metadata (schema: docs/cli.md)."""
-    return json.loads(_core.inspect_json(os.fspath(path), threads, limit_pairs(limits)))
+    tensors (path, dtype, shape, nbytes, sha256) and metadata (schema: docs/cli.md).
+    ``progress``: a callable(done, total) in bytes digested, or True for a tqdm bar."""
+    with _progress(progress, "inspecting") as cb:
+        return json.loads(_core.inspect_json(os.fspath(path), threads, limit_pairs(limits), progress=cb))
 
 
-def is_canonical(path: PathLike, *, threads: int = 0, limits: LimitsArg = None) -> bool:
+def is_canonical(path: PathLike, *, threads: int = 0, limits: LimitsArg = None, progress: ProgressArg = None) -> bool:
     """True when the file's bytes already are the canonical bytes ``tseal canon`` would
     write for it (in its own format family): what ``tseal canon --check FILE`` tests.
     Raises ``tensorseal.Error`` for unreadable input; writes nothing."""
-    return bool(_core.is_canonical(os.fspath(path), threads, limit_pairs(limits)))
+    with _progress(progress, "checking") as cb:
+        return bool(_core.is_canonical(os.fspath(path), threads, limit_pairs(limits), progress=cb))
 
 
 def _operand(x: Any) -> Tuple[Any, str]:
@@ -189,15 +239,17 @@ def _operand(x: Any) -> Tuple[Any, str]:
 
 
 def diff(a: Any, b: Any, *, atol: float = 0.0, rtol: float = 0.0, ulp: int = 0, threads: int = 0,
-         report: Optional[PathLike] = None, limits: LimitsArg = None) -> Dict[str, Any]:
+         report: Optional[PathLike] = None, limits: LimitsArg = None, progress: ProgressArg = None) -> Dict[str, Any]:
     """Compares two checkpoints value by value: what ``tseal diff A B --json`` prints,
     as a dict (schema: docs/cli.md). ``a`` and ``b`` are paths or in-memory objects.
     ``report``: also write the self-contained HTML report there. ``limits``: resource
     limits of reading the files."""
     oa, na = _operand(a)
     ob, nb = _operand(b)
-    return json.loads(_core.diff_json(oa, ob, na, nb, float(atol), float(rtol), int(ulp), threads,
-                                      os.fspath(report) if report is not None else "", limit_pairs(limits)))
+    with _progress(progress, "comparing") as cb:
+        return json.loads(_core.diff_json(oa, ob, na, nb, float(atol), float(rtol), int(ulp), threads,
+                                          os.fspath(report) if report is not None else "", limit_pairs(limits),
+                                          progress=cb))
 
 
 def explain(a: Any, b: Any, *, limits: LimitsArg = None) -> Dict[str, Any]:
@@ -215,13 +267,14 @@ def scan(path: PathLike, *, limits: LimitsArg = None) -> Dict[str, Any]:
     return json.loads(_core.scan_json(os.fspath(path), limit_pairs(limits)))
 
 
-def verify(*paths: PathLike, threads: int = 0, limits: LimitsArg = None) -> Dict[str, Any]:
+def verify(*paths: PathLike, threads: int = 0, limits: LimitsArg = None, progress: ProgressArg = None) -> Dict[str, Any]:
     """Full validation (structure, every tensor, every checksum, embedded content hash):
     what ``tseal verify FILE... --json`` prints, as a dict ``{"ok", "files": [...]}``.
     Problems are reported, not raised."""
     if not paths:
         raise invalid_argument("verify() needs at least one path")
-    return json.loads(_core.verify_json([os.fspath(p) for p in paths], threads, limit_pairs(limits)))
+    with _progress(progress, "verifying") as cb:
+        return json.loads(_core.verify_json([os.fspath(p) for p in paths], threads, limit_pairs(limits), progress=cb))
 
 
 # ---- walking loaded objects -------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "api/formats.h"
+#include "hash/content_hash.h"
 #include "io/sink.h"
 
 namespace tensorseal {
@@ -81,14 +82,19 @@ std::string canonical_bytes(const Checkpoint& c, unsigned threads) {
   return std::move(sink.out);
 }
 
-CanonCheck check_canonical(const Checkpoint& c, std::span<const std::byte> bytes, unsigned threads) {
+CanonCheck check_canonical(const Checkpoint& c, std::span<const std::byte> bytes, unsigned threads,
+                           const Progress& progress) {
   const auto& r = single_file_row(c);
   CompareSink sink(bytes);
+  util::ProgressMeter meter(&progress, progress ? detail::content_hash_bytes(c.root) : 0);
+  detail::ProgressSink counted(sink, meter);
   try {
-    r.write(c.root, canonical_write_options(c, r.info.format, threads), sink);
+    r.write(c.root, canonical_write_options(c, r.info.format, threads),
+            meter.active() ? static_cast<detail::Sink&>(counted) : sink);
   } catch (const Error& e) {
     throw e.located(c.file);
   }
+  meter.finish();
   CanonCheck out;
   out.file = c.file;
   out.format = c.format;
@@ -120,7 +126,7 @@ CanonCheck check_canonical_file(const std::filesystem::path& path, const CanonCh
     (void)single_file_row(c);
     throw Error(rules::kCanonCheckDirectory, "not read from one file", c.file);
   }
-  return check_canonical(c, c.mapping->bytes(), options.threads);
+  return check_canonical(c, c.mapping->bytes(), options.threads, options.progress);
 }
 
 }  // namespace tensorseal

@@ -35,6 +35,11 @@ const FormatRow* row(Format f) noexcept;
 // when the caller left it unset.
 Checkpoint read_input(const Input& in);
 
+// read_file(path, options), leaving the container checksums of tensor data on the
+// storages (Input::defer_checksums): the caller must run content_hash over the root
+// (which verifies each while it reads the bytes) before trusting any byte.
+Checkpoint read_file_deferred(const std::filesystem::path& path, const ReadOptions& options);
+
 // The file read_file reads for `path`: `path` itself, or the entry file of a
 // directory (FormatRow::entry_file).
 std::filesystem::path checkpoint_file(const std::filesystem::path& path);

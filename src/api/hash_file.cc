@@ -8,10 +8,7 @@ namespace tensorseal {
 std::string hash_file(const std::filesystem::path& path, const HashOptions& options) {
   ReadOptions read_options;
   read_options.limits = options.limits;
-  detail::Input in = detail::input_of(MappedFile::open(detail::api::checkpoint_file(path)), read_options);
-  in.defer_checksums = true;
-  const Checkpoint c = detail::api::read_input(in);
-  return content_hash(c.root, options);
+  return content_hash(detail::api::read_file_deferred(path, read_options).root, options);
 }
 
 }  // namespace tensorseal

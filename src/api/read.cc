@@ -20,6 +20,19 @@ Checkpoint read_file(const std::filesystem::path& path, const ReadOptions& optio
   return c;
 }
 
+namespace detail::api {
+
+Checkpoint read_file_deferred(const std::filesystem::path& path, const ReadOptions& options) {
+  const auto file = checkpoint_file(path);
+  Input in = input_of(MappedFile::open(file), options);
+  in.defer_checksums = true;
+  Checkpoint c = read_input(in);
+  c.file = path.string();
+  return c;
+}
+
+}  // namespace detail::api
+
 Checkpoint read_bytes(std::span<const std::byte> bytes, std::string name, const ReadOptions& options) {
   detail::Input in;
   in.name = name;

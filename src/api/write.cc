@@ -1,5 +1,6 @@
 // write_file / write_bytes: the format table's writer, into an atomic file or memory.
 #include "api/formats.h"
+#include "hash/content_hash.h"
 #include "io/sink.h"
 #include "tensorseal/error.h"
 #include "tensorseal/write.h"
@@ -28,12 +29,19 @@ void write_file(const Value& root, const std::filesystem::path& path, Format for
     return;
   }
   detail::AtomicFileSink sink(path, options.fsync);
+  util::ProgressMeter meter(&options.progress, options.progress ? detail::content_hash_bytes(root) : 0);
+  detail::ProgressSink counted(sink, meter);
   try {
-    write_to(root, format, options, sink);
+    write_to(root, format, options, meter.active() ? static_cast<detail::Sink&>(counted) : sink);
   } catch (const Error& e) {
     throw e.located(path.string());
   }
   sink.commit();
+  meter.finish();
+}
+
+void write_text_file(const std::filesystem::path& path, std::string_view bytes, bool fsync) {
+  detail::write_file_atomically(path, bytes, fsync);
 }
 
 std::string write_bytes(const Value& root, Format format, const WriteOptions& options) {

@@ -30,6 +30,7 @@
 #include "dcp/constants.h"
 #include "dcp/format.h"
 #include "dcp/metadata.h"
+#include "hash/content_hash.h"
 #include "io/atomic_dir.h"
 #include "io/sink.h"
 #include "pickle/writer.h"
@@ -185,9 +186,11 @@ void write_dcp(const Value& root, const WriteOptions& options, const fs::path& d
     md.entries.push_back(std::move(e));
   }
   AtomicDirectory out(dir, options.fsync, check_dcp_target);
+  util::ProgressMeter meter(&options.progress, options.progress ? content_hash_bytes(root) : 0);
   for (std::uint32_t r = 0; r < world; ++r) {
     const std::string name = "__" + std::to_string(r) + "_0" + std::string(d::kDataSuffix);
-    AtomicFileSink sink(out.file(name), options.fsync);
+    AtomicFileSink file(out.file(name), options.fsync);
+    ProgressSink sink(file, meter);
     for (const Item& it : per_rank[r]) {
       const Leaf& leaf = leaves[it.leaf];
       dcp::Entry& e = md.entries[it.leaf];
@@ -210,10 +213,11 @@ void write_dcp(const Value& root, const WriteOptions& options, const fs::path& d
       e.storage.push_back(st.storage);
       md.storage_order.push_back(std::move(st));
     }
-    sink.commit();
+    file.commit();
   }
   write_file_atomically(out.file(std::string(d::kMetadataFile)), dcp::encode_metadata(md), options.fsync);
   out.commit();
+  meter.finish();
 }
 
 }  // namespace tensorseal::detail

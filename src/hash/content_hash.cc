@@ -38,10 +38,12 @@
 // before any digest is formed. A mismatch throws the reader's own error.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 
 #include <unordered_set>
 
+#include "hash/content_hash.h"
 #include "hash/digest.h"
 #include "tensorseal/error.h"
 #include "tensorseal/hash.h"
@@ -49,6 +51,7 @@
 #include "util/endian.h"
 #include "util/hex.h"
 #include "util/parallel.h"
+#include "util/progress.h"
 
 namespace tensorseal {
 namespace {
@@ -83,7 +86,17 @@ struct CrcPiece {
 
 class ContentHasher {
  public:
-  explicit ContentHasher(const HashOptions& o) : opt_(o) {}
+  // `meter`: count the bytes on a meter the caller owns (and finishes) instead of one
+  // made here from options.progress.
+  explicit ContentHasher(const HashOptions& o, util::ProgressMeter* meter = nullptr) : opt_(o), meter_(meter) {}
+
+  // Bytes hash_leaves will read for `root` (each leaf once; no checksum gaps).
+  std::uint64_t planned_bytes(const Value& root) {
+    plan(root, 0);
+    std::uint64_t n = 0;
+    for (const Leaf& l : leaves_) n += l.nbytes;
+    return n;
+  }
 
   std::string run(const Value& root) {
     plan(root, 0);
@@ -153,10 +166,19 @@ class ContentHasher {
     std::vector<CrcPiece> pieces;
     std::vector<std::size_t> fused(jobs.size(), kNoPiece), crc_only;
     if (!checks_.empty()) tile_records(jobs, pieces, fused, crc_only);
+    std::optional<util::ProgressMeter> own;
+    util::ProgressMeter* meter = meter_;
+    if (meter == nullptr && opt_.progress) {
+      std::uint64_t total = 0;
+      for (const Leaf& l : leaves_) total += l.nbytes;
+      for (std::size_t k : crc_only) total += pieces[k].bytes.size();
+      meter = &own.emplace(&opt_.progress, total);
+    }
     util::parallel_for(jobs.size() + crc_only.size(), opt_.threads, [&](std::size_t j) {
       if (j >= jobs.size()) {
         CrcPiece& p = pieces[crc_only[j - jobs.size()]];
         p.crc = util::crc32(0, p.bytes);
+        if (meter) meter->add(p.bytes.size());
         return;
       }
       const Job& job = jobs[j];
@@ -164,13 +186,16 @@ class ContentHasher {
       if (fused[j] != kNoPiece) pieces[fused[j]].crc = util::crc32(0, job.bytes);  // then hashed from cache
       if (!job.bytes.empty() || l.tensor == nullptr || l.tensor->is_contiguous()) {
         l.chunk_digests[job.chunk] = Digest::oneshot(opt_.algo, job.bytes);
+        if (meter) meter->add(job.bytes.size());
         return;
       }
       std::vector<std::byte> scratch;  // strided view: gather, then chunk
       auto bytes = l.tensor->contiguous_bytes(scratch);
       for (std::size_t c = 0; c < l.chunk_digests.size(); ++c)
         l.chunk_digests[c] = Digest::oneshot(opt_.algo, bytes.subspan(c * kChunk, std::min(kChunk, l.nbytes - c * kChunk)));
+      if (meter) meter->add(l.nbytes);
     });
+    if (own) own->finish();
     if (!checks_.empty()) {
       // Pieces are in order within each checksum's bytes; one without pieces is empty.
       std::vector<std::uint32_t> crcs(checks_.size(), 0);
@@ -376,6 +401,7 @@ class ContentHasher {
   }
 
   HashOptions opt_;
+  util::ProgressMeter* meter_ = nullptr;
   std::vector<const Storage::PendingChecksum*> checks_;  // to verify while hashing, in leaf order
   std::unordered_set<const Storage::PendingChecksum*> pending_seen_;
   std::vector<Leaf> leaves_;
@@ -387,6 +413,26 @@ class ContentHasher {
 std::string content_hash(const Value& root, const HashOptions& options) {
   return ContentHasher(options).run(root);
 }
+
+namespace detail {
+
+std::uint64_t content_hash_bytes(const Value& root) { return ContentHasher(HashOptions{}).planned_bytes(root); }
+
+std::string content_hash(const Value& root, const HashOptions& options, util::ProgressMeter& meter) {
+  return ContentHasher(options, &meter).run(root);
+}
+
+std::vector<std::string> tensor_sha256_all(const std::vector<TensorRef>& tensors, unsigned threads,
+                                           util::ProgressMeter& meter) {
+  std::vector<std::string> out(tensors.size());
+  util::parallel_for(tensors.size(), threads, [&](std::size_t i) {
+    out[i] = tensor_sha256(*tensors[i].tensor);
+    meter.add(tensors[i].tensor->nbytes());
+  });
+  return out;
+}
+
+}  // namespace detail
 
 std::string tensor_sha256(const Tensor& t) {
   detail::Digest d(HashAlgo::kSha256);

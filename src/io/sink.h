@@ -1,6 +1,7 @@
 // Byte sinks that writers stream into: memory or an atomic file.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -8,6 +9,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "util/progress.h"
 
 namespace tensorseal::detail {
 
@@ -74,6 +77,27 @@ class ItemSink final : public Sink {
  private:
   Sink& to_;
   std::function<void(std::span<const std::byte>)> tap_;
+};
+
+// Passes bytes on in pieces of at most kPiece, counting each on a progress meter
+// (a writer hands a whole storage to one write(); the bar moves within it).
+class ProgressSink final : public Sink {
+ public:
+  static constexpr std::size_t kPiece = std::size_t{8} << 20;
+  ProgressSink(Sink& to, util::ProgressMeter& meter) : to_(to), meter_(meter) {}
+  void write(std::span<const std::byte> data) override {
+    while (!data.empty()) {
+      const auto piece = data.first(std::min(data.size(), kPiece));
+      to_.write(piece);
+      meter_.add(piece.size());
+      position_ += piece.size();
+      data = data.subspan(piece.size());
+    }
+  }
+
+ private:
+  Sink& to_;
+  util::ProgressMeter& meter_;
 };
 
 // Writes `bytes` as the whole file `target` through an AtomicFileSink.

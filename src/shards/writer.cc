@@ -147,6 +147,7 @@ void write_hf_shards(const Value& root, const WriteOptions& options, const fs::p
   const auto shards = plan(entries, options);
 
   AtomicDirectory out(dir, options.fsync, check_replace);
+  util::ProgressMeter meter(&options.progress, total);
   nlohmann::json weight_map = nlohmann::json::object();
   for (std::size_t i = 0; i < shards.size(); ++i) {
     const std::string name = shard_file_name(i + 1, shards.size());
@@ -156,8 +157,9 @@ void write_hf_shards(const Value& root, const WriteOptions& options, const fs::p
       weight_map[std::string(entries[e].key.as_str())] = name;
     }
     AtomicFileSink sink(out.file(name), options.fsync);
+    ProgressSink counted(sink, meter);
     try {
-      write_safetensors(shard, options, sink);
+      write_safetensors(shard, options, counted);
     } catch (const Error& e) {
       throw e.located((dir / name).string());
     }
@@ -167,6 +169,7 @@ void write_hf_shards(const Value& root, const WriteOptions& options, const fs::p
                           {std::string(sh::kWeightMapKey), std::move(weight_map)}};
   write_file_atomically(out.file(std::string(sh::kSafetensorsIndex)), index.dump(2, ' ', true) + "\n", options.fsync);
   out.commit();
+  meter.finish();
 }
 
 }  // namespace detail

@@ -23,6 +23,7 @@
 #include "tools/elements.h"
 #include "tools/json.h"
 #include "util/parallel.h"
+#include "util/progress.h"
 
 namespace tensorseal {
 namespace {
@@ -482,8 +483,7 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
     total_bytes += work[k].a.size();
   }
   std::vector<Stats> results(jobs.size());
-  std::atomic<std::uint64_t> done{0};
-  std::mutex progress_mu;
+  util::ProgressMeter meter(&options.progress, total_bytes);
   const Comparer cmp{options};
   util::parallel_for(jobs.size(), options.threads, [&](std::size_t j) {
     const Job& job = jobs[j];
@@ -491,12 +491,9 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
     Stats& s = results[j];
     if (options.histogram) s.hist.assign(kBuckets, 0);
     cmp.run(p, job.begin, job.end, s);
-    if (options.progress) {
-      const std::uint64_t now = done.fetch_add((job.end - job.begin) * p.unit_size) + (job.end - job.begin) * p.unit_size;
-      std::lock_guard lock(progress_mu);
-      options.progress(now, total_bytes);
-    }
+    meter.add((job.end - job.begin) * p.unit_size);
   });
+  meter.finish();
 
   // ---- reduce in index order --------------------------------------------------------
   std::vector<Stats> merged(work.size());

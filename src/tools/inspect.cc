@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/walk.h"
+#include "hash/content_hash.h"
 #include "tensorseal/hash.h"
 #include "tools/json.h"
 #include "util/hex.h"
@@ -98,7 +99,11 @@ InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
   r.format = c.format;
   r.metadata = c.metadata;
   const auto tensors = collect_tensors(c.root);
-  const auto digests = tensor_sha256_all(tensors, options.threads);
+  // Progress: every tensor's bytes for its SHA-256, then the content hash's bytes.
+  std::uint64_t total = options.progress ? detail::content_hash_bytes(c.root) : 0;
+  for (const auto& t : tensors) total += options.progress ? t.tensor->nbytes() : 0;
+  util::ProgressMeter meter(&options.progress, total);
+  const auto digests = detail::tensor_sha256_all(tensors, options.threads, meter);
   r.tensors.reserve(tensors.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = *tensors[i].tensor;
@@ -106,7 +111,8 @@ InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
   }
   HashOptions h;
   h.threads = options.threads;
-  r.content_hash = content_hash(c.root, h);
+  r.content_hash = detail::content_hash(c.root, h, meter);
+  meter.finish();
   if (options.values) {
     ValueCollector collect(r.values);
     detail::core::walk(c.root, collect);

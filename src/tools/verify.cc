@@ -2,6 +2,11 @@
 // embedded content hash. Errors become results, never exceptions.
 #include "tensorseal/verify.h"
 
+#include <optional>
+#include <utility>
+
+#include "api/formats.h"
+
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/error.h"
 #include "tensorseal/hash.h"
@@ -17,19 +22,16 @@ inline constexpr Rule kContentHashMismatch{"verify/content-hash-mismatch", Error
 // The embedded content hash is not "sha256:<64 hex>" or "xxh3:<32 hex>".
 inline constexpr Rule kContentHashMalformed{"verify/content-hash-malformed", ErrorKind::kCorrupt};
 
-void check_content_hash(const Checkpoint& c, const VerifyOptions& options, VerifyResult& r) {
+// The content hash embedded in the metadata (kContentHashMetadataKey), if any, and the
+// algorithm it names.
+std::optional<std::pair<std::string, HashAlgo>> embedded_hash(const Checkpoint& c) {
   for (const auto& [k, v] : c.metadata) {
     if (k != kContentHashMetadataKey) continue;
-    HashOptions h;
-    h.threads = options.threads;
-    if (v.starts_with("sha256:") && v.size() == 7 + 64) h.algo = HashAlgo::kSha256;
-    else if (v.starts_with("xxh3:") && v.size() == 5 + 32) h.algo = HashAlgo::kXxh3;
-    else throw Error(kContentHashMalformed, "metadata " + std::string(k) + " = '" + v + "' is not a content hash", c.file);
-    const std::string actual = content_hash(c.root, h);
-    if (actual != v)
-      throw Error(kContentHashMismatch, "embedded content hash " + v + " but the content hashes to " + actual, c.file);
-    r.content_hash_checked = true;
+    if (v.starts_with("sha256:") && v.size() == 7 + 64) return std::pair{v, HashAlgo::kSha256};
+    if (v.starts_with("xxh3:") && v.size() == 5 + 32) return std::pair{v, HashAlgo::kXxh3};
+    throw Error(kContentHashMalformed, "metadata " + std::string(k) + " = '" + v + "' is not a content hash", c.file);
   }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -50,7 +52,8 @@ VerifyResult verify_file(const std::filesystem::path& path, const VerifyOptions&
     ReadOptions ro;
     ro.limits = options.limits;
     ro.verify_checksums = true;
-    Checkpoint c = read_file(path, ro);
+    // The tensor data's checksums are verified by the one pass over its bytes below.
+    Checkpoint c = detail::api::read_file_deferred(path, ro);
     r.format = format_name(c.format);
     const auto tensors = collect_tensors(c.root);
     for (const auto& t : tensors) {
@@ -74,7 +77,34 @@ VerifyResult verify_file(const std::filesystem::path& path, const VerifyOptions&
     r.globals = globals.verdict;
     for (const auto& f : globals.findings)
       if (f.verdict != Verdict::kSafe) r.unsafe_globals.push_back(f);
-    check_content_hash(c, options, r);
+    // One pass over every tensor byte: each container checksum is verified as its
+    // bytes are hashed (XXH3, or the embedded hash's algorithm to recompute it).
+    const auto embedded = embedded_hash(c);
+    HashOptions h;
+    h.threads = options.threads;
+    h.progress = options.progress;
+    h.algo = embedded ? embedded->second : HashAlgo::kXxh3;
+    const std::string actual = content_hash(c.root, h);
+    if (embedded && actual != embedded->first)
+      throw Error(kContentHashMismatch, "embedded content hash " + embedded->first + " but the content hashes to " + actual,
+                  c.file);
+    r.content_hash_checked = embedded.has_value();
+    if (!options.signature.empty()) {
+      if (options.public_key.empty())
+        throw Error(rules::kInvalidArgument, "a signature is checked with a public key: give both", c.file);
+      const auto bundle = MappedFile::open(options.signature);
+      InspectOptions io;
+      io.threads = options.threads;
+      const std::string_view text(reinterpret_cast<const char*>(bundle->bytes().data()), bundle->size());
+      try {
+        r.signature = verify_signature(inspect(c, io), text, options.public_key);
+      } catch (const Error& e) {
+        // Bundle and signature errors are about the signature file; a content mismatch
+        // names the checkpoint, a key error the key.
+        if (e.file().empty()) throw e.located(options.signature.string());
+        throw;
+      }
+    }
   } catch (const Error& e) {
     r.status = e.kind() == ErrorKind::kCorrupt ? VerifyStatus::kCorrupt : VerifyStatus::kError;
     r.message = e.what();
@@ -109,6 +139,9 @@ std::string to_json(const std::vector<VerifyResult>& results) {
       unsafe.push_back({{"global", f.module + "." + f.name}, {"verdict", verdict_name(f.verdict)}, {"where", f.where}});
     e["unsafe_globals"] = std::move(unsafe);
     e["warnings"] = r.warnings;
+    e["signature"] = r.signature ? ojson{{"key_type", r.signature->key_type}, {"key_id", r.signature->key_id},
+                                         {"content_hash", r.signature->content_hash}}
+                                 : ojson(nullptr);
     files.push_back(std::move(e));
   }
   ojson j;
