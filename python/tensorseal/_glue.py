@@ -150,6 +150,14 @@ class UnsupportedDesc(NamedTuple):
     type_name: str
 
 
+def _is_wrapper_subclass(t: Any) -> bool:
+    try:
+        from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+    except ImportError:  # torch < 2.1
+        return False
+    return bool(is_traceable_wrapper_subclass(t))
+
+
 def _describe_torch(t: Any) -> TensorDesc:
     if t.device.type != "cpu":
         t = t.detach().cpu()
@@ -159,6 +167,17 @@ def _describe_torch(t: Any) -> TensorDesc:
         t = t.resolve_neg()
     if t.layout != torch.strided:
         raise TypeError(f"cannot save a {t.layout} tensor (only strided tensors)")
+    # Tensors whose meaning is not (storage, dtype, shape, strides): writing their bytes
+    # as a plain tensor would lose the rest silently (scale/zero point, nested offsets,
+    # a wrapper's inner tensors). Refused until tensorseal carries them.
+    if t.is_quantized:
+        raise TypeError(f"cannot save a quantized tensor ({t.qscheme()}, {t.dtype}): its scale and zero point "
+                        "would be lost; dequantize it first or use torch.save")
+    if t.is_nested:
+        raise TypeError("cannot save a nested tensor (only strided tensors)")
+    if _is_wrapper_subclass(t):
+        raise TypeError(f"cannot save a {type(t).__name__} (a tensor subclass wrapping other tensors); "
+                        "save its local tensor or full_tensor() instead")
     storage = t.untyped_storage()
     return TensorDesc(BufferDesc(storage.data_ptr(), storage.nbytes(), storage, "uint8"), dtype_name(t.dtype),
                       tuple(t.shape), tuple(t.stride()), t.storage_offset(), bool(t.requires_grad),

@@ -113,6 +113,8 @@ def _check_for_save(tensors: Any) -> None:
             raise invalid_argument(f"Key `{k}` is invalid, expected torch.Tensor but received {type(v)}")
         if v.layout != torch.strided:
             sparse.append(k)
+        elif v.is_nested:  # safetensors itself fails inside torch here; say what it is
+            raise invalid_argument(f"tensor '{k}' is a nested tensor, which safetensors cannot store")
     if sparse:
         raise invalid_argument(f"You are trying to save a sparse tensors: `{sparse}` which this library does not support.")
     # Tensors whose bytes overlap in one storage (safetensors' _find_shared_tensors).

@@ -1,0 +1,56 @@
+"""Tensors whose meaning is more than (storage, dtype, shape, strides) — quantized
+(per-tensor, per-channel), nested, sparse layouts, wrapper subclasses such as DTensor —
+are refused by every writer and by hash(obj) with a clear TypeError, never written as a
+plain tensor that loses their scale / offsets / shards (torch then fails or, worse,
+reads other values). Made by real torch."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tensorseal
+import tensorseal.safetensors
+import tensorseal.torch as tt
+
+
+def unsupported():
+    x = torch.randn(2, 3)
+    yield "per-tensor qint8", torch.quantize_per_tensor(x, 0.1, 3, torch.qint8), "quantized"
+    yield "per-channel quint8", torch.quantize_per_channel(x, torch.tensor([0.1, 0.2]), torch.tensor([1, 2]), 0,
+                                                           torch.quint8), "quantized"
+    yield "qint32", torch.quantize_per_tensor(x, 0.5, 0, torch.qint32), "quantized"
+    yield "nested", torch.nested.nested_tensor([torch.randn(2), torch.randn(3)]), "nested"
+    yield "sparse coo", x.to_sparse(), "sparse_coo"
+    yield "sparse csr", x.to_sparse_csr(), "sparse_csr"
+
+
+@pytest.mark.parametrize("name,t,words", list(unsupported()), ids=[c[0] for c in unsupported()])
+def test_refused_everywhere(tmp_path, name, t, words):
+    writers = [
+        lambda: tt.save({"x": t}, tmp_path / "a.pt"),
+        lambda: tensorseal.save({"x": t}, tmp_path / "b.pt"),
+        lambda: tensorseal.save({"x": t}, tmp_path / "c.safetensors"),
+        lambda: tensorseal.hash({"x": t}),
+    ]
+    for w in writers:
+        with pytest.raises(TypeError, match=words):
+            w()
+    # The safetensors drop-in refuses with safetensors' own messages (its checks run first).
+    with pytest.raises(tensorseal.Error, match="sparse|cannot store|nested|quantized"):
+        tensorseal.safetensors.save_file({"x": t}, tmp_path / "d.safetensors")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dtensor_is_refused(tmp_path):
+    import torch.distributed as dist
+    from torch.distributed.tensor import DTensor, Replicate, init_device_mesh
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        mesh = init_device_mesh("cpu", (1,))
+        d = DTensor.from_local(torch.randn(4), mesh, [Replicate()])
+        with pytest.raises(TypeError, match="DTensor"):
+            tensorseal.save({"x": d}, tmp_path / "x.pt")
+        tensorseal.save({"x": d.to_local()}, tmp_path / "x.pt")  # what the message says to do
+        assert torch.equal(torch.load(tmp_path / "x.pt")["x"], d.to_local())
+    finally:
+        dist.destroy_process_group()
