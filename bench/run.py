@@ -249,6 +249,7 @@ class Bench:
                   ("sha256sum", ["sha256sum", src])]
         elif op == "canon":
             c += [("tseal canon", [t, "canon", files["pt"], "-o", os.path.join(out, "cli-out.pt")]),
+                  ("tseal canon --no-fsync", [t, "canon", "--no-fsync", files["pt"], "-o", os.path.join(out, "cli-out.pt")]),
                   ("cp (the limit)", ["cp", files["pt"], os.path.join(out, "cli-out.pt")])]
         elif op == "convert":
             c += [("tseal convert", [t, "convert", files["pt"], os.path.join(out, "cli-out.safetensors")]),
@@ -442,6 +443,13 @@ def targets(results: List[Dict[str, Any]], workloads: Dict[str, Any]) -> List[Di
             add("save", wl, "throughput >= 0.85x raw write()", ts, "raw write() loop", "speed>=", 0.85)
             add("save", wl, "time <= 0.5x torch.save", ts, "torch.save", "time<=", 0.5)
             add("save", wl, "time <= 0.8x save_file", ts, "safetensors save_file", "time<=", 0.8)
+            add("save", wl, "durable: throughput >= 0.9x raw write() + fsync", ts, "raw write() loop + fsync",
+                "speed>=", 0.9)
+            add("save", wl, "durable=False: throughput >= 0.9x raw write()", ts.replace(")", ", durable=False)"),
+                "raw write() loop", "speed>=", 0.9)
+        add("save", wl, "drop-in faster than torch.save", "tensorseal.torch.save (drop-in)", "torch.save", "time<=", 1.0)
+        add("load", wl, "drop-in load + touch <= 1.2x torch.load(mmap=True)", "tensorseal.torch.load (drop-in, .pt)",
+            "torch.load(mmap=True)", "time<=", 1.2)
         ts = "tensorseal.load (.safetensors, mmap)"
         add("load", wl, "time <= 0.5x torch.load", ts, "torch.load", "time<=", 0.5)
         add("load", wl, "time <= 1.0x load_file", ts, "safetensors load_file", "time<=", 1.0)

@@ -35,6 +35,7 @@ import safetensors.torch as st
 import torch
 
 import tensorseal
+import tensorseal.torch as tseal_torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MiB = 1 << 20
@@ -219,6 +220,12 @@ class Session:
             self.state = {"sd": sd, "np": npd}
             c["tensorseal.save (.safetensors)"] = lambda: tensorseal.save(sd, self.out("safetensors"))
             c["tensorseal.save (.pt)"] = lambda: tensorseal.save(sd, self.out("pt"))
+            # The fsync choice (durable=False: still atomic, no fsync of file and directory)
+            # and the drop-in, so their costs are numbers beside the defaults.
+            c["tensorseal.save (.safetensors, durable=False)"] = lambda: tensorseal.save(
+                sd, self.out("safetensors"), durable=False)
+            c["tensorseal.save (.pt, durable=False)"] = lambda: tensorseal.save(sd, self.out("pt"), durable=False)
+            c["tensorseal.torch.save (drop-in)"] = lambda: tseal_torch.save(sd, self.out("pt"))
             c["torch.save"] = lambda: torch.save(sd, self.out("pt"))
             c["safetensors save_file"] = lambda: st.save_file(sd, self.out("safetensors"))
             c["numpy.savez"] = lambda: np.savez(self.out("npz"), **npd)
@@ -228,9 +235,17 @@ class Session:
                     for a in npd.values():
                         fh.write(memoryview(a).cast("B"))
             c["raw write() loop"] = raw_write
+
+            def raw_write_fsync() -> None:  # what a durable save must also do
+                with open(self.out("raw"), "wb", buffering=0) as fh:
+                    for a in npd.values():
+                        fh.write(memoryview(a).cast("B"))
+                    os.fsync(fh.fileno())
+            c["raw write() loop + fsync"] = raw_write_fsync
         elif op == "load":
             c["tensorseal.load (.safetensors, mmap)"] = lambda: touch(tensorseal.load(f["safetensors"]))
             c["tensorseal.load (.pt, mmap)"] = lambda: touch(tensorseal.load(f["pt"]))
+            c["tensorseal.torch.load (drop-in, .pt)"] = lambda: touch(tseal_torch.load(f["pt"], weights_only=True))
             c["torch.load"] = lambda: touch(torch.load(f["pt"], weights_only=True))
             c["torch.load(mmap=True)"] = lambda: touch(torch.load(f["pt"], mmap=True, weights_only=True))
             c["safetensors load_file"] = lambda: touch(st.load_file(f["safetensors"]))

@@ -15,14 +15,16 @@ TSEAL = os.environ.get("TSEAL", os.path.join(ROOT, "build", "tseal"))
 
 EXPECTED = {
     "save": {"tensorseal.save (.safetensors)", "tensorseal.save (.pt)", "torch.save", "safetensors save_file",
-             "numpy.savez", "raw write() loop"},
+             "numpy.savez", "raw write() loop", "raw write() loop + fsync", "tensorseal.save (.safetensors, durable=False)",
+             "tensorseal.save (.pt, durable=False)", "tensorseal.torch.save (drop-in)"},
     "load": {"tensorseal.load (.safetensors, mmap)", "tensorseal.load (.pt, mmap)", "torch.load",
-             "torch.load(mmap=True)", "safetensors load_file", "numpy.load (.npz)", "raw read() loop"},
+             "torch.load(mmap=True)", "safetensors load_file", "numpy.load (.npz)", "raw read() loop",
+             "tensorseal.torch.load (drop-in, .pt)"},
     "lazy": {"tensorseal safe_open + keys()", "tensorseal.load (mmap) + keys()", "safetensors safe_open + keys()",
              "torch.load(mmap=True) + keys()"},
     "hash": {"tseal hash", "tseal hash --threads 1", "tseal hash --fast", "openssl dgst -sha256", "sha256sum",
              "tensorseal.hash (API)", "tensorseal.hash fast (API)", "hashlib.sha256 (1 core)", "numpy copy (memcpy)"},
-    "canon": {"tseal canon", "cp (the limit)", "torch.load + torch.save", "torch.load(mmap) + torch.save"},
+    "canon": {"tseal canon", "tseal canon --no-fsync", "cp (the limit)", "torch.load + torch.save", "torch.load(mmap) + torch.save"},
     "convert": {"tseal convert", "cp (the limit)", "torch.load + save_file", "torch.load(mmap) + save_file"},
     "diff": {"tseal diff", "torch.load + torch.equal", "torch.load(mmap) + torch.equal"},
 }
