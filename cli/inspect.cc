@@ -40,14 +40,24 @@ Runner add_inspect(CLI::App& app) {
       return kExitOk;
     }
     std::uint64_t total = 0;
-    for (const auto& t : r.tensors) total += t.nbytes;
-    std::printf("file:          %s\nformat:        %s\ntensors:       %zu (%llu bytes)\ncontent hash:  %s\n",
-                r.file.c_str(), std::string(format_name(r.format)).c_str(), r.tensors.size(),
-                static_cast<unsigned long long>(total), r.content_hash.c_str());
+    std::size_t unique = 0;
+    for (const auto& t : r.tensors)
+      if (t.alias_of.empty()) {
+        total += t.nbytes;
+        ++unique;
+      }
+    const std::size_t aliases = r.tensors.size() - unique;
+    std::printf("file:          %s\nformat:        %s\ntensors:       %zu (%llu bytes)%s\ncontent hash:  %s\n",
+                r.file.c_str(), std::string(format_name(r.format)).c_str(), unique,
+                static_cast<unsigned long long>(total),
+                aliases ? (", and " + std::to_string(aliases) + " more path(s) to the same tensors").c_str() : "",
+                r.content_hash.c_str());
     for (const auto& [k, v] : r.metadata) std::printf("metadata:      %s = %s\n", k.c_str(), v.c_str());
     std::printf("\n");
     std::vector<std::vector<std::string>> rows{{"PATH", "DTYPE", "SHAPE", "SHA256"}};
-    for (const auto& t : r.tensors) rows.push_back({t.path, std::string(name(t.dtype)), shape_text(t.shape), t.sha256});
+    for (const auto& t : r.tensors)
+      rows.push_back({t.path, std::string(name(t.dtype)), shape_text(t.shape),
+                      t.alias_of.empty() ? t.sha256 : "(same tensor as " + t.alias_of + ")"});
     print_table(rows);
     return kExitOk;
   };

@@ -30,6 +30,11 @@ struct InspectTensor {
   std::vector<std::int64_t> shape;
   std::uint64_t nbytes = 0;  // bytes of the elements (Tensor::nbytes)
   std::string sha256;        // tensor_sha256 of the elements
+  // The same tensor object reached again (d["b"] = d["a"], tied weights, a tensor in a
+  // list and a dict): the path it was first listed at; empty for the first. torch.load
+  // gives the tensor at every path, so every path is listed. (A container reached
+  // twice is listed once, at its first path, with the tensors in it.)
+  std::string alias_of;
 };
 
 // A value of the tree that is not a tensor, for the textconv form: a leaf (None, bool,
@@ -46,7 +51,7 @@ struct InspectReport {
   std::string file;  // Checkpoint::file
   Format format = Format::kUnknown;
   std::string content_hash;            // content_hash(root), SHA-256
-  std::vector<InspectTensor> tensors;  // in collect_tensors order
+  std::vector<InspectTensor> tensors;  // in tree order (collect_tensors' paths), aliases too
   std::vector<std::pair<std::string, std::string>> metadata;  // Checkpoint::metadata, in file order
   std::vector<InspectValue> values;  // with InspectOptions::values: in tree order (shared
                                      // objects and storages once, leaves at every path)

@@ -3,6 +3,7 @@
 #include "tensorseal/inspect.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/walk.h"
@@ -72,6 +73,34 @@ class ValueCollector final : public detail::core::Visitor {
   std::unordered_set<const void*> seen_;
 };
 
+// Every path a tensor is reached at, in tree order: a tensor object seen before is an
+// alias of its first path; containers and objects are entered once (as collect_tensors
+// does, so the first paths are collect_tensors' paths).
+class TensorPaths final : public detail::core::Visitor {
+ public:
+  struct Entry {
+    std::string path;
+    std::shared_ptr<const Tensor> tensor;
+    std::size_t first;  // index of the entry that lists it first (itself when first)
+  };
+
+  bool enter(const Value& v, const std::string& path) override {
+    const void* n = v.node();
+    if (v.is(Value::Kind::kTensor)) {
+      auto [it, fresh] = first_.emplace(n, out.size());
+      out.push_back({path, v.as_tensor(), it->second});
+      return false;
+    }
+    if (n != nullptr && !v.is(Value::Kind::kStr) && !v.is(Value::Kind::kBytes) && !seen_.insert(n).second) return false;
+    return true;
+  }
+  std::vector<Entry> out;
+
+ private:
+  std::unordered_map<const void*, std::size_t> first_;
+  std::unordered_set<const void*> seen_;
+};
+
 // One line of text: control characters written as \xNN, as repr writes them in
 // strings (so a value's repr passes through unchanged).
 std::string one_line(std::string_view s) {
@@ -98,16 +127,28 @@ InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
   r.file = c.file;
   r.format = c.format;
   r.metadata = c.metadata;
-  const auto tensors = collect_tensors(c.root);
+  TensorPaths paths;
+  detail::core::walk(c.root, paths);
+  std::vector<TensorRef> tensors;  // each tensor once, at its first path
+  for (std::size_t i = 0; i < paths.out.size(); ++i)
+    if (paths.out[i].first == i) tensors.push_back({paths.out[i].path, paths.out[i].tensor});
   // Progress: every tensor's bytes for its SHA-256, then the content hash's bytes.
   std::uint64_t total = options.progress ? detail::content_hash_bytes(c.root) : 0;
   for (const auto& t : tensors) total += options.progress ? t.tensor->nbytes() : 0;
   util::ProgressMeter meter(&options.progress, total);
   const auto digests = detail::tensor_sha256_all(tensors, options.threads, meter);
-  r.tensors.reserve(tensors.size());
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = *tensors[i].tensor;
-    r.tensors.push_back({tensors[i].path, t.dtype, t.shape, t.nbytes(), digests[i]});
+  r.tensors.reserve(paths.out.size());
+  std::vector<std::size_t> digest_of_entry(paths.out.size());
+  for (std::size_t i = 0, k = 0; i < paths.out.size(); ++i) {
+    const auto& e = paths.out[i];
+    const Tensor& t = *e.tensor;
+    if (e.first == i) {
+      digest_of_entry[i] = k++;
+      r.tensors.push_back({e.path, t.dtype, t.shape, t.nbytes(), digests[digest_of_entry[i]], ""});
+    } else {
+      r.tensors.push_back({e.path, t.dtype, t.shape, t.nbytes(), digests[digest_of_entry[e.first]],
+                           paths.out[e.first].path});
+    }
   }
   HashOptions h;
   h.threads = options.threads;
@@ -135,7 +176,7 @@ std::string to_json(const InspectReport& r) {
   ojson tensors = ojson::array();
   for (const auto& t : r.tensors)
     tensors.push_back({{"path", t.path}, {"dtype", name(t.dtype)}, {"shape", t.shape}, {"nbytes", t.nbytes},
-                       {"sha256", t.sha256}});
+                       {"sha256", t.sha256}, {"alias_of", tools::or_null_if_empty(t.alias_of)}});
   j["tensors"] = std::move(tensors);
   ojson metadata = ojson::object();
   for (const auto& [k, v] : r.metadata) metadata[k] = v;

@@ -52,12 +52,13 @@ TEST(Inspect, JsonKeysAreTheStructFields) {
   ASSERT_EQ(j["tensors"].size(), r.tensors.size());
   for (std::size_t i = 0; i < r.tensors.size(); ++i) {
     const auto& t = j["tensors"][i];
-    EXPECT_EQ(keys(t), (std::vector<std::string>{"path", "dtype", "shape", "nbytes", "sha256"}));
+    EXPECT_EQ(keys(t), (std::vector<std::string>{"path", "dtype", "shape", "nbytes", "sha256", "alias_of"}));
     EXPECT_EQ(t["path"], r.tensors[i].path);
     EXPECT_EQ(t["dtype"], std::string(name(r.tensors[i].dtype)));
     EXPECT_EQ(t["shape"].get<std::vector<std::int64_t>>(), r.tensors[i].shape);
     EXPECT_EQ(t["nbytes"].get<std::uint64_t>(), r.tensors[i].nbytes);
     EXPECT_EQ(t["sha256"], r.tensors[i].sha256);
+    EXPECT_EQ(t["alias_of"].is_null(), r.tensors[i].alias_of.empty());
   }
 }
 
