@@ -184,8 +184,11 @@ def test_inspect_matches_manifest(which, request):
     for f in manifest(d)["files"]:
         got = tensorseal.inspect(d / f["file"])
         assert got["format"] == f["format"], f["file"]
-        assert [(t["path"], t["dtype"], list(t["shape"]), t["sha256"]) for t in got["tensors"]] == \
+        firsts = [t for t in got["tensors"] if t["alias_of"] is None]
+        assert [(t["path"], t["dtype"], list(t["shape"]), t["sha256"]) for t in firsts] == \
                [(t["path"], t["dtype"], t["shape"], t["sha256"]) for t in f["tensors"]], f["file"]
+        # Every path torch.load gives a tensor at, aliases naming their first path.
+        assert [{"path": t["path"], "alias_of": t["alias_of"]} for t in got["tensors"]] == f["every_path"], f["file"]
 
 
 def test_content_hash_same_across_containers_and_torch_versions(t2, t113):
