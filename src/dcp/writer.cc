@@ -30,7 +30,6 @@
 #include "dcp/constants.h"
 #include "dcp/format.h"
 #include "dcp/metadata.h"
-#include "hash/content_hash.h"
 #include "io/atomic_dir.h"
 #include "io/sink.h"
 #include "pickle/writer.h"
@@ -186,7 +185,10 @@ void write_dcp(const Value& root, const WriteOptions& options, const fs::path& d
     md.entries.push_back(std::move(e));
   }
   AtomicDirectory out(dir, options.fsync, check_dcp_target);
-  util::ProgressMeter meter(&options.progress, options.progress ? content_hash_bytes(root) : 0);
+  std::uint64_t tensor_bytes = 0;  // progress counts tensor bytes (bytes items are small)
+  for (const Leaf& leaf : leaves)
+    if (leaf.value.is(Value::Kind::kTensor)) tensor_bytes += leaf.value.as_tensor()->nbytes();
+  util::ProgressMeter meter(&options.progress, tensor_bytes);
   for (std::uint32_t r = 0; r < world; ++r) {
     const std::string name = "__" + std::to_string(r) + "_0" + std::string(d::kDataSuffix);
     AtomicFileSink file(out.file(name), options.fsync);
