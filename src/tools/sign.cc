@@ -62,8 +62,8 @@ std::string read_small_file(const fs::path& p, std::uint64_t max, const Rule& ru
 // Encrypted keys are refused (no prompt): the callback gives no password.
 int no_password(char*, int, int, void*) { return -1; }
 
-Pkey load_key(const fs::path& path, bool is_private) {
-  const std::string pem = read_small_file(path, kMaxKeyFile, rules::kSignKey, is_private ? "private key" : "public key");
+// The key in `pem` (the text of the file `path`, named in errors).
+Pkey parse_key(const std::string& pem, const fs::path& path, bool is_private) {
   std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   if (!bio) throw Error(rules::kInternal, "out of memory");
   Pkey key(is_private ? PEM_read_bio_PrivateKey(bio.get(), nullptr, no_password, nullptr)
@@ -74,6 +74,11 @@ Pkey load_key(const fs::path& path, bool is_private) {
                            : "not a PEM public key (-----BEGIN PUBLIC KEY-----)",
                 path.string());
   return key;
+}
+
+Pkey load_key(const fs::path& path, bool is_private) {
+  return parse_key(read_small_file(path, kMaxKeyFile, rules::kSignKey, is_private ? "private key" : "public key"),
+                   path, is_private);
 }
 
 // "ed25519", "ecdsa-p256" or "ecdsa-p384"; anything else is refused.
@@ -209,9 +214,8 @@ std::string manifest_statement(const InspectReport& r, std::string_view name) {
 
 SignatureCheck key_identity(const fs::path& pem_key) {
   // A private key file names its public half too.
-  const std::string head = read_small_file(pem_key, kMaxKeyFile, rules::kSignKey, "key");
-  const bool is_private = head.find("PRIVATE KEY-----") != std::string::npos;
-  Pkey key = load_key(pem_key, is_private);
+  const std::string pem = read_small_file(pem_key, kMaxKeyFile, rules::kSignKey, "key");
+  Pkey key = parse_key(pem, pem_key, pem.find("PRIVATE KEY-----") != std::string::npos);
   SignatureCheck out;
   out.key_type = key_type(key.get(), pem_key);
   out.key_id = key_id(key.get());
