@@ -50,7 +50,7 @@ demo: build
 bench: build
 	PYTHONPATH=$(BUILD)/python $(PY) bench/run.py --size $(SIZE)
 	OMP_NUM_THREADS=1 PYTHONPATH=$(BUILD)/python $(PY) -m torch.distributed.run --nproc_per_node 2 \
-	  --master_port 29660 bench/dcp.py --size-mib $(if $(filter small,$(SIZE)),64,1024)
+	  --standalone bench/dcp.py --size-mib $(if $(filter small,$(SIZE)),64,1024)
 	PYTHONPATH=$(BUILD)/python $(PY) bench/dirs.py --size-mib $(if $(filter small,$(SIZE)),128,2048)
 
 fuzz: setup

@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -72,9 +73,18 @@ print(time.perf_counter() - t)
 
 
 def scratch(need: int) -> str:
+    """A new directory of its own (two runs never share one), on tmpfs when it has room."""
     if os.path.isdir("/dev/shm") and shutil.disk_usage("/dev/shm").free > need:
-        return "/dev/shm/tseal-bench-dirs"
-    return os.path.join(HERE, "work", "dirs")
+        return tempfile.mkdtemp(prefix="tseal-bench-dirs-", dir="/dev/shm")
+    os.makedirs(os.path.join(HERE, "work"), exist_ok=True)
+    return tempfile.mkdtemp(prefix="dirs-", dir=os.path.join(HERE, "work"))
+
+
+def produce(argv: list, env: dict) -> None:
+    """Runs a producer; on failure exits naming it with the tail of its stderr."""
+    r = subprocess.run(argv, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"producer failed (exit {r.returncode}): {' '.join(argv[:6])} ...\n{r.stderr[-4000:]}")
 
 
 def wall(argv: list) -> float:
@@ -102,15 +112,19 @@ def main() -> int:
     args = p.parse_args()
     total = args.size_mib * 1024 * 1024
     root = scratch(total * 5)
-    shutil.rmtree(root, ignore_errors=True)
-    os.makedirs(root)
+    try:
+        return run(args, total, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, total: int, root: str) -> int:
     inputs = {"dcp": os.path.join(root, "dcp"), "shards": os.path.join(root, "shards")}
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29670",
-                    "--no-python", sys.executable, "-c", MAKE_DCP, inputs["dcp"],
-                    str(args.size_mib)], check=True, env=env, capture_output=True)
+    produce([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+             "--no-python", sys.executable, "-c", MAKE_DCP, inputs["dcp"], str(args.size_mib)], env)
     os.makedirs(inputs["shards"])
-    subprocess.run([sys.executable, "-c", MAKE_SHARDS, inputs["shards"], str(args.size_mib)], check=True, env=env)
+    produce([sys.executable, "-c", MAKE_SHARDS, inputs["shards"], str(args.size_mib)], env)
     out = os.path.join(root, "out")
     ts = args.tseal
 
@@ -154,7 +168,6 @@ def main() -> int:
     print("\n".join(lines))
     with open(args.out, "w") as f:
         json.dump({"bytes": total, "repeats": args.repeats, "scratch": root, "times": times}, f, indent=1)
-    shutil.rmtree(root, ignore_errors=True)
     return 0
 
 

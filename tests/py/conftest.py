@@ -61,7 +61,7 @@ def dcp_saved(tmp_path_factory) -> dict[int, pathlib.Path]:
             cmd = [sys.executable, str(DCP_PRODUCER), str(d)]
         else:
             cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world),
-                   "--master_port", str(29500 + world), str(DCP_PRODUCER), str(d)]
+                   "--standalone", str(DCP_PRODUCER), str(d)]
         env = dict(os.environ, OMP_NUM_THREADS="1")
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
         assert r.returncode == 0, r.stderr[-3000:]

@@ -67,7 +67,7 @@ def test_dcp_bench_small(tmp_path):
     """bench/dcp.py (torchrun, 2 ranks) at 8 MiB: every competitor timed, values equal."""
     out = tmp_path / "dcp.json"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29661",
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
                         os.path.join(ROOT, "bench", "dcp.py"), "--size-mib", "8", "--repeats", "1", "--out", str(out)],
                        capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert r.returncode == 0, r.stderr[-4000:]

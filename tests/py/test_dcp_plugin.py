@@ -34,12 +34,12 @@ PRODUCERS = pathlib.Path(__file__).parent / "producers"
 JOB = PRODUCERS / "dcp_plugin_job.py"
 
 
-def _run_job(out: pathlib.Path, world: int, loads: list[pathlib.Path], port: int) -> None:
+def _run_job(out: pathlib.Path, world: int, loads: list[pathlib.Path]) -> None:
     out.mkdir(parents=True)
     if world == 1:
         cmd = [sys.executable, str(JOB), str(out)]
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world), "--master_port", str(port),
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world), "--standalone",
                str(JOB), str(out)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     r = subprocess.run(cmd + [str(p) for p in loads], capture_output=True, text=True, env=env, timeout=600)
@@ -50,10 +50,10 @@ def _run_job(out: pathlib.Path, world: int, loads: list[pathlib.Path], port: int
 def jobs(tmp_path_factory) -> dict[str, pathlib.Path]:
     root = tmp_path_factory.mktemp("dcp_plugin")
     a, b, c, d = root / "A", root / "B" / "deeper", root / "C", root / "D"
-    _run_job(a, 2, [], 29621)
-    _run_job(b, 4, [a / "ts"], 29622)
-    _run_job(c, 2, [b / "ts"], 29623)
-    _run_job(d, 1, [b / "ts", a / "ts"], 0)
+    _run_job(a, 2, [])
+    _run_job(b, 4, [a / "ts"])
+    _run_job(c, 2, [b / "ts"])
+    _run_job(d, 1, [b / "ts", a / "ts"])
     return {"A": a, "B": b, "C": c, "D": d}
 
 
