@@ -155,7 +155,9 @@ def _check_for_save(tensors: Any) -> None:
         if not v.is_contiguous():
             raise invalid_argument(f"You are trying to save a non contiguous tensor: `{k}` which is not allowed. Call "
                                    "`.contiguous()` on it before saving.")
-        if _ST_NAMES.get(str(v.dtype).replace("torch.", ""), "") == "":
+        dtype = str(v.dtype).replace("torch.", "")
+        # float4_e2m1fn_x2 is stored as F4, its last dimension doubled (the core's writer).
+        if _ST_NAMES.get(dtype, "") == "" and not (dtype == "float4_e2m1fn_x2" and v.dim() > 0):
             raise _also(invalid_argument(f"tensor '{k}' has dtype {v.dtype}, which safetensors cannot store"), KeyError)
     for k in tensors:
         if not isinstance(k, str):

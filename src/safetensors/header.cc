@@ -722,6 +722,15 @@ const SafetensorsEntry* SafetensorsIndex::find(std::string_view name) const noex
 
 std::shared_ptr<const Tensor> SafetensorsIndex::tensor(const SafetensorsEntry& e) const {
   auto storage = Storage::slice(whole, data_start + e.begin, e.end - e.begin);
+  // F4 with an even last dimension is torch.float4_e2m1fn_x2 (two fp4 values per
+  // element, that dimension halved), as safetensors' torch binding reads it and as
+  // the writer stores x2 tensors; other F4 tensors stay packed float4_e2m1fn.
+  if (e.dtype == DType::kFloat4E2M1FN && !e.shape.empty() && e.shape.back() % 2 == 0) {
+    auto shape = e.shape;
+    shape.back() /= 2;
+    storage->dtype = DType::kFloat4E2M1FNx2;
+    return make_contiguous(DType::kFloat4E2M1FNx2, std::move(shape), std::move(storage));
+  }
   storage->dtype = e.dtype;
   return make_contiguous(e.dtype, e.shape, std::move(storage));
 }
