@@ -15,6 +15,17 @@
 TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
+// The Python type a pickle rebuilds an array as. Pickled numpy objects (numpy's own
+// reduce functions, e.g. np.random.get_state() or an np.float64 in a training
+// checkpoint) keep their type: they load as numpy objects, are written back as numpy
+// reconstructions, and hash apart from torch tensors. Formats with no Python types
+// (safetensors, npy, npz, DCP chunks) read plain tensors (kTorch).
+enum class NumpyType : std::uint8_t {
+  kNone = 0,    // a torch.Tensor
+  kArray = 1,   // a numpy.ndarray
+  kScalar = 2,  // a numpy scalar (np.generic: np.float64, np.int32, ...), 0-d
+};
+
 struct Tensor {
   DType dtype = DType::kFloat32;
   std::vector<std::int64_t> shape;
@@ -23,6 +34,7 @@ struct Tensor {
   std::shared_ptr<const Storage> storage;
   bool requires_grad = false;
   bool is_parameter = false;  // torch.nn.Parameter
+  NumpyType numpy = NumpyType::kNone;
 
   // Product of the shape (1 for 0-d). Validated tensors never overflow.
   std::uint64_t numel() const noexcept;

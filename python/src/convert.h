@@ -36,19 +36,23 @@ struct ToPy {
   std::unordered_map<const Storage*, nb::object> bufs;   // one buffer per storage
   int depth = 0;
 
-  nb::object buffer(const std::shared_ptr<const Storage>& s) {
-    auto it = bufs.find(s.get());
-    if (it != bufs.end()) return it->second;
+  // A uint8 numpy array over the storage's bytes, keeping the storage alive.
+  static nb::object raw_array(const std::shared_ptr<const Storage>& s) {
     auto* keep = new std::shared_ptr<const Storage>(s);
     nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<const Storage>*>(p); });
     // The memory is a private copy-on-write mapping or an owned buffer: writes from
     // Python never reach the file.
     auto* data = const_cast<std::uint8_t*>(reinterpret_cast<const std::uint8_t*>(s->bytes().data()));
     std::size_t shape[1] = {static_cast<std::size_t>(s->size())};
-    nb::object arr = nb::cast(nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(data, 1, shape, owner));
+    return nb::cast(nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(data, 1, shape, owner));
+  }
+
+  nb::object buffer(const std::shared_ptr<const Storage>& s) {
+    auto it = bufs.find(s.get());
+    if (it != bufs.end()) return it->second;
     // One framework storage object per Storage, so tensors sharing bytes in the file
     // share one storage after loading (tied weights stay tied).
-    nb::object wrapped = g.attr("wrap_buffer")(framework, arr);
+    nb::object wrapped = g.attr("wrap_buffer")(framework, raw_array(s));
     bufs.emplace(s.get(), wrapped);
     return wrapped;
   }
@@ -57,6 +61,9 @@ struct ToPy {
     nb::list shape, strides;
     for (auto d : t.shape) shape.append(d);
     for (auto d : t.strides) strides.append(d);
+    if (t.numpy != NumpyType::kNone)  // a numpy object stays one, whatever the framework
+      return g.attr("make_numpy")(raw_array(t.storage), std::string(name(t.dtype)), nb::tuple(shape), nb::tuple(strides),
+                                  t.storage_offset, t.numpy == NumpyType::kScalar);
     return g.attr("make_tensor")(framework, buffer(t.storage), std::string(name(t.dtype)), nb::tuple(shape),
                                  nb::tuple(strides), t.storage_offset, t.requires_grad, t.is_parameter);
   }
@@ -270,6 +277,7 @@ struct FromPy {
     t->storage_offset = nb::cast<std::int64_t>(desc.attr("offset"));
     t->requires_grad = nb::cast<bool>(desc.attr("requires_grad"));
     t->is_parameter = nb::cast<bool>(desc.attr("is_parameter"));
+    t->numpy = static_cast<NumpyType>(nb::cast<int>(desc.attr("numpy")));
     nb::object buf = desc.attr("buffer");
     if (split_storages) {
       // Each tensor gets a storage of just the bytes it can reach (safetensors holds

@@ -4,7 +4,10 @@ description of framework objects the core should write."""
 from __future__ import annotations
 
 import collections
-from typing import Any, NamedTuple, Optional
+import contextlib
+import threading
+import weakref
+from typing import Any, Iterator, NamedTuple, Optional
 
 import numpy as np
 
@@ -85,6 +88,41 @@ def make_tensor(framework: str, base: Any, dtype: str, shape: tuple, strides: tu
     return np.ndarray(shape, dtype=dt, buffer=base, offset=offset * item, strides=tuple(s * item for s in strides))
 
 
+# Which numpy arrays are numpy objects. An np.ndarray handed to tensorseal is a tensor
+# (numpy is one of tensorseal's two frameworks: load(framework="numpy") gives tensors as
+# arrays, and they save and hash as the tensors they are), except
+#   - an array tensorseal loaded as a pickled numpy object (make_numpy remembers it), and
+#   - every array under numpy_objects() (tensorseal.torch.save: torch.save pickles
+#     arrays as numpy objects).
+# A numpy scalar (np.generic) is always a numpy object: no framework gives one for a tensor.
+_loaded_numpy_objects: "weakref.WeakValueDictionary[int, np.ndarray]" = weakref.WeakValueDictionary()
+_mode = threading.local()
+
+
+@contextlib.contextmanager
+def numpy_objects() -> Iterator[None]:
+    """Within: every np.ndarray classify() meets is a numpy object (torch.save's view)."""
+    old = getattr(_mode, "all_arrays", False)
+    _mode.all_arrays = True
+    try:
+        yield
+    finally:
+        _mode.all_arrays = old
+
+
+def make_numpy(raw: np.ndarray, dtype: str, shape: tuple, strides: tuple, offset: int, scalar: bool) -> Any:
+    """A pickled numpy object, as numpy rebuilds it: an ndarray owning a copy of its
+    bytes, or a numpy scalar (np.generic)."""
+    dt = _numpy_dtype(dtype)
+    item = dt.itemsize
+    view = np.ndarray(shape, dtype=dt, buffer=raw, offset=offset * item, strides=tuple(s * item for s in strides))
+    if scalar:
+        return view[()]
+    arr = view.copy()
+    _loaded_numpy_objects[id(arr)] = arr
+    return arr
+
+
 def make_global(module: str, name: str) -> Any:
     if module == "torch" and torch is not None and isinstance(getattr(torch, name, None), torch.dtype):
         return getattr(torch, name)
@@ -134,6 +172,7 @@ class TensorDesc(NamedTuple):
     offset: int                   # storage offset, in elements
     requires_grad: bool
     is_parameter: bool
+    numpy: int = 0                # 0 a torch tensor, 1 a numpy.ndarray, 2 a numpy scalar (NumpyType)
 
 
 class GlobalDesc(NamedTuple):
@@ -184,7 +223,7 @@ def _describe_torch(t: Any) -> TensorDesc:
                       isinstance(t, torch.nn.Parameter))
 
 
-def _describe_numpy(a: np.ndarray) -> TensorDesc:
+def _describe_numpy(a: np.ndarray, numpy: int = 1) -> TensorDesc:
     if a.dtype.hasobject or a.dtype.fields is not None:
         raise TypeError(f"cannot save a numpy array of dtype {a.dtype}")
     if not a.dtype.isnative and a.dtype.itemsize > 1:
@@ -195,7 +234,7 @@ def _describe_numpy(a: np.ndarray) -> TensorDesc:
     ptr = a.__array_interface__["data"][0]
     extent = item + sum((n - 1) * s for n, s in zip(a.shape, a.strides)) if a.size else 0
     return TensorDesc(BufferDesc(ptr, extent, a, "uint8"), dtype_name(a.dtype), tuple(a.shape),
-                      tuple(s // item for s in a.strides), 0, False, False)
+                      tuple(s // item for s in a.strides), 0, False, False, numpy)
 
 
 def _describe_storage(s: Any) -> BufferDesc:
@@ -235,9 +274,10 @@ def classify(obj: Any) -> Any:
         if isinstance(obj, torch.device):
             return ObjectDesc(Global("torch", "device"), (str(obj),))
     if isinstance(obj, np.ndarray):
-        return _describe_numpy(obj)
+        is_object = getattr(_mode, "all_arrays", False) or _loaded_numpy_objects.get(id(obj)) is obj
+        return _describe_numpy(obj, 1 if is_object else 0)
     if isinstance(obj, np.generic):
-        return _describe_numpy(np.asarray(obj))
+        return _describe_numpy(np.asarray(obj), 2)
     if isinstance(obj, Global):
         return GlobalDesc(obj.module, obj.name)
     return UnsupportedDesc(type(obj).__module__ + "." + type(obj).__qualname__)

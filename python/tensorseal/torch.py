@@ -19,7 +19,7 @@ from typing import IO, Any, Callable, Dict, Optional, Union
 
 import torch  # the real torch (absolute import)
 
-from . import _api
+from . import _api, _glue
 from . import _tensorseal as _core
 from .errors import invalid_argument
 
@@ -44,11 +44,14 @@ def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int 
         raise invalid_argument("tensorseal.torch.save: pickle_module is not supported")
     fmt = "torch-zip" if _use_new_zipfile_serialization else "torch-legacy"
     if isinstance(f, (str, os.PathLike)):
-        _api.save(obj, f, fmt)
+        with _glue.numpy_objects():  # as torch.save: a numpy array is pickled as one
+            _api.save(obj, f, fmt)
         return
     if not hasattr(f, "write"):
         raise invalid_argument(f"tensorseal.torch.save: f must be a path or a binary file, not {type(f).__name__}")
-    f.write(_api.save_bytes(obj, fmt))
+    with _glue.numpy_objects():
+        data = _api.save_bytes(obj, fmt)
+    f.write(data)
     if hasattr(f, "flush"):
         f.flush()
 

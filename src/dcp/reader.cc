@@ -122,6 +122,7 @@ Value assemble(const Entry& e, Items& items, const Input& meta) {
     else *t = *make_contiguous(e.dtype, e.size, Storage::owned({}));  // an empty tensor
     t->requires_grad = false;
     t->is_parameter = false;
+    t->numpy = NumpyType::kNone;
     return Value(std::move(t));
   }
   const std::uint64_t item = itemsize(e.dtype);

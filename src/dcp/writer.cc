@@ -95,6 +95,8 @@ void flatten(const Value& v, std::vector<Value>& path, std::vector<Leaf>& out, s
     const auto& t = *v.as_tensor();
     if (t.is_parameter || t.requires_grad)
       refuse(d::rules::kWriteUnrepresentable, "tensor '" + fqn + "' is a Parameter or requires grad; DCP stores plain tensors");
+    if (t.numpy != NumpyType::kNone)
+      refuse(d::rules::kWriteUnrepresentable, "'" + fqn + "' is a numpy object; DCP stores plain tensors");
   }
   out.push_back({fqn, path, v});
 }

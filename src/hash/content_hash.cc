@@ -17,7 +17,9 @@
 //                 dict/OrderedDict/Counter alike, attributes (OrderedDict._metadata) excluded
 //   enc(set)    = 'E' u64(n) enc(item)* sorted bytewise (set and frozenset alike)
 //   enc(tensor) = 'X' u8(len) dtype-name u32(ndim) i64(dim)* u8(flags) leaf
-//                 flags: bit0 requires_grad, bit1 nn.Parameter
+//                 flags: bit0 requires_grad, bit1 nn.Parameter, bit2 numpy.ndarray,
+//                 bit3 numpy scalar (bits 2-3 added later: a pickled numpy object had
+//                 hashed as a tensor; no tree without one changes)
 //   enc(storage)= 'R' u8(len) dtype-name leaf
 //   enc(global) = 'G' enc(str module) enc(str name)
 //   enc(object) = 'O' u8(construct) enc(callable) enc(args|None) enc(kwargs|None)
@@ -366,7 +368,8 @@ class ContentHasher {
         put_dtype(out, t.dtype);
         util::append_le<std::uint32_t>(out, static_cast<std::uint32_t>(t.shape.size()));
         for (auto d : t.shape) util::append_le<std::int64_t>(out, d);
-        out += static_cast<char>((t.requires_grad ? 1 : 0) | (t.is_parameter ? 2 : 0));
+        out += static_cast<char>((t.requires_grad ? 1 : 0) | (t.is_parameter ? 2 : 0) |
+                                 (t.numpy == NumpyType::kArray ? 4 : 0) | (t.numpy == NumpyType::kScalar ? 8 : 0));
         out += leaves_[index_.at(&t)].digest;
         return;
       }

@@ -36,7 +36,7 @@ bool is_flat(const Value& root) {
   for (const auto& [k, v] : d.items) {
     if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor)) return false;
     const Tensor& t = *v.as_tensor();
-    if (t.requires_grad || t.is_parameter) return false;
+    if (t.requires_grad || t.is_parameter || t.numpy != NumpyType::kNone) return false;
     if (t.nbytes() > 0 && !storages.insert(t.storage.get()).second) return false;
   }
   return true;
@@ -170,11 +170,13 @@ struct Encoder {
           auto plain = std::make_shared<Tensor>(*t);
           plain->requires_grad = false;
           plain->is_parameter = false;
+          plain->numpy = NumpyType::kNone;
           flat.items.emplace_back(Value::str(name), Value(std::shared_ptr<const Tensor>(plain)));
         }
         json j{{"t", name}};
         if (t->requires_grad) j["rg"] = true;
         if (t->is_parameter) j["param"] = true;
+        if (t->numpy != NumpyType::kNone) j["np"] = t->numpy == NumpyType::kArray ? "array" : "scalar";
         auto b = bases.find(t->storage.get());
         if (b != bases.end() && !(view_key(*b->second) == view_key(*t))) {
           // A window of the base view: element offset from the base's first element.
@@ -220,7 +222,7 @@ struct Encoder {
 struct Decoder {
   const Dict& flat;
   const std::string& file;
-  std::map<std::tuple<std::string, std::int64_t, std::vector<std::int64_t>, std::vector<std::int64_t>, bool, bool>, Value> views;
+  std::map<std::tuple<std::string, std::int64_t, std::vector<std::int64_t>, std::vector<std::int64_t>, bool, bool, NumpyType>, Value> views;
 
   [[noreturn]] void bad(const std::string& why) const {
     throw Error(st::rules::kBadStructure, "tensorseal.structure: " + why, file);
@@ -294,6 +296,12 @@ struct Decoder {
       const Value* t = flat.find(it->get<std::string>());
       if (!t || !t->is(Value::Kind::kTensor)) bad("names tensor '" + it->get<std::string>() + "' that the file lacks");
       const bool rg = j.value("rg", false), param = j.value("param", false);
+      NumpyType np = NumpyType::kNone;
+      if (auto n = j.find("np"); n != j.end()) {
+        if (!n->is_string() || (*n != "array" && *n != "scalar")) bad("\"np\" is not \"array\" or \"scalar\"");
+        np = *n == "array" ? NumpyType::kArray : NumpyType::kScalar;
+        if (np == NumpyType::kScalar && !t->as_tensor()->shape.empty()) bad("a numpy scalar is not 0-d");
+      }
       if (auto b = j.find("base"); b != j.end()) {
         // A view sharing the base tensor's storage (see Encoder::plan_bases).
         const Value* base = flat.find(b->get<std::string>());
@@ -305,6 +313,7 @@ struct Decoder {
         view->strides = j.value("strides", std::vector<std::int64_t>{});
         view->requires_grad = rg;
         view->is_parameter = param;
+        view->numpy = np;
         if (view->dtype != bt.dtype) bad("view and base dtypes differ");
         try {
           view->validate();
@@ -312,17 +321,18 @@ struct Decoder {
           bad(std::string("view does not fit its base: ") + e.detail());
         }
         // Views of one base must stay one object per distinct view.
-        auto key = std::make_tuple(b->get<std::string>(), view->storage_offset, view->shape, view->strides, rg, param);
+        auto key = std::make_tuple(b->get<std::string>(), view->storage_offset, view->shape, view->strides, rg, param, np);
         auto known = views.find(key);
         if (known != views.end()) return known->second;
         Value out{std::shared_ptr<const Tensor>(view)};
         views.emplace(key, out);
         return out;
       }
-      if (!rg && !param) return *t;
+      if (!rg && !param && np == NumpyType::kNone) return *t;
       auto copy = std::make_shared<Tensor>(*t->as_tensor());
       copy->requires_grad = rg;
       copy->is_parameter = param;
+      copy->numpy = np;
       return Value(std::shared_ptr<const Tensor>(copy));
     }
     if (auto it = j.find("g"); it != j.end()) {

@@ -1,7 +1,7 @@
 // Whole checkpoints in safetensors (docs/formats/safetensors.md, "Structured files").
 //
 // safetensors holds a flat dict of contiguous, unshared tensors. A checkpoint with more
-// (nesting, optimizer state, hyper-parameters, Parameter flags, OrderedDict and its
+// (nesting, optimizer state, hyper-parameters, Parameter and numpy flags, OrderedDict and its
 // _metadata, tied weights) is written as:
 //   - the tensors, flat, named by their value-tree paths (tied tensors stored once);
 //   - __metadata__["tensorseal.structure"]: the value tree as JSON, tensor leaves
@@ -21,7 +21,7 @@ inline constexpr std::string_view kStructureKey = "tensorseal.structure";
 inline constexpr int kVersion = 1;
 
 // True when `root` is exactly what safetensors holds natively: a plain dict of str ->
-// tensor, no Parameter/requires_grad flags, no two tensors sharing storage bytes.
+// tensor, no Parameter/requires_grad/numpy flags, no two tensors sharing storage bytes.
 bool is_flat(const Value& root);
 
 struct Flattened {

@@ -432,6 +432,12 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
                           d.requires_grad_b ? "True" : "False"});
     if (d.parameter_a != d.parameter_b)
       r.values.push_back({d.path + " (nn.Parameter)", d.parameter_a ? "True" : "False", d.parameter_b ? "True" : "False"});
+    if (ta.numpy != tb.numpy) {
+      auto type = [](NumpyType n) {
+        return std::string(n == NumpyType::kArray ? "numpy.ndarray" : n == NumpyType::kScalar ? "numpy scalar" : "torch.Tensor");
+      };
+      r.values.push_back({d.path + " (type)", type(ta.numpy), type(tb.numpy)});
+    }
     const ElementCodec& ca = tools::codec(ta.dtype);
     const ElementCodec& cb = tools::codec(tb.dtype);
     if (ta.shape != tb.shape) {

@@ -4,6 +4,14 @@
 //              _rebuild_tensor_v3(<untyped pid>, offset, sizes, strides, requires_grad, OrderedDict(), dtype)
 //   Parameter  _rebuild_parameter(<tensor>, requires_grad, OrderedDict())
 //   storage    BINPERSID ('storage', torch.<Type>Storage, key, 'cpu', numel[, None])
+//   ndarray    numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b')
+//              BUILD (1, (shape), <dtype>, False, <row-major little-endian bytes>)
+//   np scalar  numpy.core.multiarray.scalar(<dtype>, <bytes>)
+//   <dtype>    numpy.dtype(descr, False, True) BUILD (3, '<'|'|', None, None, None, -1, -1, 0),
+//              one memoized object per dtype, as numpy's own reduce gives
+// numpy objects carry their bytes in the pickle, as numpy pickles them. The module is
+// numpy.core.multiarray (numpy 1.x's name, which numpy 2 keeps for old pickles), so
+// the file loads under either.
 // Location is always 'cpu': the device is not content, and a canonical file must load
 // on any machine.
 #include "torch/emit.h"
@@ -62,6 +70,63 @@ void base_tensor(pickle::Writer& w, StoragePlan& plan, const Tensor& t, bool leg
   w.reduce();
 }
 
+void numpy_dtype(pickle::Writer& w, DType dt) {
+  const DTypeInfo& di = info(dt);
+  if (di.numpy.size() < 2)
+    throw Error(torchfmt::rules::kCannotWrite, "numpy has no dtype " + std::string(di.name) + " for a numpy object");
+  if (!w.begin_node(&di)) return;
+  w.global("numpy", "dtype");
+  w.begin_tuple(3);
+  w.value(Value::str(std::string(di.numpy.substr(1))));
+  w.value(Value(false));
+  w.value(Value(true));
+  w.end_tuple(3);
+  w.reduce();
+  w.mark();
+  for (const Value& x : {Value(std::int64_t{3}), Value::str(std::string(di.numpy.substr(0, 1))), Value(), Value(), Value(),
+                         Value(std::int64_t{-1}), Value(std::int64_t{-1}), Value(std::int64_t{0})})
+    w.value(x);
+  w.tuple_from_mark();
+  w.build();
+  w.end_node(&di);
+}
+
+Value element_bytes(const Tensor& t) {
+  std::vector<std::byte> scratch;
+  const auto b = t.contiguous_bytes(scratch);
+  return Value::bytes(std::string(reinterpret_cast<const char*>(b.data()), b.size()));
+}
+
+void numpy_object(pickle::Writer& w, const Tensor& t) {
+  if (t.requires_grad || t.is_parameter)
+    throw Error(torchfmt::rules::kCannotWrite, "a numpy object cannot be a Parameter or require grad");
+  if (t.numpy == NumpyType::kScalar) {
+    if (!t.shape.empty()) throw Error(torchfmt::rules::kCannotWrite, "a numpy scalar must be 0-d");
+    w.global("numpy.core.multiarray", "scalar");
+    w.begin_tuple(2);
+    numpy_dtype(w, t.dtype);
+    w.value(element_bytes(t));
+    w.end_tuple(2);
+    w.reduce();
+    return;
+  }
+  w.global("numpy.core.multiarray", "_reconstruct");
+  w.begin_tuple(3);
+  w.global("numpy", "ndarray");
+  int_tuple(w, {0});
+  w.value(Value::bytes("b"));
+  w.end_tuple(3);
+  w.reduce();
+  w.mark();
+  w.value(Value(std::int64_t{1}));
+  int_tuple(w, t.shape);
+  numpy_dtype(w, t.dtype);
+  w.value(Value(false));
+  w.value(element_bytes(t));
+  w.tuple_from_mark();
+  w.build();
+}
+
 }  // namespace
 
 pickle::Writer::Hooks make_hooks(StoragePlan& plan, bool legacy) {
@@ -69,7 +134,9 @@ pickle::Writer::Hooks make_hooks(StoragePlan& plan, bool legacy) {
   h.tensor = [&plan, legacy](pickle::Writer& w, const Tensor& t) {
     // One tensor object referenced twice in the tree stays one object (BINGET).
     if (!w.begin_node(&t)) return;
-    if (!t.is_parameter) {
+    if (t.numpy != NumpyType::kNone) {
+      numpy_object(w, t);
+    } else if (!t.is_parameter) {
       base_tensor(w, plan, t, legacy, t.requires_grad);
     } else {
       w.global("torch._utils", "_rebuild_parameter");

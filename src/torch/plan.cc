@@ -74,6 +74,7 @@ StoragePlan::StoragePlan(const Value& root) {
     if (listed.insert(t).second) tensors.push_back(t);
   for (const Tensor* t : tensors) {
     t->validate();
+    if (t->numpy != NumpyType::kNone) continue;  // numpy objects carry their bytes inline (emit.cc)
     auto& g = groups[t->storage.get()];
     if (g.empty()) order.push_back(t->storage.get());
     g.push_back(t);

@@ -319,7 +319,7 @@ struct Resolution {
   }
 
   Value array_tensor(DType dt, bool big, std::vector<std::int64_t> shape, bool fortran, std::string_view raw,
-                     const std::string& fn) {
+                     NumpyType type, const std::string& fn) {
     std::uint64_t numel = 1;
     for (auto d : shape) {
       if (d < 0) bad_args(fn, "negative dimension", in);
@@ -335,6 +335,7 @@ struct Resolution {
                                 reinterpret_cast<const std::byte*>(raw.data()) + raw.size());
     if (big) util::byteswap_inplace(data, swap_unit(dt));
     auto t = make_contiguous(dt, shape, Storage::owned(std::move(data), dt));
+    t->numpy = type;
     if (fortran && shape.size() > 1) {  // column-major strides over the same bytes
       std::int64_t acc = 1;
       for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -346,23 +347,33 @@ struct Resolution {
   }
 
   std::optional<Value> numpy_array(const Object& o) {
-    // _reconstruct(ndarray, (0,), b'b') then BUILD (version, shape, dtype, fortran, raw).
-    if (!o.state || !o.state->is(Value::Kind::kTuple)) return std::nullopt;
+    // _reconstruct(ndarray, (0,), b'b') then BUILD (version 1, shape, dtype, fortran, raw).
+    // Only numpy.ndarray itself: a subclass (np.matrix, np.memmap, ...) or another
+    // state version stays an opaque object rather than lose its type.
+    if (!o.state || !o.state->is(Value::Kind::kTuple) || !o.args || !o.args->is(Value::Kind::kTuple) ||
+        o.args->items().empty() || !o.args->items()[0].is(Value::Kind::kGlobal) || o.kwargs ||
+        !o.list_items.empty() || !o.dict_items.empty())
+      return std::nullopt;
+    const std::string type = qualname(o.args->items()[0].as_global());
+    if (type != "numpy.ndarray") return std::nullopt;
     const auto& s = o.state->items();
-    if (s.size() != 5) return std::nullopt;
+    if (s.size() != 5 || !s[0].is(Value::Kind::kInt) || s[0].as_int() != 1) return std::nullopt;
     bool big = false;
     auto dt = numpy_dtype(s[2], &big);
     if (!dt || !s[4].is(Value::Kind::kBytes)) return std::nullopt;  // object arrays stay opaque
     return array_tensor(*dt, big, int_list(s[1], "numpy array", "shape", in), truthy(s[3]), s[4].as_bytes(),
-                        "numpy array");
+                        NumpyType::kArray, "numpy array");
   }
 
   std::optional<Value> numpy_scalar(const Object& o) {
-    if (!o.args || !o.args->is(Value::Kind::kTuple) || o.args->items().size() != 2) return std::nullopt;
+    if (!o.args || !o.args->is(Value::Kind::kTuple) || o.args->items().size() != 2 || o.state || o.kwargs ||
+        !o.list_items.empty() || !o.dict_items.empty())
+      return std::nullopt;
     bool big = false;
     auto dt = numpy_dtype(o.args->items()[0], &big);
     if (!dt || !o.args->items()[1].is(Value::Kind::kBytes)) return std::nullopt;
-    return array_tensor(*dt, big, {}, false, o.args->items()[1].as_bytes(), "numpy scalar");
+    return array_tensor(*dt, big, {}, false, o.args->items()[1].as_bytes(), NumpyType::kScalar,
+                        "numpy scalar");
   }
 
   Value nested(std::string_view payload) {

@@ -233,6 +233,23 @@ Value complex_values() {
   return v;
 }
 
+// The same element as a torch tensor, a numpy.ndarray and a numpy scalar (flag bits 2
+// and 3), and a numpy array inside a tuple like np.random.get_state()'s.
+Value numpy_values() {
+  auto typed = [](NumpyType n, DType dt, std::vector<std::int64_t> shape, std::vector<std::byte> data) {
+    auto t = tensor(dt, std::move(shape), std::move(data));
+    t->numpy = n;
+    return Value(std::shared_ptr<const Tensor>(t));
+  };
+  Value v = Value::dict();
+  put(v, str("t"), typed(NumpyType::kNone, DType::kFloat64, {}, pack<double>({1.5})));
+  put(v, str("a"), typed(NumpyType::kArray, DType::kFloat64, {}, pack<double>({1.5})));
+  put(v, str("s"), typed(NumpyType::kScalar, DType::kFloat64, {}, pack<double>({1.5})));
+  put(v, str("rng"), Value::tuple({str("MT19937"), typed(NumpyType::kArray, DType::kUInt32, {3}, pack<std::uint32_t>({5, 6, 7})),
+                                   Value(624), Value(0), Value(0.0)}));
+  return v;
+}
+
 // ---- golden vectors -----------------------------------------------------------------
 
 struct Golden {
@@ -274,6 +291,8 @@ const Golden kGolden[] = {
     {"ordered", ordered_default, "sha256:43796f961547d00088862390dedcff7a2623186158a5ce742a8774babf6ca294",
      "xxh3:db0fb62bf1de2970543ffbaf60bd9989"},
     {"complex", complex_values, "sha256:4437007572c4e419ad7028650a6b2ce42267f5c091306524ca48246345eea4c6", "xxh3:a2c1c305c4039bc312e6a4991546a5b3"},
+    {"numpy", numpy_values, "sha256:4b109047efe90ed674324d90b5fac06ff4755ec96ffe0da58df98f5d0014bc56",
+     "xxh3:bb20378aa8290f19c3915ee4fadc903c"},
 };
 
 json reference() {

@@ -86,11 +86,12 @@ def raw(t) -> bytes:
 def same(ours, theirs, path="root"):
     """Structural equality of tensorseal.load's result with torch.load's."""
     if isinstance(theirs, (np.ndarray, np.generic)):
-        assert isinstance(ours, torch.Tensor), path
-        a = np.asarray(theirs)
-        assert list(ours.shape) == list(a.shape), path
+        # A pickled numpy object stays one: the same type (ndarray or the scalar type).
+        assert type(ours) is type(theirs), path
+        a, o = np.asarray(theirs), np.asarray(ours)
+        assert o.shape == a.shape and o.dtype == a.dtype.newbyteorder("="), path
         le = np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<"))
-        assert raw(ours) == le.tobytes(), path
+        assert np.ascontiguousarray(o).astype(o.dtype.newbyteorder("<")).tobytes() == le.tobytes(), path
         return
     if isinstance(theirs, torch.Tensor):
         assert isinstance(ours, torch.Tensor), path
