@@ -16,7 +16,7 @@ namespace {
 
 // torch's weights_only allowlist (torch/_weights_only_unpickler.py) plus numpy's array
 // reconstruction and the inert builtins protocol 2 uses.
-constexpr std::array<std::string_view, 42> kSafe = {
+constexpr std::array<std::string_view, 44> kSafe = {
     "collections.OrderedDict", "collections.Counter",
     "torch.nn.parameter.Parameter", "torch.Size", "torch.Tensor", "torch.device",
     "torch.storage.UntypedStorage", "torch.storage.TypedStorage", "torch.UntypedStorage",
@@ -33,6 +33,9 @@ constexpr std::array<std::string_view, 42> kSafe = {
     "builtins.bytes", "builtins.slice",
     "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct", "numpy.ndarray", "numpy.dtype",
     "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar",
+    // protocol >= 5 arrays: frombuffer(buf, dtype).reshape(shape, order); numpy refuses
+    // object dtypes from a buffer, so it rebuilds data only.
+    "numpy.core.numeric._frombuffer", "numpy._core.numeric._frombuffer",
 };
 
 // Whole modules whose every name can run code, touch files, processes or the network.

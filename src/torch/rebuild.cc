@@ -23,6 +23,7 @@ std::string qualname(const Global& g) {
   if (m == "__builtin__") m = "builtins";
   if (m == "copy_reg") m = "copyreg";
   if (m == "numpy._core.multiarray") m = "numpy.core.multiarray";
+  if (m == "numpy._core.numeric") m = "numpy.core.numeric";
   return m + "." + g.name;
 }
 
@@ -300,6 +301,7 @@ struct Resolution {
     }
     if (fn == "numpy.core.multiarray._reconstruct") return numpy_array(o);
     if (fn == "numpy.core.multiarray.scalar") return numpy_scalar(o);
+    if (fn == "numpy.core.numeric._frombuffer") return numpy_frombuffer(o);
     return std::nullopt;
   }
 
@@ -362,6 +364,23 @@ struct Resolution {
     auto dt = numpy_dtype(s[2], &big);
     if (!dt || !s[4].is(Value::Kind::kBytes)) return std::nullopt;  // object arrays stay opaque
     return array_tensor(*dt, big, int_list(s[1], "numpy array", "shape", in), truthy(s[3]), s[4].as_bytes(),
+                        NumpyType::kArray, "numpy array");
+  }
+
+  // What numpy's __reduce_ex__ gives at pickle protocol >= 5 for a C- or F-contiguous
+  // array: _frombuffer(buffer, dtype, shape, order), the buffer in-band (bytes, or
+  // bytearray when writable) holding the elements in `order` ('C' or 'F').
+  std::optional<Value> numpy_frombuffer(const Object& o) {
+    if (o.how != Construct::kReduce || !o.args || !o.args->is(Value::Kind::kTuple) || o.args->items().size() != 4 ||
+        o.state || o.kwargs || !o.list_items.empty() || !o.dict_items.empty())
+      return std::nullopt;
+    const auto& a = o.args->items();
+    bool big = false;
+    auto dt = numpy_dtype(a[1], &big);
+    if (!dt || !a[0].is(Value::Kind::kBytes) || !a[3].is(Value::Kind::kStr)) return std::nullopt;
+    const std::string_view order = a[3].as_str();
+    if (order != "C" && order != "F") return std::nullopt;
+    return array_tensor(*dt, big, int_list(a[2], "numpy array", "shape", in), order == "F", a[0].as_bytes(),
                         NumpyType::kArray, "numpy array");
   }
 

@@ -4,7 +4,7 @@ Training checkpoints hold numpy objects next to tensors: np.random.get_state() (
 with a uint32 ndarray), np.float64 losses, index arrays. torch.load gives them back as
 numpy objects; so must tensorseal.load, canon must write them back as numpy objects,
 and the content hash must tell an array from a tensor. Files are made by torch.save
-(both formats, protocols 2 and 4) and read back by torch 2.13 / numpy 2 and by torch
+(both formats, protocols 2, 4 and 5) and read back by torch 2.13 / numpy 2 and by torch
 1.13 / numpy 1.x."""
 from __future__ import annotations
 
@@ -63,6 +63,9 @@ SAVES = {
     "zip4": dict(pickle_protocol=4),
     "legacy2": dict(_use_new_zipfile_serialization=False),
     "legacy4": dict(_use_new_zipfile_serialization=False, pickle_protocol=4),
+    # Protocol 5: numpy pickles contiguous arrays as _frombuffer(buffer, dtype, shape, order).
+    "zip5": dict(pickle_protocol=5),
+    "legacy5": dict(_use_new_zipfile_serialization=False, pickle_protocol=5),
 }
 
 
@@ -80,6 +83,9 @@ def test_load_gives_numpy_objects_as_torch_does(saved):
     assert isinstance(got["rng"][1], np.ndarray) and got["rng"][1].dtype == np.uint32
     assert type(got["loss"]) is np.float64
     np.random.RandomState().set_state(got["rng"])  # usable as numpy's own state
+    # numpy's reconstruction functions (protocol 5's _frombuffer too) are known-safe.
+    r = run_tseal("scan", saved)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_canonical_file_keeps_numpy_objects(saved, tmp_path):
