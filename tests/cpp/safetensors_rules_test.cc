@@ -305,14 +305,23 @@ TEST(SafetensorsRules, MisalignedSubByte) {
   expect_rule(make_file("{" + entry("a", "F4", "[3]", "[0,2]") + "}", "xx"), st::rules::kMisaligned, 8);
   expect_rule(make_file("{" + entry("a", "F6_E2M3", "[2]", "[0,2]") + "}", "xx"), st::rules::kMisaligned, 8);
   expect_rule(make_file("{" + entry("a", "F6_E3M2", "[1]", "[0,1]") + "}", "x"), st::rules::kMisaligned, 8);
-  // Whole bytes are fine: 4 fp6 values are 3 bytes, 2 fp4 values 1 byte.
+  // Whole bytes are fine: 4 fp6 values are 3 bytes, 2 fp4 values 1 byte, 2x3 fp4 3 bytes.
   const Checkpoint ok = read_codec(make_file("{" + entry("a", "F6_E2M3", "[4]", "[0,3]") + "," +
-                                             entry("b", "F4", "[2]", "[3,4]") + "}", "abcd"));
+                                             entry("b", "F4", "[2]", "[3,4]") + "," +
+                                             entry("c", "F4", "[2,3]", "[4,7]") + "}", "abcdefg"));
   const Dict& d = ok.root.as_dict();
   EXPECT_EQ(d.find(std::string_view("a"))->as_tensor()->dtype, DType::kFloat6E2M3FN);
   EXPECT_EQ(d.find(std::string_view("a"))->as_tensor()->nbytes(), 3u);
-  EXPECT_EQ(d.find(std::string_view("b"))->as_tensor()->dtype, DType::kFloat4E2M1FN);
-  EXPECT_EQ(tensor_sha256(*d.find(std::string_view("b"))->as_tensor()), sha256_hex(testing::bytes_of(std::string("d"))));
+  // An even last dimension is torch's float4_e2m1fn_x2 (two fp4 per element), as
+  // safetensors' torch binding reads it; an odd one stays packed float4_e2m1fn.
+  const Tensor& b = *d.find(std::string_view("b"))->as_tensor();
+  EXPECT_EQ(b.dtype, DType::kFloat4E2M1FNx2);
+  EXPECT_EQ(b.shape, (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(tensor_sha256(b), sha256_hex(testing::bytes_of(std::string("d"))));
+  const Tensor& c = *d.find(std::string_view("c"))->as_tensor();
+  EXPECT_EQ(c.dtype, DType::kFloat4E2M1FN);
+  EXPECT_EQ(c.shape, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(tensor_sha256(c), sha256_hex(testing::bytes_of(std::string("efg"))));
 }
 
 TEST(SafetensorsRules, OffsetsTiling) {
