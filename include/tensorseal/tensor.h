@@ -6,6 +6,8 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "tensorseal/export.h"
@@ -26,6 +28,29 @@ enum class NumpyType : std::uint8_t {
   kScalar = 2,  // a numpy scalar (np.generic: np.float64, np.int32, ...), 0-d
 };
 
+struct Tensor;
+
+// How a quantized tensor (dtype qint8, quint8, qint32, quint4x2, quint2x4) maps its
+// integers to reals, as torch's _rebuild_qtensor receives it. The tensor's elements
+// are the integer representation (torch's Tensor.int_repr()).
+struct Quantization {
+  enum class Scheme : std::uint8_t {
+    kPerTensorAffine = 0,               // torch.per_tensor_affine: scale, zero_point
+    kPerChannelAffine = 1,              // torch.per_channel_affine: scales, zero_points, axis
+    kPerChannelAffineFloatQParams = 2,  // torch.per_channel_affine_float_qparams: likewise
+  };
+  Scheme scheme = Scheme::kPerTensorAffine;
+  double scale = 1.0;                          // per tensor
+  std::int64_t zero_point = 0;                 // per tensor
+  std::shared_ptr<const Tensor> scales;        // per channel: 1-d, one per index of `axis`
+  std::shared_ptr<const Tensor> zero_points;   // per channel: 1-d, the same length
+  std::int64_t axis = 0;                       // per channel
+  bool per_channel() const noexcept { return scheme != Scheme::kPerTensorAffine; }
+};
+
+// torch's name of a scheme without "torch.": "per_tensor_affine", ...
+[[nodiscard]] std::string_view scheme_name(Quantization::Scheme s) noexcept;
+
 struct Tensor {
   DType dtype = DType::kFloat32;
   std::vector<std::int64_t> shape;
@@ -35,6 +60,7 @@ struct Tensor {
   bool requires_grad = false;
   bool is_parameter = false;  // torch.nn.Parameter
   NumpyType numpy = NumpyType::kNone;
+  std::shared_ptr<const Quantization> quantization;  // null unless the dtype is quantized
 
   // Product of the shape (1 for 0-d). Validated tensors never overflow.
   std::uint64_t numel() const noexcept;

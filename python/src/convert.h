@@ -61,6 +61,14 @@ struct ToPy {
     nb::list shape, strides;
     for (auto d : t.shape) shape.append(d);
     for (auto d : t.strides) strides.append(d);
+    if (t.quantization) {
+      const Quantization& q = *t.quantization;
+      return g.attr("make_qtensor")(framework, buffer(t.storage), std::string(name(t.dtype)), nb::tuple(shape),
+                                    nb::tuple(strides), t.storage_offset, t.requires_grad, t.is_parameter,
+                                    std::string(scheme_name(q.scheme)), q.scale, q.zero_point,
+                                    q.scales ? tensor(*q.scales) : nb::none(),
+                                    q.zero_points ? tensor(*q.zero_points) : nb::none(), q.axis);
+    }
     if (t.numpy != NumpyType::kNone)  // a numpy object stays one, whatever the framework
       return g.attr("make_numpy")(raw_array(t.storage), std::string(name(t.dtype)), nb::tuple(shape), nb::tuple(strides),
                                   t.storage_offset, t.numpy == NumpyType::kScalar);
@@ -278,6 +286,20 @@ struct FromPy {
     t->requires_grad = nb::cast<bool>(desc.attr("requires_grad"));
     t->is_parameter = nb::cast<bool>(desc.attr("is_parameter"));
     t->numpy = static_cast<NumpyType>(nb::cast<int>(desc.attr("numpy")));
+    if (nb::object qd = desc.attr("quant"); !qd.is_none()) {
+      // (scheme name, scale, zero_point, scales desc | None, zero_points desc | None, axis)
+      auto q = std::make_shared<Quantization>();
+      const auto scheme = nb::cast<std::string>(qd[0]);
+      q->scheme = scheme == "per_tensor_affine"    ? Quantization::Scheme::kPerTensorAffine
+                  : scheme == "per_channel_affine" ? Quantization::Scheme::kPerChannelAffine
+                                                   : Quantization::Scheme::kPerChannelAffineFloatQParams;
+      q->scale = nb::cast<double>(qd[1]);
+      q->zero_point = nb::cast<std::int64_t>(qd[2]);
+      if (nb::object s = qd[3]; !s.is_none()) q->scales = tensor(s).as_tensor();
+      if (nb::object z = qd[4]; !z.is_none()) q->zero_points = tensor(z).as_tensor();
+      q->axis = nb::cast<std::int64_t>(qd[5]);
+      t->quantization = std::move(q);
+    }
     nb::object buf = desc.attr("buffer");
     if (split_storages) {
       // Each tensor gets a storage of just the bytes it can reach (safetensors holds

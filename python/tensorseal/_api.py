@@ -319,7 +319,17 @@ def _map_tensors(obj: Any, fn: Callable[[Any], Any], memo: Optional[Dict[int, An
 def _retarget(t: Any, storage: Any) -> Any:
     """A tensor with ``t``'s view (dtype, offset, shape, strides) over ``storage``."""
     import torch
-    out = torch.empty((0,), dtype=t.dtype, device=storage.device)
+    if t.is_quantized:  # the same quantizer over the new storage
+        if t.qscheme() == torch.per_tensor_affine:
+            out = torch._empty_affine_quantized([0], scale=t.q_scale(), zero_point=t.q_zero_point(), dtype=t.dtype,
+                                                device=storage.device)
+        else:
+            out = torch._empty_per_channel_affine_quantized(
+                [0], scales=t.q_per_channel_scales().to(storage.device),
+                zero_points=t.q_per_channel_zero_points().to(storage.device), axis=t.q_per_channel_axis(),
+                dtype=t.dtype, device=storage.device)
+    else:
+        out = torch.empty((0,), dtype=t.dtype, device=storage.device)
     out.set_(storage, t.storage_offset(), t.shape, t.stride())
     if isinstance(t, torch.nn.Parameter):
         return torch.nn.Parameter(out, requires_grad=t.requires_grad)

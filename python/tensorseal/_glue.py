@@ -123,6 +123,27 @@ def make_numpy(raw: np.ndarray, dtype: str, shape: tuple, strides: tuple, offset
     return arr
 
 
+def make_qtensor(framework: str, base: Any, dtype: str, shape: tuple, strides: tuple, offset: int,
+                 requires_grad: bool, is_parameter: bool, scheme: str, scale: float, zero_point: int,
+                 scales: Any, zero_points: Any, axis: int) -> Any:
+    """A quantized tensor over the integers in ``base``, as torch._utils._rebuild_qtensor
+    builds it."""
+    if framework != "torch":
+        raise TypeError(f"a quantized tensor ({dtype}, {scheme}) has no numpy form; load with framework='torch'")
+    qdtype = getattr(torch, dtype)
+    if scheme == "per_tensor_affine":
+        t = torch._empty_affine_quantized([0], scale=scale, zero_point=zero_point, dtype=qdtype)
+    else:
+        t = torch._empty_per_channel_affine_quantized([0], scales=scales, zero_points=zero_points, axis=axis,
+                                                      dtype=qdtype)
+    t.set_(base, offset, shape, strides)
+    if is_parameter:
+        return torch.nn.Parameter(t, requires_grad=requires_grad)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
 def make_global(module: str, name: str) -> Any:
     if module == "torch" and torch is not None and isinstance(getattr(torch, name, None), torch.dtype):
         return getattr(torch, name)
@@ -173,6 +194,9 @@ class TensorDesc(NamedTuple):
     requires_grad: bool
     is_parameter: bool
     numpy: int = 0                # 0 a torch tensor, 1 a numpy.ndarray, 2 a numpy scalar (NumpyType)
+    # A quantized tensor's parameters: (scheme name, scale, zero_point, scales TensorDesc |
+    # None, zero_points TensorDesc | None, axis); the buffer holds its integers.
+    quant: Optional[tuple] = None
 
 
 class GlobalDesc(NamedTuple):
@@ -209,9 +233,18 @@ def _describe_torch(t: Any) -> TensorDesc:
     # Tensors whose meaning is not (storage, dtype, shape, strides): writing their bytes
     # as a plain tensor would lose the rest silently (scale/zero point, nested offsets,
     # a wrapper's inner tensors). Refused until tensorseal carries them.
+    quant = None
     if t.is_quantized:
-        raise TypeError(f"cannot save a quantized tensor ({t.qscheme()}, {t.dtype}): its scale and zero point "
-                        "would be lost; dequantize it first or use torch.save")
+        scheme = str(t.qscheme()).removeprefix("torch.")
+        if scheme == "per_tensor_affine":
+            quant = (scheme, float(t.q_scale()), int(t.q_zero_point()), None, None, 0)
+        elif scheme in ("per_channel_affine", "per_channel_affine_float_qparams"):
+            quant = (scheme, 0.0, 0, _describe_torch(t.q_per_channel_scales()),
+                     _describe_torch(t.q_per_channel_zero_points()), int(t.q_per_channel_axis()))
+        else:  # torch cannot load these either
+            raise TypeError(f"cannot save a quantized tensor with qscheme {t.qscheme()}")
+        if t.dtype not in (torch.qint8, torch.quint8, torch.qint32):
+            raise TypeError(f"cannot save a quantized tensor of dtype {t.dtype}")
     if t.is_nested:
         raise TypeError("cannot save a nested tensor (only strided tensors)")
     if _is_wrapper_subclass(t):
@@ -220,7 +253,7 @@ def _describe_torch(t: Any) -> TensorDesc:
     storage = t.untyped_storage()
     return TensorDesc(BufferDesc(storage.data_ptr(), storage.nbytes(), storage, "uint8"), dtype_name(t.dtype),
                       tuple(t.shape), tuple(t.stride()), t.storage_offset(), bool(t.requires_grad),
-                      isinstance(t, torch.nn.Parameter))
+                      isinstance(t, torch.nn.Parameter), 0, quant)
 
 
 def _describe_numpy(a: np.ndarray, numpy: int = 1) -> TensorDesc:

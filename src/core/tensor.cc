@@ -157,6 +157,15 @@ std::shared_ptr<Tensor> make_contiguous(DType dtype, std::vector<std::int64_t> s
   return t;
 }
 
+std::string_view scheme_name(Quantization::Scheme s) noexcept {
+  switch (s) {
+    case Quantization::Scheme::kPerTensorAffine: return "per_tensor_affine";
+    case Quantization::Scheme::kPerChannelAffine: return "per_channel_affine";
+    case Quantization::Scheme::kPerChannelAffineFloatQParams: return "per_channel_affine_float_qparams";
+  }
+  return "?";
+}
+
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {

@@ -97,6 +97,8 @@ void flatten(const Value& v, std::vector<Value>& path, std::vector<Leaf>& out, s
       refuse(d::rules::kWriteUnrepresentable, "tensor '" + fqn + "' is a Parameter or requires grad; DCP stores plain tensors");
     if (t.numpy != NumpyType::kNone)
       refuse(d::rules::kWriteUnrepresentable, "'" + fqn + "' is a numpy object; DCP stores plain tensors");
+    if (t.quantization)
+      refuse(d::rules::kWriteUnrepresentable, "tensor '" + fqn + "' is quantized; DCP stores plain tensors");
   }
   out.push_back({fqn, path, v});
 }

@@ -20,6 +20,11 @@
 //                 flags: bit0 requires_grad, bit1 nn.Parameter, bit2 numpy.ndarray,
 //                 bit3 numpy scalar (bits 2-3 added later: a pickled numpy object had
 //                 hashed as a tensor; no tree without one changes)
+//   enc(qtensor)= 'Q' u8(len) dtype-name u32(ndim) i64(dim)* u8(flags) enc(params) leaf
+//                 a quantized tensor (added later: before, such a tensor was an opaque
+//                 object); params = ("per_tensor_affine", float scale, int zero_point)
+//                 or (scheme name, tensor scales, tensor zero_points, int axis);
+//                 leaf over the integer representation
 //   enc(storage)= 'R' u8(len) dtype-name leaf
 //   enc(global) = 'G' enc(str module) enc(str name)
 //   enc(object) = 'O' u8(construct) enc(callable) enc(args|None) enc(kwargs|None)
@@ -117,7 +122,15 @@ class ContentHasher {
     using K = Value::Kind;
     if (depth > 100000) throw Error(rules::kInternal, "value tree too deep to hash");
     switch (v.kind()) {
-      case K::kTensor: add_leaf(v.as_tensor().get(), nullptr); return;
+      case K::kTensor: {
+        const Tensor* t = v.as_tensor().get();
+        add_leaf(t, nullptr);
+        if (t->quantization && t->quantization->per_channel()) {
+          add_leaf(t->quantization->scales.get(), nullptr);
+          add_leaf(t->quantization->zero_points.get(), nullptr);
+        }
+        return;
+      }
       case K::kStorage: add_leaf(nullptr, v.as_storage().get()); return;
       case K::kList: case K::kTuple: for (const auto& x : v.items()) plan(x, depth + 1); return;
       case K::kSet: for (const auto& x : v.as_set().items) plan(x, depth + 1); return;
@@ -364,12 +377,18 @@ class ContentHasher {
       }
       case K::kTensor: {
         const Tensor& t = *v.as_tensor();
-        out += 'X';
+        out += t.quantization ? 'Q' : 'X';
         put_dtype(out, t.dtype);
         util::append_le<std::uint32_t>(out, static_cast<std::uint32_t>(t.shape.size()));
         for (auto d : t.shape) util::append_le<std::int64_t>(out, d);
         out += static_cast<char>((t.requires_grad ? 1 : 0) | (t.is_parameter ? 2 : 0) |
                                  (t.numpy == NumpyType::kArray ? 4 : 0) | (t.numpy == NumpyType::kScalar ? 8 : 0));
+        if (const auto& q = t.quantization) {
+          const Value scheme = Value::str(std::string(scheme_name(q->scheme)));
+          encode(q->per_channel() ? Value::tuple({scheme, Value(q->scales), Value(q->zero_points), Value(q->axis)})
+                                  : Value::tuple({scheme, Value(q->scale), Value(q->zero_point)}),
+                 out);
+        }
         out += leaves_[index_.at(&t)].digest;
         return;
       }

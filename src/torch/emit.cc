@@ -4,6 +4,8 @@
 //              _rebuild_tensor_v3(<untyped pid>, offset, sizes, strides, requires_grad, OrderedDict(), dtype)
 //   Parameter  _rebuild_parameter(<tensor>, requires_grad, OrderedDict())
 //   storage    BINPERSID ('storage', torch.<Type>Storage, key, 'cpu', numel[, None])
+//   quantized  _rebuild_qtensor(<storage pid>, offset, (sizes), (strides), (qscheme, ...),
+//              requires_grad, OrderedDict())
 //   ndarray    numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b')
 //              BUILD (1, (shape), <dtype>, False, <row-major little-endian bytes>)
 //   np scalar  numpy.core.multiarray.scalar(<dtype>, <bytes>)
@@ -52,7 +54,42 @@ void int_tuple(pickle::Writer& w, const std::vector<std::int64_t>& xs) {
   w.tuple(std::span<const Value>(items));
 }
 
+// torch._utils._rebuild_qtensor(<typed storage pid>, offset, size, stride, params,
+// requires_grad, OrderedDict()), params = (torch.<qscheme>, scale, zero_point) or
+// (torch.per_channel_affine, <scales>, <zero_points>, axis): Tensor.__reduce_ex__'s form.
+void quantized_tensor(pickle::Writer& w, StoragePlan& plan, const Tensor& t, bool legacy, bool requires_grad) {
+  const PlannedView& v = plan.view(t);
+  const Quantization& q = *t.quantization;
+  w.global("torch._utils", "_rebuild_qtensor");
+  w.mark();
+  persistent_id(w, plan, *v.storage, legacy, true);
+  w.value(Value(v.offset));
+  int_tuple(w, t.shape);
+  int_tuple(w, v.strides);
+  if (q.per_channel()) {
+    // torch writes per_channel_affine for float qparams too (the zero points' dtype
+    // tells them apart when read), so the file loads in every torch that reads either.
+    w.begin_tuple(4);
+    w.global("torch", "per_channel_affine");
+    w.value(Value(q.scales));
+    w.value(Value(q.zero_points));
+    w.value(Value(q.axis));
+    w.end_tuple(4);
+  } else {
+    w.begin_tuple(3);
+    w.global("torch", scheme_name(q.scheme));
+    w.value(Value(q.scale));
+    w.value(Value(q.zero_point));
+    w.end_tuple(3);
+  }
+  w.value(Value(requires_grad));
+  empty_ordered_dict(w);
+  w.tuple_from_mark();
+  w.reduce();
+}
+
 void base_tensor(pickle::Writer& w, StoragePlan& plan, const Tensor& t, bool legacy, bool requires_grad) {
+  if (t.quantization) return quantized_tensor(w, plan, t, legacy, requires_grad);
   const PlannedView& v = plan.view(t);
   const bool typed = !info(t.dtype).legacy_storage.empty();
   if (!typed && legacy)

@@ -72,6 +72,12 @@ StoragePlan::StoragePlan(const Value& root) {
     if (listed.insert(ref.tensor.get()).second) tensors.push_back(ref.tensor.get());
   for (const Tensor* t : anywhere)
     if (listed.insert(t).second) tensors.push_back(t);
+  // A quantized tensor's per-channel scales and zero points are tensors the writer
+  // emits too (emit.cc), though they are not values of the tree.
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    if (const auto& q = tensors[i]->quantization; q && q->per_channel())
+      for (const Tensor* p : {q->scales.get(), q->zero_points.get()})
+        if (listed.insert(p).second) tensors.push_back(p);
   for (const Tensor* t : tensors) {
     t->validate();
     if (t->numpy != NumpyType::kNone) continue;  // numpy objects carry their bytes inline (emit.cc)

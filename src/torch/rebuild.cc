@@ -1,5 +1,6 @@
 #include "torch/rebuild.h"
 
+#include <bit>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -172,6 +173,86 @@ struct Resolution {
     return Value(apply_lazy_bits(*tensor.as_tensor(), neg, conj, in.options->limits, in.name));
   }
 
+  // A per-channel scale or zero-point vector: a tensor, or a list of numbers (older
+  // torch), which _rebuild_qtensor turns into a tensor of `list_dtype` (float64/int64,
+  // float32 for float qparams).
+  std::shared_ptr<const Tensor> channel_values(const Value& v, DType list_dtype, const std::string& fn, const char* what) {
+    if (v.is(Value::Kind::kTensor)) {
+      auto t = v.as_tensor();
+      if (t->shape.size() != 1 || t->quantization || t->numpy != NumpyType::kNone)
+        bad_args(fn, std::string(what) + " is not a 1-d tensor", in);
+      return t;
+    }
+    if (!v.is(Value::Kind::kList)) bad_args(fn, std::string(what) + " is neither a tensor nor a list", in);
+    std::string data;
+    for (const Value& x : v.items()) {
+      if (list_dtype == DType::kInt64) {
+        if (!x.is(Value::Kind::kInt)) bad_args(fn, std::string(what) + " holds a non-integer", in);
+        util::append_le<std::int64_t>(data, x.as_int());
+      } else {
+        double d = 0;
+        if (x.is(Value::Kind::kFloat)) d = x.as_float();
+        else if (x.is(Value::Kind::kInt)) d = static_cast<double>(x.as_int());
+        else bad_args(fn, std::string(what) + " holds a non-number", in);
+        if (list_dtype == DType::kFloat32) util::append_le<std::uint32_t>(data, std::bit_cast<std::uint32_t>(static_cast<float>(d)));
+        else util::append_le<std::uint64_t>(data, std::bit_cast<std::uint64_t>(d));
+      }
+    }
+    const auto n = static_cast<std::int64_t>(v.items().size());
+    std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(data.data()),
+                                 reinterpret_cast<const std::byte*>(data.data()) + data.size());
+    return make_contiguous(list_dtype, {n}, Storage::owned(std::move(bytes), list_dtype));
+  }
+
+  // The tensor rebuilt by _rebuild_qtensor: the integer elements plus the quantizer
+  // parameters (qscheme, scale, zero_point) or (qscheme, scales, zero_points, axis).
+  // Schemes torch itself cannot load (symmetric ones) and the packed quint4x2/quint2x4
+  // are refused rather than read wrong.
+  Value quantized(const Value& base, const Value& params, const std::string& fn) {
+    auto t = std::make_shared<Tensor>(*base.as_tensor());
+    if (t->dtype != DType::kQInt8 && t->dtype != DType::kQUInt8 && t->dtype != DType::kQInt32)
+      throw Error(tr::kUnsupportedRebuild, fn + ": quantized dtype " + std::string(name(t->dtype)) + " is not supported",
+                  in.name);
+    if (!params.is(Value::Kind::kTuple) || params.items().empty() || !params.items()[0].is(Value::Kind::kGlobal))
+      bad_args(fn, "quantizer parameters are not (qscheme, ...)", in);
+    const auto& p = params.items();
+    const Global& g = p[0].as_global();
+    auto q = std::make_shared<Quantization>();
+    const std::string scheme = g.module == "torch" ? g.name : "";
+    if (scheme == "per_tensor_affine") {
+      if (p.size() != 3 || !p[2].is(Value::Kind::kInt) || !(p[1].is(Value::Kind::kFloat) || p[1].is(Value::Kind::kInt)))
+        bad_args(fn, "per_tensor_affine parameters are not (qscheme, scale, zero_point)", in);
+      q->scheme = Quantization::Scheme::kPerTensorAffine;
+      q->scale = p[1].is(Value::Kind::kFloat) ? p[1].as_float() : static_cast<double>(p[1].as_int());
+      q->zero_point = p[2].as_int();
+    } else if (scheme == "per_channel_affine" || scheme == "per_channel_affine_float_qparams") {
+      const bool fq = scheme == "per_channel_affine_float_qparams";
+      if (p.size() != 4 || !p[3].is(Value::Kind::kInt))
+        bad_args(fn, scheme + " parameters are not (qscheme, scales, zero_points, axis)", in);
+      q->scheme = fq ? Quantization::Scheme::kPerChannelAffineFloatQParams : Quantization::Scheme::kPerChannelAffine;
+      q->scales = channel_values(p[1], fq ? DType::kFloat32 : DType::kFloat64, fn, "scales");
+      q->zero_points = channel_values(p[2], fq ? DType::kFloat32 : DType::kInt64, fn, "zero_points");
+      // Tensor.__reduce_ex__ writes per_channel_affine for float-qparams tensors too;
+      // torch's rebuild tells them apart by the zero points' dtype, and so do we.
+      if (q->zero_points->dtype == DType::kFloat32 || q->zero_points->dtype == DType::kFloat64 ||
+          q->zero_points->dtype == DType::kFloat16 || q->zero_points->dtype == DType::kBFloat16)
+        q->scheme = Quantization::Scheme::kPerChannelAffineFloatQParams;
+      q->axis = p[3].as_int();
+      if (q->axis < 0 || q->axis >= static_cast<std::int64_t>(t->shape.size()))
+        bad_args(fn, "axis " + std::to_string(q->axis) + " is outside the tensor's dimensions", in);
+      const auto channels = t->shape[static_cast<std::size_t>(q->axis)];
+      if (q->scales->shape[0] != channels || q->zero_points->shape[0] != channels)
+        bad_args(fn, "scales and zero_points do not have one value per channel", in);
+      q->scales->validate();
+      q->zero_points->validate();
+    } else {
+      throw Error(tr::kUnsupportedRebuild, fn + ": qscheme " + g.module + "." + g.name +
+                                               " cannot be loaded (torch refuses it too)", in.name);
+    }
+    t->quantization = std::move(q);
+    return Value(std::shared_ptr<const Tensor>(t));
+  }
+
   Value as_parameter(const Value& data, bool requires_grad, const std::string& fn) {
     if (!data.is(Value::Kind::kTensor)) bad_args(fn, "data is not a tensor", in);
     auto t = std::make_shared<Tensor>(*data.as_tensor());
@@ -209,6 +290,13 @@ struct Resolution {
       if (!dt) bad_args(fn, "dtype argument is not a torch dtype", in);
       Value t = tensor_from(fn, a[0], a[1], a[2], a[3], a[4], dt);
       return a.size() > 7 ? with_metadata(t, a[7], fn) : t;
+    }
+    if (fn == "torch._utils._rebuild_qtensor") {
+      // (storage, storage_offset, size, stride, quantizer_params, requires_grad, backward_hooks)
+      const auto& a = tuple_args(o, fn, in, 7, 7);
+      if (!(a[6].is_none() || (a[6].is(Value::Kind::kDict) && a[6].as_dict().items.empty())))
+        throw Error(tr::kUnsupportedRebuild, fn + " with backward hooks is not supported", in.name);
+      return quantized(tensor_from(fn, a[0], a[1], a[2], a[3], a[5], std::nullopt), a[4], fn);
     }
     if (fn == "torch._utils._rebuild_parameter" || fn == "torch._utils._rebuild_parameter_with_state") {
       const auto& a = tuple_args(o, fn, in, 3, 4);

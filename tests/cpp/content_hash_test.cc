@@ -250,6 +250,29 @@ Value numpy_values() {
   return v;
 }
 
+// Quantized tensors (tag 'Q'): per-tensor and per-channel parameters, and the same
+// integers as a plain int8 tensor.
+Value quantized_values() {
+  auto ints = pack<std::int8_t>({-3, -2, -1, 0, 1, 2});
+  auto pt = tensor(DType::kQInt8, {2, 3}, ints);
+  auto q = std::make_shared<Quantization>();
+  q->scale = 0.5;
+  q->zero_point = 3;
+  pt->quantization = q;
+  auto pc = tensor(DType::kQUInt8, {2, 3}, pack<std::uint8_t>({0, 1, 2, 3, 4, 5}));
+  auto qc = std::make_shared<Quantization>();
+  qc->scheme = Quantization::Scheme::kPerChannelAffine;
+  qc->scales = tensor(DType::kFloat64, {2}, pack<double>({0.1, 0.2}));
+  qc->zero_points = tensor(DType::kInt64, {2}, pack<std::int64_t>({1, 2}));
+  qc->axis = 0;
+  pc->quantization = qc;
+  Value v = Value::dict();
+  put(v, str("pt"), Value(pt));
+  put(v, str("pc"), Value(pc));
+  put(v, str("plain"), Value(tensor(DType::kInt8, {2, 3}, ints)));
+  return v;
+}
+
 // ---- golden vectors -----------------------------------------------------------------
 
 struct Golden {
@@ -293,6 +316,8 @@ const Golden kGolden[] = {
     {"complex", complex_values, "sha256:4437007572c4e419ad7028650a6b2ce42267f5c091306524ca48246345eea4c6", "xxh3:a2c1c305c4039bc312e6a4991546a5b3"},
     {"numpy", numpy_values, "sha256:4b109047efe90ed674324d90b5fac06ff4755ec96ffe0da58df98f5d0014bc56",
      "xxh3:bb20378aa8290f19c3915ee4fadc903c"},
+    {"quantized", quantized_values, "sha256:39267447d46cc98d8e8a8451e89efb644c8101ef3031bbae65f814914972fc55",
+     "xxh3:2c1ae659733229acb199268a07b4579e"},
 };
 
 json reference() {

@@ -1,0 +1,156 @@
+"""Quantized tensors read as tensors, with their quantizer (issue: fidelity).
+
+Files come from torch.save of torch.quantize_per_tensor / quantize_per_channel results
+(qint8, quint8, qint32; per-tensor, per-channel on axis 0 and 1, float qparams; a
+transposed view), in both formats, and are read back by torch 2.13 and torch 1.13."""
+from __future__ import annotations
+
+import json
+import subprocess
+import warnings
+
+import pytest
+import torch
+
+import tensorseal
+import tensorseal.torch
+from conftest import run_tseal
+
+warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
+
+
+def checkpoint() -> dict:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 6, generator=g)
+    return {
+        "pt_qint8": torch.quantize_per_tensor(x, 0.05, 3, torch.qint8),
+        "pt_quint8": torch.quantize_per_tensor(x, 0.1, 128, torch.quint8),
+        "pt_qint32": torch.quantize_per_tensor(x, 0.001, -7, torch.qint32),
+        "pc_axis0": torch.quantize_per_channel(x, torch.rand(4, generator=g, dtype=torch.float64) + 0.01,
+                                               torch.arange(4), 0, torch.quint8),
+        "pc_axis1": torch.quantize_per_channel(x, torch.rand(6, generator=g, dtype=torch.float64) + 0.01,
+                                               torch.arange(6) - 3, 1, torch.qint8),
+        "pc_float_qparams": torch.quantize_per_channel(x, torch.rand(4, generator=g) + 0.01,
+                                                       torch.rand(4, generator=g), 0, torch.quint8),
+        "transposed": torch.quantize_per_tensor(x, 0.05, 0, torch.qint8).t(),
+        "plain": x,
+    }
+
+
+def qparams(t: torch.Tensor):
+    if t.qscheme() == torch.per_tensor_affine:
+        return (t.qscheme(), t.q_scale(), t.q_zero_point())
+    return (t.qscheme(), t.q_per_channel_scales().tolist(), t.q_per_channel_zero_points().tolist(),
+            t.q_per_channel_axis())
+
+
+def same(ours: dict, theirs: dict) -> None:
+    assert list(ours) == list(theirs)
+    for k, b in theirs.items():
+        a = ours[k]
+        assert type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape, k
+        if b.is_quantized:
+            assert a.is_quantized and qparams(a) == qparams(b), k
+            assert torch.equal(a.int_repr(), b.int_repr()), k
+            assert torch.equal(a.dequantize(), b.dequantize()), k
+        else:
+            assert torch.equal(a, b), k
+
+
+@pytest.fixture(scope="module", params=["zip", "legacy"])
+def saved(request, tmp_path_factory):
+    p = tmp_path_factory.mktemp("q") / f"{request.param}.pt"
+    torch.save(checkpoint(), p, _use_new_zipfile_serialization=request.param == "zip")
+    return p
+
+
+def test_load_gives_quantized_tensors(saved):
+    same(tensorseal.load(saved), torch.load(saved))  # torch's default weights_only reads them too
+    same(tensorseal.torch.load(saved), torch.load(saved))
+
+
+def test_inspect_lists_each_quantized_tensor_at_its_path(saved):
+    r = run_tseal("inspect", saved, "--json")
+    assert r.returncode == 0, r.stderr
+    rows = {t["path"]: t for t in json.loads(r.stdout)["tensors"]}
+    assert set(rows) == set(checkpoint()), sorted(rows)
+    assert rows["pt_qint8"]["dtype"] == "qint8" and rows["pc_axis1"]["shape"] == [4, 6]
+    # The digest is over the integers, as torch's int_repr() has them.
+    import hashlib
+    want = hashlib.sha256(torch.load(saved)["transposed"].int_repr().contiguous().numpy().tobytes()).hexdigest()
+    assert rows["transposed"]["sha256"] == want
+
+
+def test_canonical_file_loads_in_torch_and_keeps_the_hash(saved, tmp_path, old_python):
+    out = tmp_path / "c.pt"
+    r = run_tseal("canon", saved, "-o", out)
+    assert r.returncode == 0, r.stderr
+    same(torch.load(out), torch.load(saved))
+    assert tensorseal.hash(out) == tensorseal.hash(saved) and tensorseal.is_canonical(out)
+    code = ("import sys, torch; d = torch.load(sys.argv[1]); q = d['pc_axis1']; "
+            "print(q.dtype, q.qscheme(), q.q_per_channel_axis(), d['pt_qint32'].q_zero_point(), "
+            "d['pc_float_qparams'].qscheme())")
+    r = subprocess.run([old_python, "-c", code, str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["torch.qint8", "torch.per_channel_affine", "1", "-7",
+                                "torch.per_channel_affine_float_qparams"]
+
+
+def test_save_keeps_scale_and_zero_point(saved, tmp_path):
+    loaded = tensorseal.load(saved)
+    for save in (tensorseal.torch.save, tensorseal.save):
+        out = tmp_path / f"{save.__module__}.pt"
+        save(loaded, out)
+        same(torch.load(out), torch.load(saved))
+        assert tensorseal.hash(out) == tensorseal.hash(saved)
+    # From torch objects directly, as torch.save would take them.
+    direct = tmp_path / "direct.pt"
+    tensorseal.torch.save(checkpoint(), direct)
+    same(torch.load(direct), checkpoint())
+
+
+def test_hash_and_diff_see_the_quantizer(tmp_path):
+    x = torch.randn(8)
+    a, b, c = tmp_path / "a.pt", tmp_path / "b.pt", tmp_path / "c.pt"
+    qa = torch.quantize_per_tensor(x, 0.1, 0, torch.qint8)
+    qb = torch._make_per_tensor_quantized_tensor(qa.int_repr(), 0.2, 0)  # same integers, other scale
+    torch.save({"q": qa}, a)
+    torch.save({"q": qb}, b)
+    torch.save({"q": qa.int_repr()}, c)
+    assert len({tensorseal.hash(p) for p in (a, b, c)}) == 3
+    r = run_tseal("diff", a, b)
+    assert r.returncode == 1 and "(quantization)" in r.stdout and "scale=0.1" in r.stdout, r.stdout
+
+
+def test_formats_without_quantization_refuse_clearly(saved, tmp_path):
+    for out in (tmp_path / "x.safetensors", tmp_path / "x.npz"):
+        r = run_tseal("convert", saved, out)
+        assert r.returncode == 2 and ("qint8" in r.stderr or "quint8" in r.stderr), r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert not out.exists()
+
+
+def test_python_save_to_safetensors_refuses_and_writes_nothing(tmp_path):
+    import tensorseal.safetensors
+    q = torch.quantize_per_tensor(torch.randn(3), 0.1, 0, torch.qint8)
+    with pytest.raises(tensorseal.Error, match="qint8"):
+        tensorseal.save({"q": q}, tmp_path / "a.safetensors")
+    with pytest.raises(tensorseal.Error, match="cannot store"):
+        tensorseal.safetensors.save_file({"q": q}, tmp_path / "b.safetensors")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sparse_tensors_round_trip_exactly(tmp_path):
+    """Sparse layouts stay opaque objects (their parts are plain tensors) and canon
+    rewrites them so torch loads the same sparse tensors."""
+    g = torch.Generator().manual_seed(1)
+    d = torch.randn(4, 5, generator=g) * (torch.rand(4, 5, generator=g) > 0.6)
+    sd = {"coo": d.to_sparse(), "csr": d.to_sparse_csr(), "csc": d.to_sparse_csc(),
+          "bsr": d.to_sparse_bsr((2, 1)), "bsc": d.to_sparse_bsc((2, 1))}
+    src, out = tmp_path / "s.pt", tmp_path / "c.pt"
+    torch.save(sd, src)
+    assert run_tseal("canon", src, "-o", out).returncode == 0
+    back = torch.load(out)
+    for k, t in sd.items():
+        assert back[k].layout == t.layout and torch.equal(back[k].to_dense(), d), k
+    assert tensorseal.hash(out) == tensorseal.hash(src)
