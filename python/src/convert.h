@@ -11,6 +11,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <tensorseal/tensorseal.h>
+#include <algorithm>
 #include <unordered_map>
 
 namespace tensorseal::py {
@@ -36,8 +37,21 @@ struct ToPy {
   std::unordered_map<const Storage*, nb::object> bufs;   // one buffer per storage
   int depth = 0;
 
-  // A uint8 numpy array over the storage's bytes, keeping the storage alive.
-  static nb::object raw_array(const std::shared_ptr<const Storage>& s) {
+  // The alignment the framework needs for `dtype`'s elements: torch's kernels assume the
+  // item size (its complex types are alignas(2 * sizeof(part)): complex128 needs 16, and
+  // a misaligned one crashed its copy kernel); numpy checks alignment itself and handles
+  // misaligned arrays correctly, so numpy arrays stay zero-copy views.
+  std::uintptr_t alignment(DType dtype) const {
+    return framework == "torch" ? std::clamp<std::uintptr_t>(itemsize(dtype), 1, 16) : 1;
+  }
+
+  // A uint8 numpy array over the storage's bytes, keeping the storage alive. When the
+  // bytes are not `align`-aligned (a record mapped at an odd file offset: the legacy
+  // format, an np.savez member after its zip header), they are copied into an owned
+  // buffer (new aligns it to 16). Aligned mappings stay zero-copy.
+  static nb::object raw_array(std::shared_ptr<const Storage> s, std::uintptr_t align) {
+    if (reinterpret_cast<std::uintptr_t>(s->bytes().data()) % align != 0)
+      s = Storage::owned(std::vector<std::byte>(s->bytes().begin(), s->bytes().end()), s->dtype);
     auto* keep = new std::shared_ptr<const Storage>(s);
     nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<const Storage>*>(p); });
     // The memory is a private copy-on-write mapping or an owned buffer: writes from
@@ -47,12 +61,13 @@ struct ToPy {
     return nb::cast(nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(data, 1, shape, owner));
   }
 
-  nb::object buffer(const std::shared_ptr<const Storage>& s) {
+  // `align`: what the first user of the storage needs (alignment() of its dtype).
+  nb::object buffer(const std::shared_ptr<const Storage>& s, std::uintptr_t align) {
     auto it = bufs.find(s.get());
     if (it != bufs.end()) return it->second;
     // One framework storage object per Storage, so tensors sharing bytes in the file
     // share one storage after loading (tied weights stay tied).
-    nb::object wrapped = g.attr("wrap_buffer")(framework, raw_array(s));
+    nb::object wrapped = g.attr("wrap_buffer")(framework, raw_array(s, align));
     bufs.emplace(s.get(), wrapped);
     return wrapped;
   }
@@ -63,16 +78,16 @@ struct ToPy {
     for (auto d : t.strides) strides.append(d);
     if (t.quantization) {
       const Quantization& q = *t.quantization;
-      return g.attr("make_qtensor")(framework, buffer(t.storage), std::string(name(t.dtype)), nb::tuple(shape),
+      return g.attr("make_qtensor")(framework, buffer(t.storage, alignment(t.dtype)), std::string(name(t.dtype)), nb::tuple(shape),
                                     nb::tuple(strides), t.storage_offset, t.requires_grad, t.is_parameter,
                                     std::string(scheme_name(q.scheme)), q.scale, q.zero_point,
                                     q.scales ? tensor(*q.scales) : nb::none(),
                                     q.zero_points ? tensor(*q.zero_points) : nb::none(), q.axis);
     }
     if (t.numpy != NumpyType::kNone)  // a numpy object stays one, whatever the framework
-      return g.attr("make_numpy")(raw_array(t.storage), std::string(name(t.dtype)), nb::tuple(shape), nb::tuple(strides),
+      return g.attr("make_numpy")(raw_array(t.storage, 1), std::string(name(t.dtype)), nb::tuple(shape), nb::tuple(strides),
                                   t.storage_offset, t.numpy == NumpyType::kScalar);
-    return g.attr("make_tensor")(framework, buffer(t.storage), std::string(name(t.dtype)), nb::tuple(shape),
+    return g.attr("make_tensor")(framework, buffer(t.storage, alignment(t.dtype)), std::string(name(t.dtype)), nb::tuple(shape),
                                  nb::tuple(strides), t.storage_offset, t.requires_grad, t.is_parameter);
   }
 
@@ -131,7 +146,7 @@ struct ToPy {
         return obj;
       }
       case K::kTensor: out = tensor(*v.as_tensor()); break;
-      case K::kStorage: out = buffer(v.as_storage()); break;  // untyped: the element type is not kept
+      case K::kStorage: out = buffer(v.as_storage(), alignment(v.as_storage()->dtype)); break;  // untyped: the element type is not kept
       case K::kGlobal: out = g.attr("make_global")(v.as_global().module, v.as_global().name); break;
       case K::kObject: {
         const Object& o = v.as_object();

@@ -2,6 +2,7 @@
 
 hypothesis builds checkpoints as training code does — nested dicts/lists/tuples of
 tensors of every common dtype, views (transposes, slices, expands, conj and neg views),
+quantized tensors (per tensor and per channel),
 tied tensors, Parameters, requires_grad, numpy arrays and scalars, Python scalars
 (big ints, complex, -0.0, NaN), strings, bytes, None — and torch.save writes each in a
 random format (zip or legacy) and pickle protocol (2-5). Then:
@@ -26,6 +27,7 @@ import tensorseal
 from conftest import run_tseal
 
 warnings.filterwarnings("ignore", message=".*ComplexHalf support is experimental.*")
+warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16, torch.int32,
           torch.int64, torch.uint8, torch.bool, torch.complex64, torch.complex128, torch.float8_e4m3fn,
@@ -46,7 +48,8 @@ def tensors(draw) -> torch.Tensor:
     dtype = draw(st.sampled_from(DTYPES))
     shape = tuple(draw(st.lists(st.integers(0, 4), min_size=0, max_size=3)))
     t = make_tensor(dtype, shape, draw(st.integers(0, 2**31)))
-    view = draw(st.sampled_from(["plain", "transpose", "slice", "expand", "conj", "conj_imag", "param", "grad"]))
+    view = draw(st.sampled_from(["plain", "transpose", "slice", "expand", "conj", "conj_imag", "param", "grad",
+                                 "quantized"]))
     if view == "transpose" and t.dim() >= 2:
         t = t.transpose(0, 1)
     elif view == "slice" and t.dim() >= 1 and t.shape[0] > 1:
@@ -61,6 +64,16 @@ def tensors(draw) -> torch.Tensor:
         t = torch.nn.Parameter(t, requires_grad=draw(st.booleans()))
     elif view == "grad" and (t.is_floating_point() or t.is_complex()) and dtype.itemsize > 1:
         t = t.clone().requires_grad_(True)
+    elif view == "quantized" and t.dim() >= 1 and t.dtype in (torch.float32, torch.float64):
+        x = torch.nan_to_num(t.float(), 0.0, 1.0, -1.0).clamp(-100, 100)
+        qdtype = draw(st.sampled_from([torch.qint8, torch.quint8, torch.qint32]))
+        if draw(st.booleans()):
+            t = torch.quantize_per_tensor(x, draw(st.floats(0.001, 10)), draw(st.integers(0, 10)), qdtype)
+        else:
+            axis = draw(st.integers(0, x.dim() - 1))
+            n = x.shape[axis]
+            t = torch.quantize_per_channel(x, torch.rand(n, dtype=torch.float64) + 0.01, torch.arange(n) % 5,
+                                           axis, qdtype)
     return t
 
 
@@ -98,13 +111,20 @@ def checkpoints(draw) -> dict:
 
 
 def bits(t: torch.Tensor) -> bytes:
-    t = t.detach().resolve_conj().resolve_neg().contiguous().reshape(-1)
-    return t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+    t = t.detach().resolve_conj().resolve_neg()
+    flat = torch.empty(t.numel(), dtype=t.dtype)
+    flat.copy_(t.reshape(-1))
+    return flat.view(torch.uint8).numpy().tobytes() if t.numel() else b""
 
 
 def same(ours, theirs, path="root"):
     assert type(ours) is type(theirs), f"{path}: {type(ours).__name__} != {type(theirs).__name__}"
-    if isinstance(theirs, torch.Tensor):
+    if isinstance(theirs, torch.Tensor) and theirs.is_quantized:
+        assert ours.is_quantized and ours.dtype == theirs.dtype and ours.shape == theirs.shape, path
+        assert ours.qscheme() == theirs.qscheme(), path
+        assert torch.equal(ours.int_repr(), theirs.int_repr()), path
+        assert torch.equal(ours.dequantize(), theirs.dequantize()), path
+    elif isinstance(theirs, torch.Tensor):
         assert ours.dtype == theirs.dtype and ours.shape == theirs.shape, path
         assert ours.requires_grad == theirs.requires_grad, path
         assert bits(ours) == bits(theirs), path
@@ -158,3 +178,27 @@ def test_same_tensors_any_route_same_hash(seed, tmp_path):
     torch.save(sd, tmp_path / "b.pt", _use_new_zipfile_serialization=False)
     safetensors.torch.save_file(sd, tmp_path / "c.safetensors")
     assert len({tensorseal.hash(tmp_path / f) for f in ("a.pt", "b.pt", "c.safetensors")}) == 1
+
+
+@pytest.mark.parametrize("legacy", [True, False])
+def test_loaded_tensors_are_element_aligned(tmp_path, legacy):
+    """A legacy file keeps storages at odd file offsets; handing torch a complex128 view
+    at an odd address crashed its copy kernel (found by the test above). Every loaded
+    tensor's data is aligned to its element size (16 for complex128), whatever the file
+    layout; aligned mappings stay zero-copy (test_zero_copy)."""
+    import safetensors.torch
+    g = torch.Generator().manual_seed(0)
+    sd = {"a_odd": torch.randint(0, 9, (3,), dtype=torch.uint8, generator=g),
+          "b_c128": torch.randn(3, 2, dtype=torch.complex128, generator=g),
+          "c_f64": torch.randn(5, dtype=torch.float64, generator=g)}
+    pt, st = tmp_path / "a.pt", tmp_path / "a.safetensors"
+    torch.save(sd, pt, _use_new_zipfile_serialization=not legacy)
+    safetensors.torch.save_file({k: v for k, v in sd.items() if v.dtype != torch.complex128}, st)  # no C128 there
+    for path in (pt, st):
+        got = tensorseal.load(path)
+        for k, t in got.items():
+            assert t.data_ptr() % t.element_size() == 0, (path.name, k)
+            assert torch.equal(t.clone(), sd[k]), (path.name, k)
+        # numpy handles misaligned arrays itself: they stay views, with the right values.
+        arrays = tensorseal.load(path, framework="numpy")
+        assert all(np.array_equal(arrays[k], sd[k].numpy()) for k in arrays)
