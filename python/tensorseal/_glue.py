@@ -158,7 +158,41 @@ def make_object(callable: Any, args: Any, kwargs: Any, how: int, state: Any, has
             return torch.Size(args[0])
         if (callable.module, callable.name) == ("torch", "device") and isinstance(args, tuple):
             return torch.device(*args)
+        if (callable.module, callable.name) == ("torch.serialization", "_get_layout") and isinstance(args, tuple) \
+                and len(args) == 1 and args[0] in _LAYOUTS:
+            return getattr(torch, args[0].removeprefix("torch."))
+        if (callable.module, callable.name) == ("torch._utils", "_rebuild_sparse_tensor") and kwargs is None:
+            sparse = _sparse_tensor(args)
+            if sparse is not None:
+                return sparse
     return Opaque(callable, args, kwargs, how, state, has_state, list_items, dict_items)
+
+
+_SPARSE_LAYOUTS = ("sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc")
+# torch pickles a layout as torch.serialization._get_layout("torch.<name>").
+_LAYOUTS = {f"torch.{n}" for n in ("strided", "_mkldnn") + _SPARSE_LAYOUTS}
+
+
+def _sparse_tensor(args: Any) -> Any:
+    """torch._utils._rebuild_sparse_tensor(layout, data) as torch.load gives it, with
+    torch's invariants checked now (torch defers them to the end of its load): the
+    indices must lie inside the size. None (stays an Opaque) for anything else."""
+    if not (isinstance(args, tuple) and len(args) == 2 and isinstance(args[0], torch.layout) and
+            isinstance(args[1], tuple)):
+        return None
+    layout, data = args
+    if str(layout).removeprefix("torch.") not in _SPARSE_LAYOUTS:
+        return None
+    if layout == torch.sparse_coo and len(data) in (3, 4):
+        indices, values, size = data[:3]
+        coalesced = data[3] if len(data) == 4 else None
+        if isinstance(indices, torch.Tensor) and isinstance(values, torch.Tensor) and isinstance(size, torch.Size) \
+                and coalesced in (None, True, False):
+            return torch.sparse_coo_tensor(indices, values, size, check_invariants=True, is_coalesced=coalesced)
+    elif layout != torch.sparse_coo and len(data) == 4 and isinstance(data[3], torch.Size) and \
+            all(isinstance(x, torch.Tensor) for x in data[:3]):
+        return torch.sparse_compressed_tensor(*data[:3], data[3], layout=layout, check_invariants=True)
+    return None
 
 
 # ---- Python -> C++ --------------------------------------------------------------
@@ -219,6 +253,26 @@ def _is_wrapper_subclass(t: Any) -> bool:
     except ImportError:  # torch < 2.1
         return False
     return bool(is_traceable_wrapper_subclass(t))
+
+
+def _SPARSE_TORCH_LAYOUTS() -> tuple:
+    return tuple(getattr(torch, n) for n in _SPARSE_LAYOUTS)
+
+
+def _describe_sparse(t: Any) -> "ObjectDesc":
+    """A sparse tensor as Tensor.__reduce_ex__ gives it: _rebuild_sparse_tensor(layout,
+    data), data = (indices, values, size, is_coalesced) for COO, (compressed indices,
+    plain indices, values, size) for CSR/CSC/BSR/BSC. Its parts are dense tensors."""
+    rebuild = Global("torch._utils", "_rebuild_sparse_tensor")
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if t.layout == torch.sparse_coo:
+        return ObjectDesc(rebuild, (t.layout, (t._indices(), t._values(), t.size(), t.is_coalesced())))
+    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
+        compressed, plain = t.crow_indices(), t.col_indices()
+    else:
+        compressed, plain = t.ccol_indices(), t.row_indices()
+    return ObjectDesc(rebuild, (t.layout, (compressed, plain, t.values(), t.size())))
 
 
 def _describe_torch(t: Any) -> TensorDesc:
@@ -296,8 +350,12 @@ def classify(obj: Any) -> Any:
     if type(obj) in (set, frozenset):
         return SetDesc(type(obj) is frozenset, list(obj))
     if torch is not None:
+        if isinstance(obj, torch.Tensor) and obj.layout in _SPARSE_TORCH_LAYOUTS():
+            return _describe_sparse(obj)
         if isinstance(obj, torch.Tensor):
             return _describe_torch(obj)
+        if isinstance(obj, torch.layout):
+            return ObjectDesc(Global("torch.serialization", "_get_layout"), (str(obj),))
         if isinstance(obj, (torch.storage.TypedStorage, torch.UntypedStorage)):
             return _describe_storage(obj)
         if isinstance(obj, torch.dtype):

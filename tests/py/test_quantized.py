@@ -141,16 +141,33 @@ def test_python_save_to_safetensors_refuses_and_writes_nothing(tmp_path):
 
 
 def test_sparse_tensors_round_trip_exactly(tmp_path):
-    """Sparse layouts stay opaque objects (their parts are plain tensors) and canon
-    rewrites them so torch loads the same sparse tensors."""
+    """Sparse layouts stay opaque objects in the core (their parts are plain tensors):
+    canon rewrites them so torch loads the same sparse tensors, and the Python loader
+    builds the sparse tensors torch.load gives."""
     g = torch.Generator().manual_seed(1)
     d = torch.randn(4, 5, generator=g) * (torch.rand(4, 5, generator=g) > 0.6)
     sd = {"coo": d.to_sparse(), "csr": d.to_sparse_csr(), "csc": d.to_sparse_csc(),
           "bsr": d.to_sparse_bsr((2, 1)), "bsc": d.to_sparse_bsc((2, 1))}
     src, out = tmp_path / "s.pt", tmp_path / "c.pt"
     torch.save(sd, src)
+    # tensorseal.load gives sparse tensors, as torch.load does (invariants checked).
+    got = tensorseal.load(src)
+    for k, t in sd.items():
+        assert got[k].layout == t.layout and torch.equal(got[k].to_dense(), d), k
+    # Indices outside the size are refused, not handed out.
+    bad = tmp_path / "bad.pt"
+    torch.save({"coo": torch.sparse_coo_tensor(torch.tensor([[0, 9]]), torch.ones(2), (3,))}, bad)
+    with pytest.raises(RuntimeError):
+        tensorseal.load(bad)
     assert run_tseal("canon", src, "-o", out).returncode == 0
     back = torch.load(out)
     for k, t in sd.items():
         assert back[k].layout == t.layout and torch.equal(back[k].to_dense(), d), k
     assert tensorseal.hash(out) == tensorseal.hash(src)
+    # Saved from Python (torch objects or loaded ones) in torch's own form: same content.
+    for obj in (sd, got):
+        mine = tmp_path / "mine.pt"
+        tensorseal.torch.save(obj, mine)
+        back = torch.load(mine)
+        assert all(back[k].layout == t.layout and torch.equal(back[k].to_dense(), d) for k, t in sd.items())
+        assert tensorseal.hash(mine) == tensorseal.hash(src) == tensorseal.hash(obj)

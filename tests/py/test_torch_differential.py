@@ -2,7 +2,7 @@
 
 hypothesis builds checkpoints as training code does — nested dicts/lists/tuples of
 tensors of every common dtype, views (transposes, slices, expands, conj and neg views),
-quantized tensors (per tensor and per channel),
+quantized tensors (per tensor and per channel), sparse COO/CSR/CSC tensors,
 tied tensors, Parameters, requires_grad, numpy arrays and scalars, Python scalars
 (big ints, complex, -0.0, NaN), strings, bytes, None — and torch.save writes each in a
 random format (zip or legacy) and pickle protocol (2-5). Then:
@@ -28,6 +28,8 @@ from conftest import run_tseal
 
 warnings.filterwarnings("ignore", message=".*ComplexHalf support is experimental.*")
 warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
+warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
+warnings.filterwarnings("ignore", message=".*Sparse CSC tensor support is in beta.*")
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16, torch.int32,
           torch.int64, torch.uint8, torch.bool, torch.complex64, torch.complex128, torch.float8_e4m3fn,
@@ -49,7 +51,7 @@ def tensors(draw) -> torch.Tensor:
     shape = tuple(draw(st.lists(st.integers(0, 4), min_size=0, max_size=3)))
     t = make_tensor(dtype, shape, draw(st.integers(0, 2**31)))
     view = draw(st.sampled_from(["plain", "transpose", "slice", "expand", "conj", "conj_imag", "param", "grad",
-                                 "quantized"]))
+                                 "quantized", "sparse"]))
     if view == "transpose" and t.dim() >= 2:
         t = t.transpose(0, 1)
     elif view == "slice" and t.dim() >= 1 and t.shape[0] > 1:
@@ -64,6 +66,9 @@ def tensors(draw) -> torch.Tensor:
         t = torch.nn.Parameter(t, requires_grad=draw(st.booleans()))
     elif view == "grad" and (t.is_floating_point() or t.is_complex()) and dtype.itemsize > 1:
         t = t.clone().requires_grad_(True)
+    elif view == "sparse" and t.dim() == 2 and t.dtype in (torch.float32, torch.float64, torch.int64):
+        kind = draw(st.sampled_from(["coo", "csr", "csc"]))
+        t = {"coo": t.to_sparse, "csr": t.to_sparse_csr, "csc": t.to_sparse_csc}[kind]()
     elif view == "quantized" and t.dim() >= 1 and t.dtype in (torch.float32, torch.float64):
         x = torch.nan_to_num(t.float(), 0.0, 1.0, -1.0).clamp(-100, 100)
         qdtype = draw(st.sampled_from([torch.qint8, torch.quint8, torch.qint32]))
@@ -124,6 +129,9 @@ def same(ours, theirs, path="root"):
         assert ours.qscheme() == theirs.qscheme(), path
         assert torch.equal(ours.int_repr(), theirs.int_repr()), path
         assert torch.equal(ours.dequantize(), theirs.dequantize()), path
+    elif isinstance(theirs, torch.Tensor) and theirs.layout != torch.strided:
+        assert ours.layout == theirs.layout and ours.dtype == theirs.dtype and ours.shape == theirs.shape, path
+        assert bits(ours.to_dense()) == bits(theirs.to_dense()), path
     elif isinstance(theirs, torch.Tensor):
         assert ours.dtype == theirs.dtype and ours.shape == theirs.shape, path
         assert ours.requires_grad == theirs.requires_grad, path
