@@ -26,6 +26,10 @@ namespace tensorseal::shards {
 inline constexpr std::string_view kSafetensorsIndex = "model.safetensors.index.json";
 inline constexpr std::string_view kTorchIndex = "pytorch_model.bin.index.json";
 inline constexpr std::string_view kIndexSuffix = ".index.json";
+// The weight file of an unsharded Hugging Face model directory (transformers'
+// SAFE_WEIGHTS_NAME and WEIGHTS_NAME), in the order its loader prefers them.
+inline constexpr std::string_view kSafetensorsSingle = "model.safetensors";
+inline constexpr std::string_view kTorchSingle = "pytorch_model.bin";
 inline constexpr std::string_view kWeightMapKey = "weight_map";
 inline constexpr std::string_view kMetadataKey = "metadata";
 inline constexpr std::string_view kTotalSizeKey = "total_size";

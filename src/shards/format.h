@@ -20,7 +20,8 @@ bool detect_hf_shards(std::span<const std::byte> head) noexcept;
 // each through in.read_nested; validates them against each other (constants.h rules).
 Checkpoint read_hf_shards(const Input& in);
 // The index file of shard directory `dir`: model.safetensors.index.json, else
-// pytorch_model.bin.index.json, else the one "*.index.json" whose content is an index.
+// pytorch_model.bin.index.json, else the one "*.index.json" whose content is an index;
+// in a directory with no index, its unsharded model.safetensors, else pytorch_model.bin.
 // Throws shards/no-index or shards/ambiguous-index.
 std::filesystem::path find_shard_index(const std::filesystem::path& dir);
 // Writes `root` (a flat dict of str -> tensor) as safetensors shards plus

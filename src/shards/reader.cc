@@ -57,11 +57,17 @@ fs::path find_shard_index(const fs::path& dir) {
     if (e.path().filename().string().ends_with(sh::kIndexSuffix) && e.is_regular_file(ec)) found.push_back(e.path());
   if (ec) fail(rules::kIoOpen, "cannot list the directory: " + ec.message(), dir.string());
   std::sort(found.begin(), found.end());
-  if (found.empty())
+  if (found.empty()) {
+    // An unsharded model directory (save_pretrained below its max_shard_size): its one
+    // weight file is the checkpoint, read by that file's own format.
+    for (auto name : {sh::kSafetensorsSingle, sh::kTorchSingle})
+      if (fs::is_regular_file(dir / name, ec)) return dir / name;
     fail(sh::rules::kNoIndex,
          "no shard index (" + std::string(sh::kSafetensorsIndex) + " or another *" + std::string(sh::kIndexSuffix) +
-             ") in this directory",
+             ") and no " + std::string(sh::kSafetensorsSingle) + " or " + std::string(sh::kTorchSingle) +
+             " in this directory",
          dir.string());
+  }
   if (found.size() > 1)
     fail(sh::rules::kAmbiguousIndex,
          "several shard indexes (" + found[0].filename().string() + ", " + found[1].filename().string() +

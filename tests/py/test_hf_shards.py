@@ -104,6 +104,26 @@ def test_minilm_shards_hash_like_the_single_file(minilm):
     assert tensorseal.hash({k: v.contiguous() for k, v in sd.items()}) == want
 
 
+def test_unsharded_model_directory(minilm, layouts, tmp_path):
+    """A save_pretrained directory without an index (one model.safetensors, config.json
+    beside it) is that model: the same hash as its sharded saves; pytorch_model.bin
+    likewise; neither is shards/no-index naming both."""
+    root, _ = minilm
+    single = root / "single"
+    assert not list(single.glob("*.index.json")) and (single / "config.json").exists()
+    assert tseal_hash(single) == tseal_hash(single / "model.safetensors") == tseal_hash(root / "s20")
+    assert tensorseal.inspect(single)["format"] == "safetensors"
+    lroot, sd = layouts
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    torch.save(sd, bin_dir / "pytorch_model.bin")
+    assert tensorseal.hash(bin_dir) == tensorseal.hash(sd)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run_tseal("hash", empty)
+    assert r.returncode == 2 and "shards/no-index" in r.stderr and "pytorch_model.bin" in r.stderr, r.stderr
+
+
 def test_load_gives_the_state_dict_in_documented_order(layouts):
     root, sd = layouts
     loaded = tensorseal.load(root / "hub_4k")
