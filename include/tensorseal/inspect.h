@@ -35,6 +35,11 @@ struct InspectTensor {
   // gives the tensor at every path, so every path is listed. (A container reached
   // twice is listed once, at its first path, with the tensors in it.)
   std::string alias_of;
+  // What torch.load gives here: python_type_name() ("torch.Tensor",
+  // "torch.nn.Parameter", "numpy.ndarray", "numpy.generic").
+  std::string type;
+  // A quantized tensor's quantizer (its elements are the integers); null otherwise.
+  std::shared_ptr<const Quantization> quantization;
 };
 
 // A value of the tree that is not a tensor, for the textconv form: a leaf (None, bool,

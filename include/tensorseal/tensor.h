@@ -86,6 +86,10 @@ struct Tensor {
   std::pair<std::uint64_t, std::uint64_t> storage_extent() const noexcept;
 };
 
+// The Python type torch.load gives for `t`: "torch.Tensor", "torch.nn.Parameter",
+// "numpy.ndarray" or "numpy.generic" (a numpy scalar).
+[[nodiscard]] std::string_view python_type_name(const Tensor& t) noexcept;
+
 // Builds a contiguous tensor over `storage` starting at byte 0.
 [[nodiscard]] std::shared_ptr<Tensor> make_contiguous(DType dtype, std::vector<std::int64_t> shape,
                                                       std::shared_ptr<const Storage> storage);

@@ -166,6 +166,12 @@ std::string_view scheme_name(Quantization::Scheme s) noexcept {
   return "?";
 }
 
+std::string_view python_type_name(const Tensor& t) noexcept {
+  if (t.numpy == NumpyType::kArray) return "numpy.ndarray";
+  if (t.numpy == NumpyType::kScalar) return "numpy.generic";
+  return t.is_parameter ? "torch.nn.Parameter" : "torch.Tensor";
+}
+
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {

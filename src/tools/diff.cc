@@ -22,6 +22,7 @@
 #include "tools/diff_walk.h"
 #include "tools/elements.h"
 #include "tools/json.h"
+#include "tools/quantization.h"
 #include "util/parallel.h"
 #include "util/progress.h"
 
@@ -433,23 +434,14 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
     if (d.parameter_a != d.parameter_b)
       r.values.push_back({d.path + " (nn.Parameter)", d.parameter_a ? "True" : "False", d.parameter_b ? "True" : "False"});
     auto quant_text = [](const Tensor& t) {
-      if (!t.quantization) return std::string("none");
-      const Quantization& q = *t.quantization;
-      std::string s(scheme_name(q.scheme));
-      if (!q.per_channel()) return s + " scale=" + repr(Value(q.scale)) + " zero_point=" + std::to_string(q.zero_point);
-      return s + " axis=" + std::to_string(q.axis) + " scales sha256:" + tensor_sha256(*q.scales) +
-             " zero_points sha256:" + tensor_sha256(*q.zero_points);
+      return t.quantization ? tools::quantization_line(*t.quantization) : std::string("none");
     };
     if (ta.quantization || tb.quantization) {
       const std::string qa = quant_text(ta), qb = quant_text(tb);
       if (qa != qb) r.values.push_back({d.path + " (quantization)", qa, qb});
     }
-    if (ta.numpy != tb.numpy) {
-      auto type = [](NumpyType n) {
-        return std::string(n == NumpyType::kArray ? "numpy.ndarray" : n == NumpyType::kScalar ? "numpy scalar" : "torch.Tensor");
-      };
-      r.values.push_back({d.path + " (type)", type(ta.numpy), type(tb.numpy)});
-    }
+    if (ta.numpy != tb.numpy)
+      r.values.push_back({d.path + " (type)", std::string(python_type_name(ta)), std::string(python_type_name(tb))});
     const ElementCodec& ca = tools::codec(ta.dtype);
     const ElementCodec& cb = tools::codec(tb.dtype);
     if (ta.shape != tb.shape) {

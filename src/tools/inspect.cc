@@ -10,6 +10,7 @@
 #include "hash/content_hash.h"
 #include "tensorseal/hash.h"
 #include "tools/json.h"
+#include "tools/quantization.h"
 #include "util/hex.h"
 
 namespace tensorseal {
@@ -120,6 +121,22 @@ std::string one_line(std::string_view s) {
 
 std::string path_text(const std::string& path) { return path.empty() ? "(root)" : one_line(path); }
 
+tools::ojson quantization_json(const Quantization* q) {
+  if (q == nullptr) return nullptr;
+  tools::ojson j{{"scheme", scheme_name(q->scheme)}};
+  if (!q->per_channel()) {
+    j["scale"] = q->scale;
+    j["zero_point"] = q->zero_point;
+  } else {
+    j["axis"] = q->axis;
+    j["scales_dtype"] = name(q->scales->dtype);
+    j["scales_sha256"] = tensor_sha256(*q->scales);
+    j["zero_points_dtype"] = name(q->zero_points->dtype);
+    j["zero_points_sha256"] = tensor_sha256(*q->zero_points);
+  }
+  return j;
+}
+
 }  // namespace
 
 InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
@@ -144,10 +161,11 @@ InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
     const Tensor& t = *e.tensor;
     if (e.first == i) {
       digest_of_entry[i] = k++;
-      r.tensors.push_back({e.path, t.dtype, t.shape, t.nbytes(), digests[digest_of_entry[i]], ""});
+      r.tensors.push_back({e.path, t.dtype, t.shape, t.nbytes(), digests[digest_of_entry[i]], "",
+                           std::string(python_type_name(t)), t.quantization});
     } else {
       r.tensors.push_back({e.path, t.dtype, t.shape, t.nbytes(), digests[digest_of_entry[e.first]],
-                           paths.out[e.first].path});
+                           paths.out[e.first].path, std::string(python_type_name(t)), t.quantization});
     }
   }
   HashOptions h;
@@ -176,7 +194,8 @@ std::string to_json(const InspectReport& r) {
   ojson tensors = ojson::array();
   for (const auto& t : r.tensors)
     tensors.push_back({{"path", t.path}, {"dtype", name(t.dtype)}, {"shape", t.shape}, {"nbytes", t.nbytes},
-                       {"sha256", t.sha256}, {"alias_of", tools::or_null_if_empty(t.alias_of)}});
+                       {"sha256", t.sha256}, {"alias_of", tools::or_null_if_empty(t.alias_of)}, {"type", t.type},
+                       {"quantization", quantization_json(t.quantization.get())}});
   j["tensors"] = std::move(tensors);
   ojson metadata = ojson::object();
   for (const auto& [k, v] : r.metadata) metadata[k] = v;
@@ -191,9 +210,15 @@ std::string to_textconv(const InspectReport& r) {
   for (const auto& [k, v] : metadata) out += "metadata " + one_line(k) + " = " + one_line(v) + "\n";
   std::vector<std::pair<std::string, std::string>> items;  // (path, line)
   items.reserve(r.tensors.size() + r.values.size());
-  for (const auto& t : r.tensors)
+  for (const auto& t : r.tensors) {
+    // numpy objects and quantizers are named; plain tensors and Parameters keep the
+    // line they always had (a git diff of an unchanged file stays empty).
+    std::string extra;
+    if (t.type == "numpy.ndarray" || t.type == "numpy.generic") extra += " " + t.type;
+    if (t.quantization) extra += " quantized(" + tools::quantization_line(*t.quantization) + ")";
     items.emplace_back(t.path, "tensor " + path_text(t.path) + ": " + std::string(name(t.dtype)) + " " +
-                                   shape_text(t.shape) + " sha256:" + t.sha256);
+                                   shape_text(t.shape) + extra + " sha256:" + t.sha256);
+  }
   for (const auto& v : r.values) items.emplace_back(v.path, "value " + path_text(v.path) + ": " + one_line(v.text));
   std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [path, line] : items) out += line + "\n";

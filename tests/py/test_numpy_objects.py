@@ -83,6 +83,9 @@ def test_load_gives_numpy_objects_as_torch_does(saved):
     assert isinstance(got["rng"][1], np.ndarray) and got["rng"][1].dtype == np.uint32
     assert type(got["loss"]) is np.float64
     np.random.RandomState().set_state(got["rng"])  # usable as numpy's own state
+    rows = {t["path"]: t for t in tensorseal.inspect(saved)["tensors"]}
+    assert rows["rng.1"]["type"] == "numpy.ndarray" and rows["loss"]["type"] == "numpy.generic"
+    assert rows["model.w"]["type"] == "torch.Tensor"
     # numpy's reconstruction functions (protocol 5's _frombuffer too) are known-safe.
     r = run_tseal("scan", saved)
     assert r.returncode == 0, r.stdout + r.stderr

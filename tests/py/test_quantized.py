@@ -75,6 +75,12 @@ def test_inspect_lists_each_quantized_tensor_at_its_path(saved):
     rows = {t["path"]: t for t in json.loads(r.stdout)["tensors"]}
     assert set(rows) == set(checkpoint()), sorted(rows)
     assert rows["pt_qint8"]["dtype"] == "qint8" and rows["pc_axis1"]["shape"] == [4, 6]
+    assert rows["pt_qint8"]["quantization"] == {"scheme": "per_tensor_affine", "scale": 0.05, "zero_point": 3}
+    assert rows["pc_axis1"]["quantization"]["axis"] == 1 and rows["plain"]["quantization"] is None
+    assert rows["pc_float_qparams"]["quantization"]["scheme"] == "per_channel_affine_float_qparams"
+    assert {r["type"] for r in rows.values()} == {"torch.Tensor"}
+    text = run_tseal("inspect", "--textconv", saved).stdout
+    assert "tensor pt_qint32: qint32 [4, 6] quantized(per_tensor_affine scale=0.001 zero_point=-7) sha256:" in text
     # The digest is over the integers, as torch's int_repr() has them.
     import hashlib
     want = hashlib.sha256(torch.load(saved)["transposed"].int_repr().contiguous().numpy().tobytes()).hexdigest()
