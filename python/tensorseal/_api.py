@@ -319,23 +319,17 @@ def _map_tensors(obj: Any, fn: Callable[[Any], Any], memo: Optional[Dict[int, An
 def _retarget(t: Any, storage: Any) -> Any:
     """A tensor with ``t``'s view (dtype, offset, shape, strides) over ``storage``."""
     import torch
-    if t.is_quantized:  # the same quantizer over the new storage
-        if t.qscheme() == torch.per_tensor_affine:
-            out = torch._empty_affine_quantized([0], scale=t.q_scale(), zero_point=t.q_zero_point(), dtype=t.dtype,
-                                                device=storage.device)
-        else:
-            out = torch._empty_per_channel_affine_quantized(
-                [0], scales=t.q_per_channel_scales().to(storage.device),
-                zero_points=t.q_per_channel_zero_points().to(storage.device), axis=t.q_per_channel_axis(),
-                dtype=t.dtype, device=storage.device)
+    from ._glue import empty_quantized, with_flags
+    dev = storage.device
+    if not t.is_quantized:
+        out = torch.empty((0,), dtype=t.dtype, device=dev)
+    elif t.qscheme() == torch.per_tensor_affine:  # the same quantizer over the new storage
+        out = empty_quantized(t.dtype, t.q_scale(), t.q_zero_point(), None, None, 0, dev)
     else:
-        out = torch.empty((0,), dtype=t.dtype, device=storage.device)
+        out = empty_quantized(t.dtype, 0.0, 0, t.q_per_channel_scales().to(dev), t.q_per_channel_zero_points().to(dev),
+                              t.q_per_channel_axis(), dev)
     out.set_(storage, t.storage_offset(), t.shape, t.stride())
-    if isinstance(t, torch.nn.Parameter):
-        return torch.nn.Parameter(out, requires_grad=t.requires_grad)
-    if t.requires_grad:
-        out.requires_grad_(True)
-    return out
+    return with_flags(out, t.requires_grad, isinstance(t, torch.nn.Parameter))
 
 
 def _materialise(obj: Any, framework: str, device: str, copy: bool = True) -> Any:

@@ -73,16 +73,31 @@ def wrap_buffer(framework: str, arr: np.ndarray) -> Any:
     return arr
 
 
+def with_flags(t: Any, requires_grad: bool, is_parameter: bool) -> Any:
+    """`t` as an nn.Parameter, or with requires_grad set, as the file says."""
+    if is_parameter:
+        return torch.nn.Parameter(t, requires_grad=requires_grad)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def empty_quantized(dtype: Any, scale: float, zero_point: int, scales: Any, zero_points: Any, axis: int,
+                    device: Any = "cpu") -> Any:
+    """An empty quantized tensor with this quantizer (per channel when `scales` is given;
+    float zero points make it per_channel_affine_float_qparams, as in torch)."""
+    if scales is None:
+        return torch._empty_affine_quantized([0], scale=scale, zero_point=zero_point, dtype=dtype, device=device)
+    return torch._empty_per_channel_affine_quantized([0], scales=scales, zero_points=zero_points, axis=axis,
+                                                     dtype=dtype, device=device)
+
+
 def make_tensor(framework: str, base: Any, dtype: str, shape: tuple, strides: tuple, offset: int,
                 requires_grad: bool, is_parameter: bool) -> Any:
     if framework == "torch":
         t = torch.empty((0,), dtype=_torch_dtype(dtype))
         t.set_(base, offset, shape, strides)
-        if is_parameter:
-            return torch.nn.Parameter(t, requires_grad=requires_grad)
-        if requires_grad:
-            t.requires_grad_(True)
-        return t
+        return with_flags(t, requires_grad, is_parameter)
     dt = _numpy_dtype(dtype)
     item = dt.itemsize
     return np.ndarray(shape, dtype=dt, buffer=base, offset=offset * item, strides=tuple(s * item for s in strides))
@@ -130,18 +145,10 @@ def make_qtensor(framework: str, base: Any, dtype: str, shape: tuple, strides: t
     builds it."""
     if framework != "torch":
         raise TypeError(f"a quantized tensor ({dtype}, {scheme}) has no numpy form; load with framework='torch'")
-    qdtype = getattr(torch, dtype)
-    if scheme == "per_tensor_affine":
-        t = torch._empty_affine_quantized([0], scale=scale, zero_point=zero_point, dtype=qdtype)
-    else:
-        t = torch._empty_per_channel_affine_quantized([0], scales=scales, zero_points=zero_points, axis=axis,
-                                                      dtype=qdtype)
+    per_channel = scheme != "per_tensor_affine"
+    t = empty_quantized(getattr(torch, dtype), scale, zero_point, scales if per_channel else None, zero_points, axis)
     t.set_(base, offset, shape, strides)
-    if is_parameter:
-        return torch.nn.Parameter(t, requires_grad=requires_grad)
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
+    return with_flags(t, requires_grad, is_parameter)
 
 
 def make_global(module: str, name: str) -> Any:
