@@ -208,11 +208,15 @@ struct Resolution {
   // parameters (qscheme, scale, zero_point) or (qscheme, scales, zero_points, axis).
   // Schemes torch itself cannot load (symmetric ones) and the packed quint4x2/quint2x4
   // are refused rather than read wrong.
+  void require_quantized_dtype(DType d, const std::string& fn) {
+    if (d != DType::kQInt8 && d != DType::kQUInt8 && d != DType::kQInt32)
+      throw Error(tr::kUnsupportedRebuild, fn + ": quantized dtype " + std::string(name(d)) + " is not supported",
+                  in.name);
+  }
+
   Value quantized(const Value& base, const Value& params, const std::string& fn) {
     auto t = std::make_shared<Tensor>(*base.as_tensor());
-    if (t->dtype != DType::kQInt8 && t->dtype != DType::kQUInt8 && t->dtype != DType::kQInt32)
-      throw Error(tr::kUnsupportedRebuild, fn + ": quantized dtype " + std::string(name(t->dtype)) + " is not supported",
-                  in.name);
+    require_quantized_dtype(t->dtype, fn);
     if (!params.is(Value::Kind::kTuple) || params.items().empty() || !params.items()[0].is(Value::Kind::kGlobal))
       bad_args(fn, "quantizer parameters are not (qscheme, ...)", in);
     const auto& p = params.items();
@@ -296,6 +300,9 @@ struct Resolution {
       const auto& a = tuple_args(o, fn, in, 7, 7);
       if (!(a[6].is_none() || (a[6].is(Value::Kind::kDict) && a[6].as_dict().items.empty())))
         throw Error(tr::kUnsupportedRebuild, fn + " with backward hooks is not supported", in.name);
+      // The dtype first: a packed quint4x2/quint2x4 view would otherwise fail as out of
+      // bounds, naming the wrong rule.
+      if (a[0].is(Value::Kind::kStorage)) require_quantized_dtype(a[0].as_storage()->dtype, fn);
       return quantized(tensor_from(fn, a[0], a[1], a[2], a[3], a[5], std::nullopt), a[4], fn);
     }
     if (fn == "torch._utils._rebuild_parameter" || fn == "torch._utils._rebuild_parameter_with_state") {

@@ -136,6 +136,16 @@ def test_formats_without_quantization_refuse_clearly(saved, tmp_path):
         assert not out.exists()
 
 
+def test_packed_quantized_dtypes_are_refused_by_rule(tmp_path):
+    """quint4x2 (two values per byte) is not carried: one line naming the dtype and
+    torch/unsupported-rebuild, exit 2, never a wrong value."""
+    p = tmp_path / "q4.pt"
+    torch.save({"q": torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.quint4x2)}, p)
+    r = run_tseal("inspect", p)
+    assert r.returncode == 2 and "[torch/unsupported-rebuild]" in r.stderr and "quint4x2" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
 def test_python_save_to_safetensors_refuses_and_writes_nothing(tmp_path):
     import tensorseal.safetensors
     q = torch.quantize_per_tensor(torch.randn(3), 0.1, 0, torch.qint8)
