@@ -144,6 +144,7 @@ Runner add_canon(CLI::App& app) {
   cmd->add_flag("--allow-unsafe", *allow_unsafe, "rewrite a file that references dangerous globals (refused by default)");
   auto flags = add_write_flags(cmd);
   auto limits = add_limits(cmd);
+  auto format = add_input_format(cmd);
   return [=]() {
     using namespace tensorseal;
     const int outputs = !out->empty() + *in_place + *to_stdout;
@@ -160,8 +161,8 @@ Runner add_canon(CLI::App& app) {
     if (outputs == 0) throw Error(rules::kInvalidArgument, "give -o OUT, --stdout, or --in-place to replace the input");
     if (outputs > 1) throw Error(rules::kInvalidArgument, "-o, --in-place and --stdout exclude each other");
     if (*in_place && *from_stdin) throw Error(rules::kInvalidArgument, "--in-place needs a file, not --stdin");
-    Checkpoint c = *from_stdin ? read_bytes(read_stdin(), "<stdin>", read_options(*limits))
-                               : read_file(ins->front(), read_options(*limits));
+    Checkpoint c = *from_stdin ? read_bytes(read_stdin(), "<stdin>", read_options(*limits, *format))
+                               : read_file(ins->front(), read_options(*limits, *format));
     if (!*allow_unsafe) {
       const ScanReport r = scan(c);
       if (r.verdict == Verdict::kDangerous) {
@@ -208,6 +209,7 @@ Runner add_convert(CLI::App& app) {
       ->check(CLI::Range(1u, 1u << 20));
   auto flags = add_write_flags(cmd);
   auto limits = add_limits(cmd);
+  auto format = add_input_format(cmd);
   return [=]() {
     using namespace tensorseal;
     std::uint64_t max_shard_size = 0;
@@ -224,7 +226,7 @@ Runner add_convert(CLI::App& app) {
     }
     if (f == Format::kUnknown)
       throw Error(rules::kInvalidArgument, "cannot tell the output format from '" + *out + "'; use --to");
-    Checkpoint c = read_file(*in, read_options(*limits));
+    Checkpoint c = read_file(*in, read_options(*limits, *format));
     write_canonical(c, *out, f, *flags, max_shard_size, *world);
     return kExitOk;
   };

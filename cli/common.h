@@ -39,8 +39,13 @@ std::shared_ptr<unsigned> add_threads(CLI::App* cmd);
 // named after limit_names()) to a command that reads files, in the group "Limits".
 // The returned Limits holds the defaults, changed by the flags given while parsing.
 std::shared_ptr<tensorseal::Limits> add_limits(CLI::App* cmd);
-// ReadOptions with these limits and every checksum checked.
-tensorseal::ReadOptions read_options(const tensorseal::Limits& limits);
+// Adds --format NAME (a name or alias of formats()) to a command that reads files: the
+// interpretation of its inputs instead of detection (tensorseal::ReadOptions::format).
+// kUnknown when not given.
+std::shared_ptr<tensorseal::Format> add_input_format(CLI::App* cmd);
+// ReadOptions with these limits, this interpretation and every checksum checked.
+tensorseal::ReadOptions read_options(const tensorseal::Limits& limits,
+                                     tensorseal::Format format = tensorseal::Format::kUnknown);
 
 // Prints rows as an aligned table (first row is the header).
 void print_table(const std::vector<std::vector<std::string>>& rows, std::FILE* out = stdout);

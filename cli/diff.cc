@@ -127,11 +127,12 @@ Runner add_diff(CLI::App& app) {
   cmd->add_flag("--all", args->all, "list identical tensors too");
   auto threads = add_threads(cmd);
   auto limits = add_limits(cmd);
+  auto format = add_input_format(cmd);
   auto quiet = add_quiet(cmd);
-  return [args, threads, limits, quiet]() {
+  return [args, threads, limits, format, quiet]() {
     using namespace tensorseal;
-    Checkpoint a = read_file(args->a, read_options(*limits));
-    Checkpoint b = read_file(args->b, read_options(*limits));
+    Checkpoint a = read_file(args->a, read_options(*limits, *format));
+    Checkpoint b = read_file(args->b, read_options(*limits, *format));
     DiffOptions o;
     o.atol = args->atol;
     o.rtol = args->rtol;

@@ -34,9 +34,24 @@ std::shared_ptr<tensorseal::Limits> add_limits(CLI::App* cmd) {
   return limits;
 }
 
-tensorseal::ReadOptions read_options(const tensorseal::Limits& limits) {
+std::shared_ptr<tensorseal::Format> add_input_format(CLI::App* cmd) {
+  auto format = std::make_shared<tensorseal::Format>(tensorseal::Format::kUnknown);
+  cmd->add_option_function<std::string>(
+      "--format",
+      [format](const std::string& name) {
+        const auto f = tensorseal::format_from_name(name);
+        if (!f) throw CLI::ValidationError("--format", "unknown format '" + name + "'");
+        *format = *f;
+      },
+      "read the input as this format instead of detecting it (a file that is two formats at once is "
+      "refused without it: docs/security.md)");
+  return format;
+}
+
+tensorseal::ReadOptions read_options(const tensorseal::Limits& limits, tensorseal::Format format) {
   tensorseal::ReadOptions o;
   o.limits = limits;
+  o.format = format;
   return o;
 }
 

@@ -14,6 +14,7 @@ Runner add_hash(CLI::App& app) {
   cmd->add_flag("--fast", *fast, "XXH3-128 instead of SHA-256 (not for security)");
   auto threads = add_threads(cmd);
   auto limits = add_limits(cmd);
+  auto format = add_input_format(cmd);
   auto quiet = add_quiet(cmd);
   return [=]() {
     using namespace tensorseal;
@@ -24,6 +25,7 @@ Runner add_hash(CLI::App& app) {
         o.algo = *fast ? HashAlgo::kXxh3 : HashAlgo::kSha256;
         o.threads = *threads;
         o.limits = *limits;
+        o.format = *format;
         ProgressBar bar("hashing " + f, *quiet);
         o.progress = bar.callback();
         // hash_file == content_hash(read_file(f).root): zip CRCs verified while hashing.

@@ -19,12 +19,14 @@ Runner add_inspect(CLI::App& app) {
       ->excludes(json_flag);
   auto threads = add_threads(cmd);
   auto limits = add_limits(cmd);
+  auto format = add_input_format(cmd);
   auto quiet = add_quiet(cmd);
   return [=]() {
     using namespace tensorseal;
     InspectOptions o;
     o.threads = *threads;
     o.limits = *limits;
+    o.format = *format;
     o.values = *textconv;
     // git runs --textconv with the user's terminal as stderr: no bar there.
     ProgressBar bar("inspecting", *quiet || *textconv);

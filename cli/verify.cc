@@ -18,6 +18,7 @@ Runner add_verify(CLI::App& app) {
   cmd->add_flag("--json", *as_json, "print one JSON object (schema in docs/cli.md)");
   auto threads = add_threads(cmd);
   auto limits = add_limits(cmd);
+  auto format = add_input_format(cmd);
   auto quiet = add_quiet(cmd);
   auto signature = std::make_shared<std::string>();
   auto pub = std::make_shared<std::string>();
@@ -31,6 +32,7 @@ Runner add_verify(CLI::App& app) {
     VerifyOptions o;
     o.threads = *threads;
     o.limits = *limits;
+    o.format = *format;
     o.signature = *signature;
     o.public_key = *pub;
     if (!signature->empty() && files->size() != 1)

@@ -57,6 +57,12 @@ struct ReadOptions {
   Limits limits;
   // Verify every checksum the container carries (zip CRC32) while reading.
   bool verify_checksums = true;
+  // The interpretation: kUnknown detects the format from the content and refuses a
+  // file whose bytes are also a pickle that imports something (detect/ambiguous:
+  // pickle.load and torch.load would run it); another value reads the file as that
+  // format only (detect/format-mismatch when it is not one). Nested files are always
+  // detected.
+  Format format = Format::kUnknown;
 };
 
 // Reads a file: memory-maps it, detects its format and parses it. Tensors are

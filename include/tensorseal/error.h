@@ -76,6 +76,8 @@ inline constexpr Rule kIoWrite{"io/write", ErrorKind::kIo};
 inline constexpr Rule kIoMap{"io/mmap", ErrorKind::kIo};
 inline constexpr Rule kInvalidArgument{"api/invalid-argument", ErrorKind::kInvalidArgument};
 inline constexpr Rule kUnknownFormat{"detect/unknown-format", ErrorKind::kUnsupported};
+inline constexpr Rule kFormatMismatch{"detect/format-mismatch", ErrorKind::kInvalidArgument};
+inline constexpr Rule kAmbiguousFormat{"detect/ambiguous", ErrorKind::kUnsafe};
 inline constexpr Rule kTruncated{"file/truncated", ErrorKind::kCorrupt};
 inline constexpr Rule kSizeOverflow{"file/size-overflow", ErrorKind::kCorrupt};
 inline constexpr Rule kViewOutOfBounds{"tensor/view-out-of-bounds", ErrorKind::kCorrupt};

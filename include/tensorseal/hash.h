@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tensorseal/export.h"
+#include "tensorseal/format.h"
 #include "tensorseal/limits.h"
 #include "tensorseal/progress.h"
 #include "tensorseal/value.h"
@@ -26,6 +27,7 @@ struct HashOptions {
   HashAlgo algo = HashAlgo::kSha256;
   unsigned threads = 0;  // 0: all cores. The result never depends on this.
   Limits limits;         // for hash_file's read
+  Format format = Format::kUnknown;  // hash_file reads as this (ReadOptions::format)
   Progress progress;     // bytes hashed (and checksummed) of all; tensorseal/progress.h
 };
 

@@ -20,6 +20,7 @@ namespace tensorseal {
 struct InspectOptions {
   unsigned threads = 0;  // 0: all cores. The report never depends on this.
   Limits limits;         // for inspect_file's read
+  Format format = Format::kUnknown;  // inspect_file reads as this (ReadOptions::format)
   bool values = false;   // also list the non-tensor leaves (InspectReport::values)
   Progress progress;     // bytes digested of all (tensorseal/progress.h)
 };

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tensorseal/export.h"
+#include "tensorseal/format.h"
 #include "tensorseal/limits.h"
 #include "tensorseal/progress.h"
 #include "tensorseal/scan.h"
@@ -55,6 +56,7 @@ struct VerifyResult {
 
 struct VerifyOptions {
   Limits limits;
+  Format format = Format::kUnknown;  // verify_file reads as this (ReadOptions::format)
   unsigned threads = 0;  // for the pass over the tensor data
   Progress progress;     // tensor bytes checked of all (tensorseal/progress.h)
   // With both set: also check the signature `signature` (a Sigstore bundle from

@@ -347,10 +347,18 @@ inline Limits limits_of(const LimitPairs& pairs) {
   return l;
 }
 
-inline ReadOptions read_options(const LimitPairs& limits, bool verify = true) {
+// Python's format= of a read: "" detects, else a name or alias of formats().
+inline Format format_of(const std::string& name) {
+  if (name.empty()) return Format::kUnknown;
+  if (const auto f = format_from_name(name)) return *f;
+  throw Error(rules::kInvalidArgument, "unknown format '" + name + "'");
+}
+
+inline ReadOptions read_options(const LimitPairs& limits, bool verify = true, const std::string& format = "") {
   ReadOptions o;
   o.limits = limits_of(limits);
   o.verify_checksums = verify;
+  o.format = format_of(format);
   return o;
 }
 

@@ -128,27 +128,30 @@ NB_MODULE(_tensorseal, m) {
   // weights_only: raise (require_safe) when the file references a global outside the
   // known-safe set, before any object is made.
   m.def("read_file", [](const std::string& path, const std::string& framework, bool verify, bool with_root,
-                        bool weights_only, const LimitPairs& limits) {
+                        bool weights_only, const LimitPairs& limits, const std::string& format) {
+        const ReadOptions ro = read_options(limits, verify, format);
         Checkpoint c;
         {
           nb::gil_scoped_release nogil;
-          c = read_file(path, read_options(limits, verify));
+          c = read_file(path, ro);
           if (weights_only) require_safe(scan(c));
         }
         return checkpoint_to_py(c, framework, with_root);
       }, nb::arg("path"), nb::arg("framework") = "torch", nb::arg("verify") = true, nb::arg("with_root") = true,
-      nb::arg("weights_only") = false, nb::arg("limits") = LimitPairs{});
+      nb::arg("weights_only") = false, nb::arg("limits") = LimitPairs{}, nb::arg("format") = "");
 
   // The tensors of a file as a flat list of (path, tensor, dtype, file offset), paths as
   // in collect_tensors (for safetensors files: the tensor names). Zero-copy like read_file.
-  m.def("read_tensors", [](const std::string& path, const std::string& framework, const LimitPairs& limits) {
+  m.def("read_tensors", [](const std::string& path, const std::string& framework, const LimitPairs& limits,
+                           const std::string& format) {
+        const ReadOptions ro = read_options(limits, true, format);
         Checkpoint c;
         {
           nb::gil_scoped_release nogil;
-          c = read_file(path, read_options(limits));
+          c = read_file(path, ro);
         }
         return tensors_to_py(c, framework);
-      }, nb::arg("path"), nb::arg("framework") = "torch", nb::arg("limits") = LimitPairs{});
+      }, nb::arg("path"), nb::arg("framework") = "torch", nb::arg("limits") = LimitPairs{}, nb::arg("format") = "");
 
   // Lazy access to a safetensors file (tensorseal.safetensors.safe_open): the header
   // parsed and validated, the file mapped, a tensor made on request.
@@ -192,28 +195,31 @@ NB_MODULE(_tensorseal, m) {
       }, nb::arg("path"));
 
   m.def("read_bytes_tensors", [](nb::bytes data, const std::string& name, const std::string& framework,
-                                 const LimitPairs& limits) {
+                                 const LimitPairs& limits, const std::string& format) {
         std::span<const std::byte> b(reinterpret_cast<const std::byte*>(data.c_str()), data.size());
+        const ReadOptions ro = read_options(limits, true, format);
         Checkpoint c;
         {
           nb::gil_scoped_release nogil;
-          c = read_bytes(b, name, read_options(limits));
+          c = read_bytes(b, name, ro);
         }
         return tensors_to_py(c, framework);
-      }, nb::arg("data"), nb::arg("name") = "<bytes>", nb::arg("framework") = "torch", nb::arg("limits") = LimitPairs{});
+      }, nb::arg("data"), nb::arg("name") = "<bytes>", nb::arg("framework") = "torch", nb::arg("limits") = LimitPairs{},
+      nb::arg("format") = "");
 
   m.def("read_bytes", [](nb::bytes data, const std::string& name, const std::string& framework, bool weights_only,
-                         const LimitPairs& limits) {
+                         const LimitPairs& limits, const std::string& format) {
         std::span<const std::byte> b(reinterpret_cast<const std::byte*>(data.c_str()), data.size());
+        const ReadOptions ro = read_options(limits, true, format);
         Checkpoint c;
         {
           nb::gil_scoped_release nogil;  // `data` is immutable and held by the caller
-          c = read_bytes(b, name, read_options(limits));
+          c = read_bytes(b, name, ro);
           if (weights_only) require_safe(scan(c));
         }
         return checkpoint_to_py(c, framework, true);
       }, nb::arg("data"), nb::arg("name") = "<bytes>", nb::arg("framework") = "torch", nb::arg("weights_only") = false,
-      nb::arg("limits") = LimitPairs{});
+      nb::arg("limits") = LimitPairs{}, nb::arg("format") = "");
 
   m.def("write_file", [](nb::handle obj, const std::string& path, const std::string& format,
                          const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads,
@@ -254,16 +260,17 @@ NB_MODULE(_tensorseal, m) {
       nb::arg("threads") = 0, nb::arg("split_storages") = false, nb::arg("empty_metadata") = false);
 
   m.def("hash_file", [](const std::string& path, bool fast, unsigned threads, const LimitPairs& limits,
-                        nb::handle progress) {
+                        nb::handle progress, const std::string& format) {
         HashOptions o;
         o.algo = fast ? HashAlgo::kXxh3 : HashAlgo::kSha256;
         o.threads = threads;
         o.limits = limits_of(limits);
+        o.format = format_of(format);
         o.progress = progress_of(progress);
         nb::gil_scoped_release nogil;
         return hash_file(path, o);  // = content_hash(read_file(path).root), zip CRCs fused into the pass
       }, nb::arg("path"), nb::arg("fast") = false, nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{},
-      nb::arg("progress") = nb::none());
+      nb::arg("progress") = nb::none(), nb::arg("format") = "");
 
   m.def("hash_object", [](nb::handle obj, bool fast, unsigned threads, nb::handle progress) {
         FromPy conv;
@@ -278,14 +285,17 @@ NB_MODULE(_tensorseal, m) {
 
   // Tools: each returns exactly what the CLI prints with --json (the library's own
   // renderers), so Python and CLI results agree by construction.
-  m.def("inspect_json", [](const std::string& path, unsigned threads, const LimitPairs& limits, nb::handle progress) {
+  m.def("inspect_json", [](const std::string& path, unsigned threads, const LimitPairs& limits, nb::handle progress,
+                           const std::string& format) {
         InspectOptions o;
         o.threads = threads;
         o.limits = limits_of(limits);
+        o.format = format_of(format);
         o.progress = progress_of(progress);
         nb::gil_scoped_release nogil;
         return to_json(inspect_file(path, o));
-      }, nb::arg("path"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{}, nb::arg("progress") = nb::none());
+      }, nb::arg("path"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{}, nb::arg("progress") = nb::none(),
+      nb::arg("format") = "");
 
   m.def("is_canonical", [](const std::string& path, unsigned threads, const LimitPairs& limits, nb::handle progress) {
         CanonCheckOptions o;

@@ -111,14 +111,17 @@ class Checkpoint:
 
 
 def read(path: PathLike, *, framework: Optional[str] = None, verify: bool = True,
-         limits: LimitsArg = None) -> Checkpoint:
+         limits: LimitsArg = None, format: Optional[str] = None) -> Checkpoint:
     """Reads any supported file (format detected from its content) into a Checkpoint.
-    ``limits``: resource limits of the read (:class:`tensorseal.Limits` or a dict)."""
-    return Checkpoint(_core.read_file(os.fspath(path), _framework(framework), verify, limits=limit_pairs(limits)))
+    ``limits``: resource limits of the read (:class:`tensorseal.Limits` or a dict).
+    ``format``: read the file as this format (a name or alias of ``formats()``) instead
+    of detecting it, as load()."""
+    return Checkpoint(_core.read_file(os.fspath(path), _framework(framework), verify, limits=limit_pairs(limits),
+                                      format=format or ""))
 
 
 def load(path: PathLike, *, mmap: bool = True, device: str = "cpu", framework: Optional[str] = None,
-         verify: bool = True, limits: LimitsArg = None) -> Any:
+         verify: bool = True, limits: LimitsArg = None, format: Optional[str] = None) -> Any:
     """Loads a checkpoint of any supported format without executing pickle code.
 
     Returns the whole content: nested dicts/lists, optimizer state, ``Parameter``\\ s
@@ -131,21 +134,26 @@ def load(path: PathLike, *, mmap: bool = True, device: str = "cpu", framework: O
     tensors to (sharing is kept). ``framework``: "torch" (default when torch is
     installed) or "numpy" (bf16/float8 through ``ml_dtypes``). ``verify``: check the
     zip CRC32s of torch files (reads every byte once). ``limits``: resource limits of
-    the read (:class:`tensorseal.Limits` or a dict; docs/limits.md).
+    the read (:class:`tensorseal.Limits` or a dict; docs/limits.md). ``format``: the
+    interpretation, a name or alias of ``formats()`` ("safetensors", "pt", ...); by
+    default the format is detected from the content, and a file whose bytes are also a
+    pickle importing something (a safetensors/npy + pickle polyglot, which pickle.load
+    and torch.load would run) is refused with rule ``detect/ambiguous`` (docs/security.md).
     """
     fw = _framework(framework)
     if fw == "numpy" and device != "cpu":
         raise invalid_argument(f"numpy arrays live on the cpu, not {device!r}")
-    root = _core.read_file(os.fspath(path), fw, verify, limits=limit_pairs(limits))["root"]
+    root = _core.read_file(os.fspath(path), fw, verify, limits=limit_pairs(limits), format=format or "")["root"]
     if not mmap or device != "cpu":
         root = _materialise(root, fw, device, copy=not mmap)
     return root
 
 
 def load_bytes(data: Union[bytes, bytearray, memoryview], *, framework: Optional[str] = None,
-               name: str = "<bytes>", limits: LimitsArg = None) -> Any:
+               name: str = "<bytes>", limits: LimitsArg = None, format: Optional[str] = None) -> Any:
     """Like load(), from bytes in memory (copied once into a buffer the tensors view)."""
-    return _core.read_bytes(bytes(data), name, _framework(framework), limits=limit_pairs(limits))["root"]
+    return _core.read_bytes(bytes(data), name, _framework(framework), limits=limit_pairs(limits),
+                            format=format or "")["root"]
 
 
 def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
@@ -205,25 +213,28 @@ def save_bytes(obj: Any, format: str, *, metadata: Optional[Dict[str, str]] = No
 
 
 def hash(path_or_obj: Any, *, fast: bool = False, threads: int = 0, limits: LimitsArg = None,
-         progress: ProgressArg = None) -> str:
+         progress: ProgressArg = None, format: Optional[str] = None) -> str:
     """Content hash ("sha256:<hex>"; "xxh3:<hex>" with fast=True) of a file or of an
     in-memory object, as ``tseal hash`` prints it. Independent of container, layout,
     dict order and file name. The GIL is released while hashing. ``limits``: resource
     limits of reading the file. ``progress``: a callable(done, total) called with bytes
-    hashed, or True for a tqdm bar."""
+    hashed, or True for a tqdm bar. ``format``: read the file as this format (load())."""
     pairs = limit_pairs(limits)
     with _progress(progress, "hashing") as cb:
         if _is_path(path_or_obj):
-            return _core.hash_file(os.fspath(path_or_obj), fast, threads, pairs, progress=cb)
+            return _core.hash_file(os.fspath(path_or_obj), fast, threads, pairs, progress=cb, format=format or "")
         return _core.hash_object(path_or_obj, fast, threads, progress=cb)
 
 
-def inspect(path: PathLike, *, threads: int = 0, limits: LimitsArg = None, progress: ProgressArg = None) -> Dict[str, Any]:
+def inspect(path: PathLike, *, threads: int = 0, limits: LimitsArg = None, progress: ProgressArg = None,
+            format: Optional[str] = None) -> Dict[str, Any]:
     """What ``tseal inspect --json`` prints, as a dict: file, format, content_hash,
     tensors (path, dtype, shape, nbytes, sha256) and metadata (schema: docs/cli.md).
-    ``progress``: a callable(done, total) in bytes digested, or True for a tqdm bar."""
+    ``progress``: a callable(done, total) in bytes digested, or True for a tqdm bar.
+    ``format``: read the file as this format (load(); ``tseal inspect --format``)."""
     with _progress(progress, "inspecting") as cb:
-        return json.loads(_core.inspect_json(os.fspath(path), threads, limit_pairs(limits), progress=cb))
+        return json.loads(_core.inspect_json(os.fspath(path), threads, limit_pairs(limits), progress=cb,
+                                             format=format or ""))
 
 
 def is_canonical(path: PathLike, *, threads: int = 0, limits: LimitsArg = None, progress: ProgressArg = None) -> bool:

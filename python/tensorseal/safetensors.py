@@ -211,14 +211,14 @@ def load_file(filename: Union[str, "os.PathLike[str]"], device: Union[str, int] 
     Zero-copy views of the mapped file on the cpu."""
     path = os.fspath(filename)
     with _Reading(path):
-        d = _core.read_tensors(path, "torch")
+        d = _core.read_tensors(path, "torch", format="safetensors")  # what safetensors reads
     return _to_device({name: t for name, t, _dt, _at in d["tensors"]}, device)
 
 
 def load(data: bytes) -> Dict[str, Any]:
     """Loads safetensors bytes as ``{name: tensor}`` on the cpu (``safetensors.torch.load``)."""
     with _Reading(None):
-        d = _core.read_bytes_tensors(bytes(data), "<bytes>", "torch")
+        d = _core.read_bytes_tensors(bytes(data), "<bytes>", "torch", format="safetensors")
     return {name: t for name, t, _dt, _at in d["tensors"]}
 
 

@@ -9,6 +9,7 @@
 
 #include "dcp/format.h"
 #include "numpy/format.h"
+#include "pickle/vm.h"
 #include "safetensors/format.h"
 #include "shards/format.h"
 #include "tensorseal/error.h"
@@ -75,20 +76,88 @@ const FormatRow* row(Format f) noexcept {
   return nullptr;
 }
 
-Checkpoint read_input(const Input& in) {
+namespace {
+
+// Whether `name` is something `import` could resolve: dotted identifiers (bytes >= 0x80
+// count as identifier characters, as Python's non-ASCII identifiers do).
+bool importable(std::string_view name) {
+  bool start = true;
+  for (const char ch : name) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '.') {
+      if (start) return false;
+      start = true;
+    } else if (c == '_' || std::isalpha(c) || c >= 0x80 || (!start && std::isdigit(c))) {
+      start = false;
+    } else {
+      return false;
+    }
+  }
+  return !start;
+}
+
+// A pickle read from byte 0 of `in`, as pickle.load and torch.load's legacy path read
+// any file that is not a zip: the first global it would import, if any. A global
+// counts even when the stream breaks later: pickle.load imports (and may call) it
+// before it reaches the broken byte.
+std::optional<GlobalRef> pickle_import_at_start(const Input& in) {
+  std::optional<GlobalRef> found;
+  detail::pickle::Hooks hooks;
+  hooks.on_global = [&found](const GlobalRef& g) {
+    if (!found && importable(g.module) && importable(g.name)) found = g;
+  };
+  try {
+    (void)detail::pickle::parse(in.bytes(), in.name, 0, in.options ? in.options->limits : Limits{}, hooks);
+  } catch (const Error&) {
+    // Not a pickle (the usual case): only what was imported before the failure counts.
+  }
+  return found;
+}
+
+// Formats whose files a pickle loader may also read from byte 0 (no zip signature
+// there, not a pickle themselves).
+bool pickle_loaders_read(Format f) { return f == Format::kSafetensors || f == Format::kNpy; }
+
+Checkpoint read_row(const FormatRow& r, const Input& in) {
+  if (in.read_nested != nullptr) return r.read(in);
+  Input with_nested = in;
+  with_nested.read_nested = detect_and_read;
+  return r.read(with_nested);
+}
+
+}  // namespace
+
+Checkpoint detect_and_read(const Input& in) {
   for (const auto& r : kRows) {
     if (!r.detect(in.bytes())) continue;
-    if (in.read_nested != nullptr) return r.read(in);
-    Input with_nested = in;
-    with_nested.read_nested = read_input;
-    return r.read(with_nested);
+    if (pickle_loaders_read(r.info.format))
+      if (const auto g = pickle_import_at_start(in))
+        throw Error(rules::kAmbiguousFormat,
+                    "a " + std::string(r.info.name) + " file whose bytes are also a pickle importing " + g->module +
+                        "." + g->name + " at " + g->where + " (pickle.load and torch.load would run it); read it with "
+                        "an explicit format to take the " + std::string(r.info.name) + " reading",
+                    in.name, 0);
+    return read_row(r, in);
   }
   throw Error(rules::kUnknownFormat, "not a checkpoint tensorseal knows (" + known_formats() + ")", in.name, 0);
 }
 
-std::filesystem::path checkpoint_file(const std::filesystem::path& path) {
+Checkpoint read_input(const Input& in) {
+  const Format wanted = in.options ? in.options->format : Format::kUnknown;
+  if (wanted == Format::kUnknown) return detect_and_read(in);
+  const FormatRow* r = row(wanted);
+  if (r == nullptr || !r->detect(in.bytes()))
+    throw Error(rules::kFormatMismatch, "not a " + std::string(format_name(wanted)) + " file", in.name, 0);
+  return read_row(*r, in);
+}
+
+std::filesystem::path checkpoint_file(const std::filesystem::path& path, Format format) {
   std::error_code ec;
   if (!std::filesystem::is_directory(path, ec)) return path;
+  if (const FormatRow* r = row(format); r != nullptr && r->entry_file != nullptr) {
+    if (auto p = r->entry_file(path); !p.empty()) return p;
+    throw Error(rules::kFormatMismatch, "not a " + std::string(r->info.name) + " directory", path.string());
+  }
   // Directory rows in table order; the last one's finder throws when it finds nothing.
   for (const auto& r : kRows)
     if (r.entry_file != nullptr)

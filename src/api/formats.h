@@ -31,9 +31,12 @@ std::span<const FormatRow> rows() noexcept;
 // The row of `f`; null for kUnknown.
 const FormatRow* row(Format f) noexcept;
 
-// Detects the format of `in` and runs its reader; sets in.read_nested for nested files
-// when the caller left it unset.
+// Reads `in` as in.options->format, or detects it (detect_and_read); sets
+// in.read_nested (to detect_and_read) for nested files when the caller left it unset.
 Checkpoint read_input(const Input& in);
+// Detects the format of `in` and runs its reader. Refuses (detect/ambiguous) a file
+// that a pickle loader would also read as a pickle importing something.
+Checkpoint detect_and_read(const Input& in);
 
 // read_file(path, options), leaving the container checksums of tensor data on the
 // storages (Input::defer_checksums): the caller must run content_hash over the root
@@ -41,7 +44,7 @@ Checkpoint read_input(const Input& in);
 Checkpoint read_file_deferred(const std::filesystem::path& path, const ReadOptions& options);
 
 // The file read_file reads for `path`: `path` itself, or the entry file of a
-// directory (FormatRow::entry_file).
-std::filesystem::path checkpoint_file(const std::filesystem::path& path);
+// directory (FormatRow::entry_file): that of `format`'s row when it has one.
+std::filesystem::path checkpoint_file(const std::filesystem::path& path, Format format = Format::kUnknown);
 
 }  // namespace tensorseal::detail::api

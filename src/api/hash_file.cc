@@ -8,6 +8,7 @@ namespace tensorseal {
 std::string hash_file(const std::filesystem::path& path, const HashOptions& options) {
   ReadOptions read_options;
   read_options.limits = options.limits;
+  read_options.format = options.format;
   return content_hash(detail::api::read_file_deferred(path, read_options).root, options);
 }
 

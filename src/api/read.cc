@@ -12,7 +12,7 @@ Checkpoint read_mapped(std::shared_ptr<const MappedFile> file, const ReadOptions
 }
 
 Checkpoint read_file(const std::filesystem::path& path, const ReadOptions& options) {
-  const auto file = detail::api::checkpoint_file(path);
+  const auto file = detail::api::checkpoint_file(path, options.format);
   Checkpoint c = read_mapped(MappedFile::open(file), options);
   if (file != path) c.file = path.string();  // a directory: named as given
   if (const auto* info = format_info(c.format); info && info->directory)
@@ -23,7 +23,7 @@ Checkpoint read_file(const std::filesystem::path& path, const ReadOptions& optio
 namespace detail::api {
 
 Checkpoint read_file_deferred(const std::filesystem::path& path, const ReadOptions& options) {
-  const auto file = checkpoint_file(path);
+  const auto file = checkpoint_file(path, options.format);
   Input in = input_of(MappedFile::open(file), options);
   in.defer_checksums = true;
   Checkpoint c = read_input(in);

@@ -265,7 +265,7 @@ DcpReader::DcpReader(const fs::path& dir, const ReadOptions& options) : impl_(st
     throw Error(d::rules::kStorageMissing, "no .metadata: not a torch.distributed.checkpoint directory", dir.string());
   m.file = MappedFile::open(meta);
   m.meta = detail::input_of(m.file, m.options);
-  m.meta.read_nested = detail::api::read_input;
+  m.meta.read_nested = detail::api::detect_and_read;
   m.md = detail::dcp::parse_metadata(m.meta.bytes(), m.meta.name, m.options.limits);
   for (std::size_t i = 0; i < m.md.entries.size(); ++i) m.entry.emplace(m.md.entries[i].fqn, i);
   m.items = std::make_unique<detail::dcp::Items>(m.meta, m.md, m.sink);

@@ -51,6 +51,7 @@ VerifyResult verify_file(const std::filesystem::path& path, const VerifyOptions&
   try {
     ReadOptions ro;
     ro.limits = options.limits;
+    ro.format = options.format;
     ro.verify_checksums = true;
     // The tensor data's checksums are verified by the one pass over its bytes below.
     Checkpoint c = detail::api::read_file_deferred(path, ro);

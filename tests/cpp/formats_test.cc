@@ -91,6 +91,78 @@ TEST(Formats, UnknownBytesNameEveryFormatOfTheTable) {
   }
 }
 
+// A safetensors file whose bytes are also a protocol-0/1 pickle that imports
+// posix.system: the header length starts BINBYTES, which skips into a metadata string
+// of SHORT_BINSTRING/POP skips that lands on the tensor data, where the payload waits
+// (hostile input: no producer writes it; pickle.load and torch.load run it).
+std::string safetensors_pickle_polyglot() {
+  const std::string payload = "0cposix\nsystem\n(S'true'\ntR.";  // POP, then the call
+  const std::string k = std::to_string(payload.size());
+  const std::string prefix = R"({"w":{"dtype":"U8","shape":[)" + k + R"(],"data_offsets":[0,)" + k +
+                             R"(]},"__metadata__":{"p":")";
+  const std::uint64_t skip = 3 + prefix.size();  // BINBYTES operand: up to the string
+  const std::uint64_t header = 0x42 + 256 * skip;  // 'B' then the operand's bytes
+  std::string body;
+  std::uint64_t pos = 8 + prefix.size();
+  const std::string tail = R"("}})";
+  while (8 + header - pos > 130) {
+    body += "U~" + std::string(126, '~') + "0";  // skip 126 bytes, POP
+    pos += 129;
+  }
+  const std::uint64_t last = 8 + header - pos - 2;  // the final skip covers the tail
+  body += "U" + std::string(1, static_cast<char>(last)) + std::string(last - tail.size(), '~');
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((header >> (8 * i)) & 0xff);
+  out += prefix + body + tail + payload;
+  return out;
+}
+
+TEST(Formats, SafetensorsThatIsAlsoAnImportingPickleIsAmbiguous) {
+  const std::string poly = safetensors_pickle_polyglot();
+  ASSERT_EQ(detect_format(testing::bytes_of(poly)), Format::kSafetensors);
+  try {
+    (void)read_bytes(testing::bytes_of(poly), "poly.pt");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.rule(), rules::kAmbiguousFormat.id);
+    EXPECT_EQ(e.kind(), ErrorKind::kUnsafe);
+    EXPECT_EQ(e.file(), "poly.pt");
+    EXPECT_NE(std::string(e.what()).find("posix.system"), std::string::npos) << e.what();
+  }
+  ReadOptions as_safetensors;
+  as_safetensors.format = Format::kSafetensors;
+  const Checkpoint c = read_bytes(testing::bytes_of(poly), "poly.pt", as_safetensors);
+  EXPECT_EQ(c.format, Format::kSafetensors);
+  EXPECT_EQ(c.root.as_dict().items.size(), 1u);
+}
+
+TEST(Formats, HeaderBytesThatFormAHarmlessPickleAreNotAmbiguous) {
+  // Header length 0x2e88: NEWTRUE, STOP. pickle.load returns True and imports nothing.
+  std::string json = R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})";
+  json.resize(0x2e88, ' ');
+  std::string file(8, '\0');
+  file[0] = '\x88';
+  file[1] = '.';
+  file += json + "x";
+  EXPECT_EQ(read_bytes(testing::bytes_of(file), "benign.safetensors").format, Format::kSafetensors);
+}
+
+TEST(Formats, AnExplicitFormatReadsOnlyThatFormat) {
+  const std::string st = write_bytes(root_for(Format::kSafetensors), Format::kSafetensors);
+  ReadOptions o;
+  o.format = Format::kTorchZip;
+  EXPECT_EQ(testing::rule_of([&] { (void)read_bytes(testing::bytes_of(st), "x", o); }), rules::kFormatMismatch.id);
+  o.format = Format::kSafetensors;
+  EXPECT_EQ(read_bytes(testing::bytes_of(st), "x", o).format, Format::kSafetensors);
+  // A directory format names its own entry file, or says the directory is not one.
+  const fs::path dir = fs::temp_directory_path() / "tseal_formats_explicit";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  o.format = Format::kDcp;
+  EXPECT_EQ(testing::rule_of([&] { (void)read_file(dir, o); }), rules::kFormatMismatch.id);
+  fs::remove_all(dir);
+}
+
 TEST(Formats, CanonRefusesAnOutputNameOfAnotherFormat) {
   const fs::path dir = fs::temp_directory_path() / "tseal_formats_test";
   fs::remove_all(dir);

@@ -59,6 +59,27 @@ def rezip(src: bytes, extra_first=(), extra_last=(), compression=zipfile.ZIP_STO
     return out.getvalue()
 
 
+def safetensors_pickle_polyglot(data: bytes) -> bytes:
+    """A safetensors file with one uint8 tensor holding `data`, whose bytes are also a
+    pickle that runs `data` (which starts with POP). The header length starts BINBYTES,
+    whose operand skips to a metadata string made of SHORT_BINSTRING + POP skips (all
+    printable, so the JSON stays valid) that ends on the tensor data."""
+    k = len(data)
+    prefix = ('{"w":{"dtype":"U8","shape":[%d],"data_offsets":[0,%d]},"__metadata__":{"p":"' % (k, k)).encode()
+    skip = 3 + len(prefix)  # BINBYTES' operand: from byte 5 up to the string's first byte
+    header = 0x42 + 256 * skip  # b"B" + the operand's little-endian bytes
+    pos, end, tail = 8 + len(prefix), 8 + header, b'"}}'
+    body = b""
+    while end - pos > 130:
+        body += b"U~" + b"~" * 126 + b"0"
+        pos += 129
+    last = end - pos - 2  # the last skip covers the end of the JSON
+    body += b"U" + bytes([last]) + b"~" * (last - len(tail))
+    out = struct.pack("<Q", header) + prefix + body + tail + data
+    assert len(out) == 8 + header + k
+    return out
+
+
 def prefix_of(pt: bytes) -> str:
     return zipfile.ZipFile(io.BytesIO(pt)).namelist()[0].split("/")[0]
 
@@ -132,6 +153,11 @@ def build_cases(d: pathlib.Path, marker: pathlib.Path) -> dict:
             info.size = len(data)
             t.addfile(info, io.BytesIO(data))
     cases["tar_format"] = (tbuf.getvalue(), "torch", "builtins.exec", "detect/unknown-format")
+
+    # A valid safetensors file that is also a pickle (safetensors_pickle_polyglot):
+    # torch.load of any name reads it as a legacy file and runs the payload first.
+    cases["safetensors_and_pickle"] = (safetensors_pickle_polyglot(b"0" + pickle.dumps(Touch(marker), protocol=0)),
+                                       "torch", "builtins.exec", "detect/ambiguous")
 
     # Object .npy on its own.
     cases["object_npy"] = (obj.getvalue(), "numpy", "builtins.exec", "npy/object-array")
@@ -225,6 +251,51 @@ def test_polyglot_reports_every_interpretation(cases):
     assert set(j["interpretations"]) >= {"pickle", "zip"}, j
     r = subprocess.run([tseal(), "scan", "--json", str(files["tar_format"][0])], capture_output=True, text=True)
     assert json.loads(r.stdout)["interpretations"] == ["tar"]
+
+
+def test_ambiguous_file_reads_with_an_explicit_format(cases):
+    """The safetensors reading is still there for whoever asks for it, as safetensors
+    itself reads the file; what would run the payload refuses it."""
+    import safetensors.numpy
+    import tensorseal
+    import tensorseal.safetensors
+    import tensorseal.torch
+    path = cases[0]["safetensors_and_pickle"][0]
+    want = safetensors.numpy.load_file(str(path))["w"]
+    r = subprocess.run([tseal(), "inspect", "--format", "safetensors", "--json", str(path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["tensors"][0]["path"] == "w"
+    r = subprocess.run([tseal(), "hash", str(path)], capture_output=True, text=True)
+    assert r.returncode == 2 and "[detect/ambiguous]" in r.stderr and "exec" in r.stderr, r.stderr
+    r = subprocess.run([tseal(), "hash", "--format", "pt", str(path)], capture_output=True, text=True)
+    assert r.returncode == 2 and "[detect/format-mismatch]" in r.stderr, r.stderr
+    for load in (lambda: tensorseal.load(path), lambda: tensorseal.torch.load(path, weights_only=False)):
+        with pytest.raises(tensorseal.UnsafePickleError) as e:
+            load()
+        assert e.value.rule == "detect/ambiguous"
+    np.testing.assert_array_equal(tensorseal.load(path, format="safetensors", framework="numpy")["w"], want)
+    np.testing.assert_array_equal(tensorseal.safetensors.load_file(path)["w"].numpy(), want)
+    assert tensorseal.hash(path, format="safetensors") == tensorseal.hash({"w": want})
+
+
+def test_header_bytes_that_are_a_harmless_pickle_stay_readable(tmp_path):
+    """A real safetensors header whose length bytes start NEWTRUE, STOP: pickle.load
+    returns True and imports nothing, so the file is not ambiguous."""
+    import safetensors.numpy
+    import tensorseal
+    p = tmp_path / "m.safetensors"
+    save = lambda n: safetensors.numpy.save_file({"w": np.arange(4, dtype=np.float32)}, str(p),  # noqa: E731
+                                                 metadata={"pad": "x" * n})
+    save(0)
+    start = 0x2E88 - struct.unpack("<Q", p.read_bytes()[:8])[0] - 8
+    for n in range(start, start + 24):
+        save(n)
+        if p.read_bytes()[:2] == b"\x88.":
+            break
+    else:
+        pytest.fail("no metadata length gives the header length 0x2e88")
+    assert pickle.loads(p.read_bytes()) is True
+    np.testing.assert_array_equal(tensorseal.load(p, framework="numpy")["w"], np.arange(4, dtype=np.float32))
 
 
 def test_benign_files_stay_safe(tmp_path):
