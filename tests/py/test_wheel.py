@@ -1,7 +1,8 @@
 """The wheel a user builds with `pip wheel .`, installed the way a user installs it.
 
-CPython 3.12 builds the cp312-abi3 wheel (nanobind's stable ABI: the same wheel serves
-3.12, 3.13, ...), `auditwheel repair` copies the shared libraries the extension and the
+The sdist (`python -m build --sdist`: the tracked files) is built first, and pip builds
+the wheel from it. CPython 3.12 builds the cp312-abi3 wheel (nanobind's stable ABI: the
+same wheel serves 3.12, 3.13, ...), `auditwheel repair` copies the shared libraries the extension and the
 bundled `tseal` link (libcrypto, libxxhash, libdeflate, libisal) into tensorseal.libs/,
 and a fresh CPython 3.13 virtualenv installs it with a plain `pip install` (numpy from
 the index, no compiler involved). There: `tseal` on PATH, `python -m tensorseal`,
@@ -24,6 +25,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import textwrap
 
 import pytest
@@ -73,8 +75,22 @@ def repaired_wheel(tmp_path_factory) -> pathlib.Path:
     env = clean_env(CMAKE_BUILD_PARALLEL_LEVEL=os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2)))
     if shutil.which("ccache") and "CMAKE_CXX_COMPILER_LAUNCHER" not in env:
         env["CMAKE_CXX_COMPILER_LAUNCHER"] = "ccache"
-    # A build directory of its own: the repository's build-python/ may hold another build.
-    run([py, "-m", "pip", "wheel", ROOT, "--no-deps", "-w", tmp / "raw",
+    # The sdist first (as `python -m build` and PyPI do): exactly the tracked files and
+    # PKG-INFO, so the wheel below proves the sdist builds from source.
+    run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", tmp / "sdist", ROOT], env=clean_env())
+    sdists = list((tmp / "sdist").glob("tensorseal-*.tar.gz"))
+    assert len(sdists) == 1, sdists
+    with tarfile.open(sdists[0]) as t:
+        members = sorted(n.split("/", 1)[1] for n in t.getnames() if "/" in n and t.getmember(n).isfile())
+    # What git would commit: tracked files and untracked ones it does not ignore.
+    tracked = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert set(members) - set(tracked) == {"PKG-INFO"}, set(members) - set(tracked)
+    missing = {f for f in tracked if os.path.isfile(os.path.join(ROOT, f))} - set(members)
+    assert not missing, f"tracked files left out of the sdist: {sorted(missing)[:10]}"
+    # pip builds the wheel from the sdist (`pip wheel .` builds the same tree in place), in
+    # a build directory of its own: the repository's build-python/ may hold another build.
+    run([py, "-m", "pip", "wheel", sdists[0], "--no-deps", "-w", tmp / "raw",
          "--config-settings", f"build-dir={tmp / 'build'}"], env=env, timeout=2400)
     raw = list((tmp / "raw").glob("tensorseal-*.whl"))
     assert len(raw) == 1 and raw[0].name.endswith("-cp312-abi3-linux_x86_64.whl"), raw
