@@ -879,6 +879,10 @@ void Vm::step() {
       return;
     }
     case op::kPersId: {
+      // Without a persistent_load the stream fails here whatever the id, as in
+      // pickle.load: do not scan for the newline (it may lie gigabytes away).
+      if (!hooks_.persistent_load)
+        fail(rules::kPersistentId, "PERSID references a persistent id but no persistent_load is set");
       std::string_view s = line();
       for (char c : s)
         if (static_cast<unsigned char>(c) >= 0x80) fail(rules::kBadPersId, "PERSID argument is not ASCII");

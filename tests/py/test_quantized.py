@@ -187,3 +187,58 @@ def test_sparse_tensors_round_trip_exactly(tmp_path):
         back = torch.load(mine)
         assert all(back[k].layout == t.layout and torch.equal(back[k].to_dense(), d) for k, t in sd.items())
         assert tensorseal.hash(mine) == tensorseal.hash(src) == tensorseal.hash(obj)
+
+
+class Rebuild:
+    """torch.save writes `_rebuild_qtensor(storage, 0, (2, 3), (3, 1), params, False,
+    hooks)` for it, with a real qint8 storage: quantizer parameters torch's own
+    Tensor.__reduce_ex__ never writes (hostile or damaged files)."""
+
+    def __init__(self, params, hooks=None):
+        q = torch.quantize_per_tensor(torch.arange(6.0).reshape(2, 3), 0.5, 0, torch.qint8)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.storage = q.storage()  # a TypedStorage of dtype qint8, as torch saves it
+        self.params = params
+        self.hooks = hooks if hooks is not None else __import__("collections").OrderedDict()
+
+    def __reduce__(self):
+        return (torch._utils._rebuild_qtensor, (self.storage, 0, (2, 3), (3, 1), self.params, False, self.hooks))
+
+
+MALFORMED_QUANTIZERS = {
+    "axis_outside_the_dims": ((torch.per_channel_affine, torch.ones(2, dtype=torch.float64),
+                               torch.zeros(2, dtype=torch.int64), 5), "torch/bad-rebuild-args"),
+    "scales_per_channel_wrong_length": ((torch.per_channel_affine, torch.ones(3, dtype=torch.float64),
+                                         torch.zeros(3, dtype=torch.int64), 0), "torch/bad-rebuild-args"),
+    "scales_not_numbers": ((torch.per_channel_affine, "0.5", torch.zeros(2, dtype=torch.int64), 0),
+                           "torch/bad-rebuild-args"),
+    "per_tensor_missing_zero_point": ((torch.per_tensor_affine, 0.5), "torch/bad-rebuild-args"),
+    "qscheme_a_string": (("per_tensor_affine", 0.5, 0), "torch/bad-rebuild-args"),
+    "symmetric_scheme": ((torch.per_tensor_symmetric, 0.5, 0), "torch/unsupported-rebuild"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_QUANTIZERS))
+def test_malformed_quantizer_parameters_are_refused_by_rule(case, tmp_path):
+    params, rule = MALFORMED_QUANTIZERS[case]
+    p = tmp_path / f"{case}.pt"
+    torch.save({"q": Rebuild(params)}, p)
+    with pytest.raises(Exception):  # torch cannot build these either
+        torch.load(p, weights_only=False)
+    with pytest.raises(tensorseal.Error) as e:
+        tensorseal.load(p)
+    assert e.value.rule == rule, (case, e.value)
+    r = run_tseal("inspect", str(p))
+    assert r.returncode == 2 and f"[{rule}]" in r.stderr, r.stderr
+
+
+def test_backward_hooks_on_a_quantized_tensor_are_refused(tmp_path):
+    """torch attaches the hooks (calling them later); tensorseal keeps no callables."""
+    import collections
+    p = tmp_path / "hooks.pt"
+    torch.save({"q": Rebuild((torch.per_tensor_affine, 0.5, 0), collections.OrderedDict({0: print}))}, p)
+    assert torch.load(p, weights_only=False)["q"].q_scale() == 0.5
+    with pytest.raises(tensorseal.UnsupportedError) as e:
+        tensorseal.load(p)
+    assert e.value.rule == "torch/unsupported-rebuild" and "backward hooks" in str(e.value)
