@@ -81,9 +81,17 @@ def scratch(need: int) -> str:
 
 
 def produce(argv: list, env: dict) -> None:
-    """Runs a producer; on failure exits naming it with the tail of its stderr."""
-    r = subprocess.run(argv, env=env, capture_output=True, text=True)
-    if r.returncode != 0:
+    """Runs a producer; on failure exits naming it with the tail of its stderr. A rank
+    killed by a signal (torch's gloo has aborted in teardown on a loaded 2-core machine:
+    "terminate called without an active exception") is retried once, saying so."""
+    for attempt in (1, 2):
+        r = subprocess.run(argv, env=env, capture_output=True, text=True)
+        if r.returncode == 0:
+            return
+        crashed = "Signal 6 (SIGABRT)" in r.stderr or "Signal 11 (SIGSEGV)" in r.stderr or r.returncode < 0
+        if attempt == 1 and crashed:
+            print(f"producer crashed, retrying once: {r.stderr.strip().splitlines()[0][:200]}", file=sys.stderr)
+            continue
         sys.exit(f"producer failed (exit {r.returncode}): {' '.join(argv[:6])} ...\n{r.stderr[-4000:]}")
 
 

@@ -206,19 +206,34 @@ def _to_device(tensors: Dict[str, Any], device: Union[str, int, Any]) -> Dict[st
     return _api._materialise(tensors, "torch", device, copy=False)
 
 
+def _read_tensors(src: Union[str, bytes]) -> Dict[str, Any]:
+    """The tensors of a file or of bytes, read as safetensors reads them when they are
+    safetensors (also when the bytes are a pickle too: tensorseal's detection refuses
+    such a polyglot, safetensors takes its safetensors reading), else as their detected
+    format (the drop-ins read every format tensorseal knows)."""
+    read = (lambda **kw: _core.read_tensors(src, "torch", **kw)) if isinstance(src, str) else \
+        (lambda **kw: _core.read_bytes_tensors(src, "<bytes>", "torch", **kw))
+    try:
+        return read(format="safetensors")
+    except Error as e:
+        if e.rule != "detect/format-mismatch":
+            raise
+    return read()
+
+
 def load_file(filename: Union[str, "os.PathLike[str]"], device: Union[str, int] = "cpu") -> Dict[str, Any]:
     """Loads the tensors of ``filename`` as ``{name: tensor}`` (``safetensors.torch.load_file``).
     Zero-copy views of the mapped file on the cpu."""
     path = os.fspath(filename)
     with _Reading(path):
-        d = _core.read_tensors(path, "torch", format="safetensors")  # what safetensors reads
+        d = _read_tensors(path)
     return _to_device({name: t for name, t, _dt, _at in d["tensors"]}, device)
 
 
 def load(data: bytes) -> Dict[str, Any]:
     """Loads safetensors bytes as ``{name: tensor}`` on the cpu (``safetensors.torch.load``)."""
     with _Reading(None):
-        d = _core.read_bytes_tensors(bytes(data), "<bytes>", "torch", format="safetensors")
+        d = _read_tensors(bytes(data))
     return {name: t for name, t, _dt, _at in d["tensors"]}
 
 
