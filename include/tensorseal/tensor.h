@@ -17,6 +17,8 @@
 TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
+class Value;
+
 // The Python type a pickle rebuilds an array as. Pickled numpy objects (numpy's own
 // reduce functions, e.g. np.random.get_state() or an np.float64 in a training
 // checkpoint) keep their type: they load as numpy objects, are written back as numpy
@@ -61,6 +63,11 @@ struct Tensor {
   bool is_parameter = false;  // torch.nn.Parameter
   NumpyType numpy = NumpyType::kNone;
   std::shared_ptr<const Quantization> quantization;  // null unless the dtype is quantized
+  // Python attributes torch restores on the tensor object (its __dict__, e.g. the
+  // _has_been_cloned FSDP sets on full state dicts), from _rebuild_from_type_v2 /
+  // _rebuild_parameter_with_state: a non-empty dict of str keys to values holding no
+  // tensor or storage. Null: none (the usual case).
+  std::shared_ptr<const Value> attributes;
 
   // Product of the shape (1 for 0-d). Validated tensors never overflow.
   std::uint64_t numel() const noexcept;

@@ -188,6 +188,10 @@ struct TensorRef {
 // args as "args.N" and state as their dict keys. Components are joined with '.'.
 std::vector<TensorRef> collect_tensors(const Value& root);
 
+// Whether `v` reaches a tensor or a storage anywhere: items, dict keys and attrs, an
+// object's callable, arguments, state and items.
+[[nodiscard]] bool reaches_data(const Value& v);
+
 // One-line Python-like rendering, for messages and `inspect` (bounded length).
 std::string repr(const Value& v, std::size_t max_len = 200);
 

@@ -87,8 +87,11 @@ struct ToPy {
     if (t.numpy != NumpyType::kNone)  // a numpy object stays one, whatever the framework
       return g.attr("make_numpy")(raw_array(t.storage, 1), std::string(name(t.dtype)), nb::tuple(shape), nb::tuple(strides),
                                   t.storage_offset, t.numpy == NumpyType::kScalar);
-    return g.attr("make_tensor")(framework, buffer(t.storage, alignment(t.dtype)), std::string(name(t.dtype)), nb::tuple(shape),
-                                 nb::tuple(strides), t.storage_offset, t.requires_grad, t.is_parameter);
+    nb::object out = g.attr("make_tensor")(framework, buffer(t.storage, alignment(t.dtype)), std::string(name(t.dtype)),
+                                           nb::tuple(shape), nb::tuple(strides), t.storage_offset, t.requires_grad,
+                                           t.is_parameter);
+    if (t.attributes) out = g.attr("set_attributes")(out, convert(*t.attributes));
+    return out;
   }
 
   nb::object seq(const std::vector<Value>& items) {
@@ -314,6 +317,19 @@ struct FromPy {
       if (nb::object z = qd[4]; !z.is_none()) q->zero_points = tensor(z).as_tensor();
       q->axis = nb::cast<std::int64_t>(qd[5]);
       t->quantization = std::move(q);
+    }
+    if (nb::object a = desc.attr("attributes"); !a.is_none()) {
+      // The tensor's __dict__: str keys, values without tensors (the reader's contract).
+      Value d = convert(a);
+      for (const auto& [k, v] : d.as_dict().items) {
+        if (!k.is(Value::Kind::kStr)) throw Error(rules::kInvalidArgument, "a tensor attribute's name is not a str");
+        if (reaches_data(v))
+          throw Error(rules::kInvalidArgument, "tensor attribute '" + std::string(k.as_str()) +
+                                                   "' holds a tensor or storage, which tensorseal cannot save");
+      }
+      if (t->numpy != NumpyType::kNone || t->quantization)
+        throw Error(rules::kInvalidArgument, "attributes on a quantized tensor cannot be saved");
+      t->attributes = std::make_shared<const Value>(std::move(d));
     }
     nb::object buf = desc.attr("buffer");
     if (split_storages) {

@@ -340,7 +340,9 @@ def _retarget(t: Any, storage: Any) -> Any:
         out = empty_quantized(t.dtype, 0.0, 0, t.q_per_channel_scales().to(dev), t.q_per_channel_zero_points().to(dev),
                               t.q_per_channel_axis(), dev)
     out.set_(storage, t.storage_offset(), t.shape, t.stride())
-    return with_flags(out, t.requires_grad, isinstance(t, torch.nn.Parameter))
+    out = with_flags(out, t.requires_grad, isinstance(t, torch.nn.Parameter))
+    out.__dict__.update(t.__dict__)  # Python attributes (Tensor::attributes) stay
+    return out
 
 
 def _materialise(obj: Any, framework: str, device: str, copy: bool = True) -> Any:

@@ -92,6 +92,14 @@ def empty_quantized(dtype: Any, scale: float, zero_point: int, scales: Any, zero
                                                      dtype=dtype, device=device)
 
 
+def set_attributes(t: Any, attributes: dict) -> Any:
+    """Python attributes torch restores on a loaded tensor (Tensor::attributes). numpy
+    arrays cannot hold any: like the Parameter flag, they are not carried."""
+    if torch is not None and isinstance(t, torch.Tensor):
+        t.__dict__.update(attributes)
+    return t
+
+
 def make_tensor(framework: str, base: Any, dtype: str, shape: tuple, strides: tuple, offset: int,
                 requires_grad: bool, is_parameter: bool) -> Any:
     if framework == "torch":
@@ -238,6 +246,8 @@ class TensorDesc(NamedTuple):
     # A quantized tensor's parameters: (scheme name, scale, zero_point, scales TensorDesc |
     # None, zero_points TensorDesc | None, axis); the buffer holds its integers.
     quant: Optional[tuple] = None
+    # Python attributes of the tensor object (its __dict__), None when it has none.
+    attributes: Optional[dict] = None
 
 
 class GlobalDesc(NamedTuple):
@@ -283,6 +293,7 @@ def _describe_sparse(t: Any) -> "ObjectDesc":
 
 
 def _describe_torch(t: Any) -> TensorDesc:
+    attributes = dict(t.__dict__) or None  # before detach/cpu, which give a new object
     if t.device.type != "cpu":
         t = t.detach().cpu()
     if t.is_conj():
@@ -314,7 +325,7 @@ def _describe_torch(t: Any) -> TensorDesc:
     storage = t.untyped_storage()
     return TensorDesc(BufferDesc(storage.data_ptr(), storage.nbytes(), storage, "uint8"), dtype_name(t.dtype),
                       tuple(t.shape), tuple(t.stride()), t.storage_offset(), bool(t.requires_grad),
-                      isinstance(t, torch.nn.Parameter), 0, quant)
+                      isinstance(t, torch.nn.Parameter), 0, quant, attributes)
 
 
 def _describe_numpy(a: np.ndarray, numpy: int = 1) -> TensorDesc:

@@ -388,6 +388,20 @@ void repr_into(const Value& v, std::string& out, std::size_t max_len, int depth)
 
 }  // namespace
 
+bool reaches_data(const Value& v) {
+  struct Finder : detail::core::Visitor {
+    bool found = false;
+    std::unordered_set<const void*> seen;  // shared nodes once; a cycle ends
+    bool enter(const Value& x, const std::string&) override {
+      if (x.is(Value::Kind::kTensor) || x.is(Value::Kind::kStorage)) found = true;
+      if (const void* n = x.node(); n != nullptr && !seen.insert(n).second) return false;
+      return !found;
+    }
+  } f;
+  detail::core::walk(v, f, detail::core::Reach::kEverything);
+  return f.found;
+}
+
 std::string repr(const Value& v, std::size_t max_len) {
   std::string out;
   repr_into(v, out, max_len, 0);

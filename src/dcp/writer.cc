@@ -99,6 +99,8 @@ void flatten(const Value& v, std::vector<Value>& path, std::vector<Leaf>& out, s
       refuse(d::rules::kWriteUnrepresentable, "'" + fqn + "' is a numpy object; DCP stores plain tensors");
     if (t.quantization)
       refuse(d::rules::kWriteUnrepresentable, "tensor '" + fqn + "' is quantized; DCP stores plain tensors");
+    if (t.attributes)
+      refuse(d::rules::kWriteUnrepresentable, "tensor '" + fqn + "' has Python attributes; DCP stores plain tensors");
   }
   out.push_back({fqn, path, v});
 }

@@ -19,7 +19,10 @@
 //   enc(tensor) = 'X' u8(len) dtype-name u32(ndim) i64(dim)* u8(flags) leaf
 //                 flags: bit0 requires_grad, bit1 nn.Parameter, bit2 numpy.ndarray,
 //                 bit3 numpy scalar (bits 2-3 added later: a pickled numpy object had
-//                 hashed as a tensor; no tree without one changes)
+//                 hashed as a tensor; no tree without one changes), bit4 Python
+//                 attributes (added later: enc(dict attributes) follows the flags;
+//                 before, such a tensor was an opaque object)
+//   enc(tensor) with bit4: 'X' ... u8(flags) enc(attributes) leaf
 //   enc(qtensor)= 'Q' u8(len) dtype-name u32(ndim) i64(dim)* u8(flags) enc(params) leaf
 //                 a quantized tensor (added later: before, such a tensor was an opaque
 //                 object); params = ("per_tensor_affine", float scale, int zero_point)
@@ -382,7 +385,9 @@ class ContentHasher {
         util::append_le<std::uint32_t>(out, static_cast<std::uint32_t>(t.shape.size()));
         for (auto d : t.shape) util::append_le<std::int64_t>(out, d);
         out += static_cast<char>((t.requires_grad ? 1 : 0) | (t.is_parameter ? 2 : 0) |
-                                 (t.numpy == NumpyType::kArray ? 4 : 0) | (t.numpy == NumpyType::kScalar ? 8 : 0));
+                                 (t.numpy == NumpyType::kArray ? 4 : 0) | (t.numpy == NumpyType::kScalar ? 8 : 0) |
+                                 (t.attributes ? 16 : 0));
+        if (t.attributes) encode(*t.attributes, out);
         if (const auto& q = t.quantization) {
           const Value scheme = Value::str(std::string(scheme_name(q->scheme)));
           encode(q->per_channel() ? Value::tuple({scheme, Value(q->scales), Value(q->zero_points), Value(q->axis)})

@@ -36,7 +36,7 @@ bool is_flat(const Value& root) {
   for (const auto& [k, v] : d.items) {
     if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor)) return false;
     const Tensor& t = *v.as_tensor();
-    if (t.requires_grad || t.is_parameter || t.numpy != NumpyType::kNone) return false;
+    if (t.requires_grad || t.is_parameter || t.numpy != NumpyType::kNone || t.attributes) return false;
     if (t.nbytes() > 0 && !storages.insert(t.storage.get()).second) return false;
   }
   return true;
@@ -171,12 +171,14 @@ struct Encoder {
           plain->requires_grad = false;
           plain->is_parameter = false;
           plain->numpy = NumpyType::kNone;
+          plain->attributes.reset();
           flat.items.emplace_back(Value::str(name), Value(std::shared_ptr<const Tensor>(plain)));
         }
         json j{{"t", name}};
         if (t->requires_grad) j["rg"] = true;
         if (t->is_parameter) j["param"] = true;
         if (t->numpy != NumpyType::kNone) j["np"] = t->numpy == NumpyType::kArray ? "array" : "scalar";
+        if (t->attributes) j["a"] = enc(*t->attributes, path + "#attributes");
         auto b = bases.find(t->storage.get());
         if (b != bases.end() && !(view_key(*b->second) == view_key(*t))) {
           // A window of the base view: element offset from the base's first element.
@@ -302,6 +304,14 @@ struct Decoder {
         np = *n == "array" ? NumpyType::kArray : NumpyType::kScalar;
         if (np == NumpyType::kScalar && !t->as_tensor()->shape.empty()) bad("a numpy scalar is not 0-d");
       }
+      std::shared_ptr<const Value> attributes;
+      if (auto a = j.find("a"); a != j.end()) {
+        Value d = dec(*a, depth + 1);
+        if (!d.is(Value::Kind::kDict) || d.as_dict().items.empty()) bad("tensor attributes are not a non-empty dict");
+        for (const auto& [k, x] : d.as_dict().items)
+          if (!k.is(Value::Kind::kStr)) bad("a tensor attribute's name is not a str");
+        attributes = std::make_shared<const Value>(std::move(d));
+      }
       if (auto b = j.find("base"); b != j.end()) {
         // A view sharing the base tensor's storage (see Encoder::plan_bases).
         const Value* base = flat.find(b->get<std::string>());
@@ -314,6 +324,7 @@ struct Decoder {
         view->requires_grad = rg;
         view->is_parameter = param;
         view->numpy = np;
+        view->attributes = attributes;
         if (view->dtype != bt.dtype) bad("view and base dtypes differ");
         try {
           view->validate();
@@ -322,17 +333,19 @@ struct Decoder {
         }
         // Views of one base must stay one object per distinct view.
         auto key = std::make_tuple(b->get<std::string>(), view->storage_offset, view->shape, view->strides, rg, param, np);
+        Value out{std::shared_ptr<const Tensor>(view)};
+        if (attributes) return out;  // its own object: attributes are not part of the key
         auto known = views.find(key);
         if (known != views.end()) return known->second;
-        Value out{std::shared_ptr<const Tensor>(view)};
         views.emplace(key, out);
         return out;
       }
-      if (!rg && !param && np == NumpyType::kNone) return *t;
+      if (!rg && !param && np == NumpyType::kNone && !attributes) return *t;
       auto copy = std::make_shared<Tensor>(*t->as_tensor());
       copy->requires_grad = rg;
       copy->is_parameter = param;
       copy->numpy = np;
+      copy->attributes = attributes;
       return Value(std::shared_ptr<const Tensor>(copy));
     }
     if (auto it = j.find("g"); it != j.end()) {

@@ -1,7 +1,8 @@
 // Whole checkpoints in safetensors (docs/formats/safetensors.md, "Structured files").
 //
 // safetensors holds a flat dict of contiguous, unshared tensors. A checkpoint with more
-// (nesting, optimizer state, hyper-parameters, Parameter and numpy flags, OrderedDict and its
+// (nesting, optimizer state, hyper-parameters, Parameter and numpy flags, tensor
+// attributes (a tensor leaf's "a": its attribute dict), OrderedDict and its
 // _metadata, tied weights) is written as:
 //   - the tensors, flat, named by their value-tree paths (tied tensors stored once);
 //   - __metadata__["tensorseal.structure"]: the value tree as JSON, tensor leaves

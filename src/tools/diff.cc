@@ -442,6 +442,11 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
     }
     if (ta.numpy != tb.numpy)
       r.values.push_back({d.path + " (type)", std::string(python_type_name(ta)), std::string(python_type_name(tb))});
+    if (ta.attributes || tb.attributes) {
+      const std::string aa = ta.attributes ? repr(*ta.attributes) : "none";
+      const std::string ab = tb.attributes ? repr(*tb.attributes) : "none";
+      if (aa != ab) r.values.push_back({d.path + " (attributes)", aa, ab});
+    }
     const ElementCodec& ca = tools::codec(ta.dtype);
     const ElementCodec& cb = tools::codec(tb.dtype);
     if (ta.shape != tb.shape) {

@@ -3,6 +3,9 @@
 //              or, for dtypes without a legacy storage class (uint16, float8, ...):
 //              _rebuild_tensor_v3(<untyped pid>, offset, sizes, strides, requires_grad, OrderedDict(), dtype)
 //   Parameter  _rebuild_parameter(<tensor>, requires_grad, OrderedDict())
+//   attributes _rebuild_from_type_v2(_rebuild_tensor_v2, torch.Tensor, (<args>), {attributes})
+//              for a tensor with Python attributes; a Parameter's go to
+//              _rebuild_parameter_with_state(<tensor>, requires_grad, OrderedDict(), {attributes})
 //   storage    BINPERSID ('storage', torch.<Type>Storage, key, 'cpu', numel[, None])
 //   quantized  _rebuild_qtensor(<storage pid>, offset, (sizes), (strides), (qscheme, ...),
 //              requires_grad, OrderedDict())
@@ -88,13 +91,22 @@ void quantized_tensor(pickle::Writer& w, StoragePlan& plan, const Tensor& t, boo
   w.reduce();
 }
 
-void base_tensor(pickle::Writer& w, StoragePlan& plan, const Tensor& t, bool legacy, bool requires_grad) {
-  if (t.quantization) return quantized_tensor(w, plan, t, legacy, requires_grad);
-  const PlannedView& v = plan.view(t);
+// The rebuild function of a plain tensor and its argument tuple, written separately
+// (_rebuild_from_type_v2 takes them as two arguments).
+bool typed_storage(const Tensor& t, bool legacy) {
   const bool typed = !info(t.dtype).legacy_storage.empty();
   if (!typed && legacy)
     throw Error(torchfmt::rules::kCannotWrite, "the legacy torch format cannot hold " + std::string(name(t.dtype)) + " tensors");
-  w.global("torch._utils", typed ? "_rebuild_tensor_v2" : "_rebuild_tensor_v3");
+  return typed;
+}
+
+void tensor_function(pickle::Writer& w, const Tensor& t, bool legacy) {
+  w.global("torch._utils", typed_storage(t, legacy) ? "_rebuild_tensor_v2" : "_rebuild_tensor_v3");
+}
+
+void tensor_arguments(pickle::Writer& w, StoragePlan& plan, const Tensor& t, bool legacy, bool requires_grad) {
+  const PlannedView& v = plan.view(t);
+  const bool typed = typed_storage(t, legacy);
   w.mark();
   persistent_id(w, plan, *v.storage, legacy, typed);
   w.value(Value(v.offset));
@@ -104,6 +116,25 @@ void base_tensor(pickle::Writer& w, StoragePlan& plan, const Tensor& t, bool leg
   empty_ordered_dict(w);
   if (!typed) w.global("torch", name(t.dtype));
   w.tuple_from_mark();
+}
+
+void base_tensor(pickle::Writer& w, StoragePlan& plan, const Tensor& t, bool legacy, bool requires_grad) {
+  if (t.quantization) return quantized_tensor(w, plan, t, legacy, requires_grad);
+  tensor_function(w, t, legacy);
+  tensor_arguments(w, plan, t, legacy, requires_grad);
+  w.reduce();
+}
+
+// A torch.Tensor with Python attributes, as Tensor.__reduce_ex__ writes it:
+// _rebuild_from_type_v2(_rebuild_tensor_v2, torch.Tensor, (args), {attributes}).
+void tensor_with_attributes(pickle::Writer& w, StoragePlan& plan, const Tensor& t, bool legacy) {
+  w.global("torch._tensor", "_rebuild_from_type_v2");
+  w.begin_tuple(4);
+  tensor_function(w, t, legacy);
+  w.global("torch", "Tensor");
+  tensor_arguments(w, plan, t, legacy, t.requires_grad);
+  w.value(*t.attributes);
+  w.end_tuple(4);
   w.reduce();
 }
 
@@ -171,17 +202,24 @@ pickle::Writer::Hooks make_hooks(StoragePlan& plan, bool legacy) {
   h.tensor = [&plan, legacy](pickle::Writer& w, const Tensor& t) {
     // One tensor object referenced twice in the tree stays one object (BINGET).
     if (!w.begin_node(&t)) return;
+    if (t.attributes && (t.numpy != NumpyType::kNone || t.quantization))
+      throw Error(torchfmt::rules::kCannotWrite, "attributes on a numpy object or a quantized tensor cannot be written");
     if (t.numpy != NumpyType::kNone) {
       numpy_object(w, t);
     } else if (!t.is_parameter) {
-      base_tensor(w, plan, t, legacy, t.requires_grad);
+      if (t.attributes) tensor_with_attributes(w, plan, t, legacy);
+      else base_tensor(w, plan, t, legacy, t.requires_grad);
     } else {
-      w.global("torch._utils", "_rebuild_parameter");
-      w.begin_tuple(3);
+      // Parameter.__reduce_ex__: _rebuild_parameter(data, requires_grad, OrderedDict())
+      // or, with attributes, _rebuild_parameter_with_state(..., {attributes}).
+      const std::size_t n = t.attributes ? 4 : 3;
+      w.global("torch._utils", t.attributes ? "_rebuild_parameter_with_state" : "_rebuild_parameter");
+      w.begin_tuple(n);
       base_tensor(w, plan, t, legacy, false);
       w.value(Value(t.requires_grad));
       empty_ordered_dict(w);
-      w.end_tuple(3);
+      if (t.attributes) w.value(*t.attributes);
+      w.end_tuple(n);
       w.reduce();
     }
     w.end_node(&t);

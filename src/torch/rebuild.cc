@@ -257,6 +257,27 @@ struct Resolution {
     return Value(std::shared_ptr<const Tensor>(t));
   }
 
+  // The `state` _rebuild_from_type_v2 and _rebuild_parameter_with_state set on the
+  // tensor object (its __dict__): None or {} leave `t` as it is; a dict of str keys to
+  // values without tensors becomes Tensor::attributes; anything else is refused.
+  Value with_attributes(const Value& t, const Value& state, const std::string& fn) {
+    if (state.is_none() || (state.is(Value::Kind::kDict) && state.as_dict().items.empty())) return t;
+    if (!state.is(Value::Kind::kDict) || state.as_dict().kind != DictKind::kDict)
+      throw Error(tr::kUnsupportedRebuild, fn + ": tensor state other than a plain dict (__slots__) is not supported",
+                  in.name);
+    for (const auto& [k, v] : state.as_dict().items) {
+      if (!k.is(Value::Kind::kStr)) bad_args(fn, "a tensor attribute's name is not a str", in);
+      if (reaches_data(v))
+        throw Error(tr::kUnsupportedRebuild, fn + ": tensor attribute '" + std::string(k.as_str()) + "' holds a tensor", in.name);
+    }
+    auto out = std::make_shared<Tensor>(*t.as_tensor());
+    if (out->numpy != NumpyType::kNone || out->quantization)
+      throw Error(tr::kUnsupportedRebuild, fn + ": attributes on a numpy object or a quantized tensor are not supported",
+                  in.name);
+    out->attributes = std::make_shared<const Value>(state);
+    return Value(std::shared_ptr<const Tensor>(out));
+  }
+
   Value as_parameter(const Value& data, bool requires_grad, const std::string& fn) {
     if (!data.is(Value::Kind::kTensor)) bad_args(fn, "data is not a tensor", in);
     auto t = std::make_shared<Tensor>(*data.as_tensor());
@@ -306,10 +327,12 @@ struct Resolution {
       return quantized(tensor_from(fn, a[0], a[1], a[2], a[3], a[5], std::nullopt), a[4], fn);
     }
     if (fn == "torch._utils._rebuild_parameter" || fn == "torch._utils._rebuild_parameter_with_state") {
+      // (data, requires_grad, backward_hooks[, state])
       const auto& a = tuple_args(o, fn, in, 3, 4);
-      if (a.size() == 4 && !(a[3].is_none() || (a[3].is(Value::Kind::kDict) && a[3].as_dict().items.empty())))
-        throw Error(tr::kUnsupportedRebuild, fn + " with Python attributes on the parameter is not supported", in.name);
-      return as_parameter(a[0], truthy(a[1]), fn);
+      if (!(a[2].is_none() || (a[2].is(Value::Kind::kDict) && a[2].as_dict().items.empty())))
+        throw Error(tr::kUnsupportedRebuild, fn + " with backward hooks is not supported", in.name);
+      const Value p = as_parameter(a[0], truthy(a[1]), fn);
+      return a.size() == 4 ? with_attributes(p, a[3], fn) : p;
     }
     if (fn == "torch._tensor._rebuild_from_type_v2") {
       // (func, type, args, state): func(*args) rebuilt as `type`.
@@ -320,11 +343,11 @@ struct Resolution {
       inner->args = std::make_shared<Value>(a[2]);
       auto base = known(*inner);
       if (!base || !base->is(Value::Kind::kTensor)) return std::nullopt;
-      const bool stateless = a[3].is_none() || (a[3].is(Value::Kind::kDict) && a[3].as_dict().items.empty());
       if (a[1].is(Value::Kind::kGlobal)) {
         const std::string type = qualname(a[1].as_global());
-        if (type == "torch.Tensor" && stateless) return base;
-        if (type == "torch.nn.parameter.Parameter" && stateless) return as_parameter(*base, base->as_tensor()->requires_grad, fn);
+        if (type == "torch.Tensor") return with_attributes(*base, a[3], fn);
+        if (type == "torch.nn.parameter.Parameter")
+          return with_attributes(as_parameter(*base, base->as_tensor()->requires_grad, fn), a[3], fn);
       }
       return std::nullopt;  // a tensor subclass: stays an opaque object (args resolved)
     }

@@ -273,6 +273,28 @@ Value quantized_values() {
   return v;
 }
 
+// Tensors with Python attributes (flag bit 4), a Parameter with some, and the same
+// tensor without.
+Value attribute_values() {
+  auto one = pack<float>({1.0f, -2.0f});
+  auto cloned = tensor(DType::kFloat32, {2}, one);
+  Value a = Value::dict();
+  put(a, str("_has_been_cloned"), Value(true));
+  cloned->attributes = std::make_shared<const Value>(a);
+  auto param = tensor(DType::kFloat32, {2}, one);
+  param->is_parameter = true;
+  param->requires_grad = true;
+  Value b = Value::dict();
+  put(b, str("tag"), str("w"));
+  put(b, str("n"), Value::list({Value(1), Value(2)}));
+  param->attributes = std::make_shared<const Value>(b);
+  Value v = Value::dict();
+  put(v, str("cloned"), Value(std::shared_ptr<const Tensor>(cloned)));
+  put(v, str("param"), Value(std::shared_ptr<const Tensor>(param)));
+  put(v, str("plain"), Value(tensor(DType::kFloat32, {2}, one)));
+  return v;
+}
+
 // ---- golden vectors -----------------------------------------------------------------
 
 struct Golden {
@@ -318,6 +340,8 @@ const Golden kGolden[] = {
      "xxh3:bb20378aa8290f19c3915ee4fadc903c"},
     {"quantized", quantized_values, "sha256:39267447d46cc98d8e8a8451e89efb644c8101ef3031bbae65f814914972fc55",
      "xxh3:2c1ae659733229acb199268a07b4579e"},
+    {"attributes", attribute_values, "sha256:fb9cae5fb676567a3efca08415d34822815fce03a25c6717c5d7e03aacda34a4",
+     "xxh3:2a9825ddfe50fbeb2f7c9dfbed112e26"},
 };
 
 json reference() {

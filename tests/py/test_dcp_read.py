@@ -1,6 +1,6 @@
 """torch.distributed.checkpoint directories read as one model (docs/formats/dcp.md),
 against real producers: dcp.save single-process and under torchrun (gloo, 2 and 4
-ranks) with DTensors, FSDP2 + AdamW state and both serialization formats
+ranks) with DTensors, FSDP2 + AdamW state, FSDP1 sharded state and both serialization formats
 (producers/dcp_save.py), and dcp_to_torch_save as the reference. Hand-made bytes only
 for hostile input (a .metadata that runs a command)."""
 from __future__ import annotations
@@ -69,6 +69,21 @@ def test_one_content_hash_for_every_layout_and_world_size(saved):
     # the training state of FSDP2 + AdamW: the DCP directory hashes as its dcp_to_torch_save output
     for w in saved:
         assert tseal_hash(saved[w] / "model_optim") == tseal_hash(saved[w] / "model_optim.pt")
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_fsdp1_sharded_state_dict(saved, world):
+    """FSDP1's SHARDED_STATE_DICT (ShardedTensor chunks, flat-parameter shards of AdamW
+    state): read as dcp_to_torch_save gives it, and the full model it came from."""
+    d = saved[world]
+    assert_same(torch.load(d / "fsdp1.pt", weights_only=False), tensorseal.load(d / "fsdp1"))
+    assert tseal_hash(d / "fsdp1") == tseal_hash(d / "fsdp1.pt")
+    full = torch.load(d / "fsdp1_full.pt", weights_only=False)["model"]
+    assert_same(full, tensorseal.load(d / "fsdp1")["model"])
+    # FULL_STATE_DICT tensors carry FSDP's `_has_been_cloned` (test_tensor_attributes.py)
+    ours = tensorseal.load(d / "fsdp1_full.pt")["model"]
+    for k, t in full.items():
+        assert type(ours[k]) is torch.Tensor and ours[k].__dict__ == t.__dict__ == {"_has_been_cloned": True}, k
 
 
 def test_directory_and_metadata_path_read_alike(saved):

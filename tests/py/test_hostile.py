@@ -297,7 +297,15 @@ def test_malformed_persistent_ids_and_rebuild_calls():
     t = Rebuild(Storage(torch.FloatStorage, "0", 4), (4,), (1,))
     with_state = torch_zip({"p": Call(torch._utils._rebuild_parameter_with_state, t, True,
                                       collections.OrderedDict(), {"extra": 1})}, rec)
-    assert fast_rule(with_state) == "torch/unsupported-rebuild"
+    assert tensorseal.load_bytes(with_state)["p"].extra == 1  # attributes (test_tensor_attributes.py)
+    slots = torch_zip({"p": Call(torch._utils._rebuild_parameter_with_state, t, True,
+                                 collections.OrderedDict(), ({"a": 1}, {"b": 2}))}, rec)
+    assert fast_rule(slots) == "torch/unsupported-rebuild"
+    int_name = torch_zip({"p": Call(torch._utils._rebuild_parameter_with_state, t, True,
+                                    collections.OrderedDict(), {1: 2})}, rec)
+    assert fast_rule(int_name) == "torch/bad-rebuild-args"
+    hooks = torch_zip({"p": Call(torch._utils._rebuild_parameter, t, True, collections.OrderedDict({0: print}))}, rec)
+    assert fast_rule(hooks) == "torch/unsupported-rebuild"
     plain = torch_zip({"p": Call(torch._utils._rebuild_parameter_with_state, t, True,
                                  collections.OrderedDict(), {})}, rec)
     assert isinstance(tensorseal.load_bytes(plain)["p"], torch.nn.Parameter)

@@ -9,7 +9,11 @@ Under `torchrun --nproc_per_node N` it writes, into OUT_DIR:
                    via torch.distributed.checkpoint.state_dict (FSDP2 fully_shard where it runs)
   reference.pt     the full state of dtensor/ as plain tensors (rank 0, torch.save)
   model_optim.pt   dcp_to_torch_save(model_optim/) (rank 0, after the save)
-Single process (no torchrun): the same layouts with world size 1.
+  fsdp1/           an FSDP1 model + AdamW state, SHARDED_STATE_DICT (ShardedTensor chunks)
+  fsdp1.pt         dcp_to_torch_save(fsdp1/) (rank 0)
+  fsdp1_full.pt    the FSDP1 model's FULL_STATE_DICT by torch.save (rank 0): tensors
+                   with FSDP's `_has_been_cloned` attribute
+Single process (no torchrun): the same layouts with world size 1 (no fsdp1*).
 The state is a pure function of fixed seeds, so every world size saves the same values."""
 from __future__ import annotations
 
@@ -87,13 +91,38 @@ def main(out: pathlib.Path) -> None:
     msd, osd = get_state_dict(model, optim)
     dcp.save({"model": msd, "optim": osd}, checkpoint_id=str(out / "model_optim"))
     if distributed:
+        fsdp1(out, rank)
         dist.barrier()
     if rank == 0:
         dcp_to_torch_save(str(out / "model_optim"), str(out / "model_optim.pt"))
         dcp_to_torch_save(str(out / "dtensor"), str(out / "dtensor.pt"))
+        if distributed:
+            dcp_to_torch_save(str(out / "fsdp1"), str(out / "fsdp1.pt"))
     if distributed:
         dist.barrier()
         dist.destroy_process_group()
+
+
+def fsdp1(out: pathlib.Path, rank: int) -> None:
+    """FSDP1 (FullyShardedDataParallel): SHARDED_STATE_DICT through DCP (ShardedTensor
+    chunks) into fsdp1/, and FULL_STATE_DICT through torch.save (rank 0) into
+    fsdp1_full.pt: every tensor of that carries FSDP's `_has_been_cloned` attribute."""
+    import warnings
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
+    warnings.filterwarnings("ignore")  # FSDP1 is deprecated in favour of fully_shard
+    torch.manual_seed(5)
+    model = FSDP(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)),
+                 device_id=torch.device("cpu"), use_orig_params=True)
+    optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.arange(16, dtype=torch.float32).reshape(2, 8)).sum().backward()
+    optim.step()
+    with FSDP.state_dict_type(model, StateDictType.SHARDED_STATE_DICT):
+        dcp.save({"model": model.state_dict(), "optim": FSDP.optim_state_dict(model, optim)},
+                 checkpoint_id=str(out / "fsdp1"))
+    with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT):
+        full = {"model": model.state_dict()}
+    if rank == 0:
+        torch.save(full, out / "fsdp1_full.pt")
 
 
 if __name__ == "__main__":
