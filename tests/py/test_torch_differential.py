@@ -3,7 +3,7 @@
 hypothesis builds checkpoints as training code does — nested dicts/lists/tuples of
 tensors of every common dtype, views (transposes, slices, expands, conj and neg views),
 quantized tensors (per tensor and per channel), sparse COO/CSR/CSC tensors,
-tied tensors, Parameters, requires_grad, numpy arrays and scalars, Python scalars
+tied tensors, Parameters, requires_grad, Python attributes on tensors, numpy arrays and scalars, Python scalars
 (big ints, complex, -0.0, NaN), strings, bytes, None — and torch.save writes each in a
 random format (zip or legacy) and pickle protocol (2-5). Then:
   - tensorseal.load gives what torch.load(weights_only=False) gives: the same tree,
@@ -79,6 +79,12 @@ def tensors(draw) -> torch.Tensor:
             n = x.shape[axis]
             t = torch.quantize_per_channel(x, torch.rand(n, dtype=torch.float64) + 0.01, torch.arange(n) % 5,
                                            axis, qdtype)
+    if t.layout == torch.strided and not t.is_quantized and draw(st.integers(0, 5)) == 0:
+        # Python attributes (torch pickles the __dict__: _rebuild_from_type_v2 /
+        # _rebuild_parameter_with_state), e.g. FSDP's _has_been_cloned
+        t.__dict__.update(draw(st.dictionaries(st.sampled_from(["_has_been_cloned", "tag", "n"]),
+                                               st.one_of(st.booleans(), st.integers(), st.text(max_size=4)),
+                                               min_size=1, max_size=2)))
     return t
 
 
@@ -135,6 +141,7 @@ def same(ours, theirs, path="root"):
     elif isinstance(theirs, torch.Tensor):
         assert ours.dtype == theirs.dtype and ours.shape == theirs.shape, path
         assert ours.requires_grad == theirs.requires_grad, path
+        assert ours.__dict__ == theirs.__dict__, path
         assert bits(ours) == bits(theirs), path
     elif isinstance(theirs, (np.ndarray, np.generic)):
         assert ours.dtype == theirs.dtype and np.shape(ours) == np.shape(theirs), path
