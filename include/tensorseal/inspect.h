@@ -41,6 +41,8 @@ struct InspectTensor {
   std::string type;
   // A quantized tensor's quantizer (its elements are the integers); null otherwise.
   std::shared_ptr<const Quantization> quantization;
+  // The tensor object's Python attributes (Tensor::attributes); null when none.
+  std::shared_ptr<const Value> attributes;
 };
 
 // A value of the tree that is not a tensor, for the textconv form: a leaf (None, bool,

@@ -162,10 +162,10 @@ InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
     if (e.first == i) {
       digest_of_entry[i] = k++;
       r.tensors.push_back({e.path, t.dtype, t.shape, t.nbytes(), digests[digest_of_entry[i]], "",
-                           std::string(python_type_name(t)), t.quantization});
+                           std::string(python_type_name(t)), t.quantization, t.attributes});
     } else {
       r.tensors.push_back({e.path, t.dtype, t.shape, t.nbytes(), digests[digest_of_entry[e.first]],
-                           paths.out[e.first].path, std::string(python_type_name(t)), t.quantization});
+                           paths.out[e.first].path, std::string(python_type_name(t)), t.quantization, t.attributes});
     }
   }
   HashOptions h;
@@ -196,7 +196,8 @@ std::string to_json(const InspectReport& r) {
   for (const auto& t : r.tensors)
     tensors.push_back({{"path", t.path}, {"dtype", name(t.dtype)}, {"shape", t.shape}, {"nbytes", t.nbytes},
                        {"sha256", t.sha256}, {"alias_of", tools::or_null_if_empty(t.alias_of)}, {"type", t.type},
-                       {"quantization", quantization_json(t.quantization.get())}});
+                       {"quantization", quantization_json(t.quantization.get())},
+                       {"attributes", t.attributes ? ojson(repr(*t.attributes, 1000)) : ojson(nullptr)}});
   j["tensors"] = std::move(tensors);
   ojson metadata = ojson::object();
   for (const auto& [k, v] : r.metadata) metadata[k] = v;
@@ -217,6 +218,7 @@ std::string to_textconv(const InspectReport& r) {
     std::string extra;
     if (t.type == "numpy.ndarray" || t.type == "numpy.generic") extra += " " + t.type;
     if (t.quantization) extra += " quantized(" + tools::quantization_line(*t.quantization) + ")";
+    if (t.attributes) extra += " attributes" + one_line(repr(*t.attributes, 1000));
     items.emplace_back(t.path, "tensor " + path_text(t.path) + ": " + std::string(name(t.dtype)) + " " +
                                    shape_text(t.shape) + extra + " sha256:" + t.sha256);
   }

@@ -52,7 +52,8 @@ TEST(Inspect, JsonKeysAreTheStructFields) {
   ASSERT_EQ(j["tensors"].size(), r.tensors.size());
   for (std::size_t i = 0; i < r.tensors.size(); ++i) {
     const auto& t = j["tensors"][i];
-    EXPECT_EQ(keys(t), (std::vector<std::string>{"path", "dtype", "shape", "nbytes", "sha256", "alias_of", "type", "quantization"}));
+    EXPECT_EQ(keys(t), (std::vector<std::string>{"path", "dtype", "shape", "nbytes", "sha256", "alias_of", "type", "quantization",
+                                               "attributes"}));
     EXPECT_EQ(t["path"], r.tensors[i].path);
     EXPECT_EQ(t["dtype"], std::string(name(r.tensors[i].dtype)));
     EXPECT_EQ(t["shape"].get<std::vector<std::int64_t>>(), r.tensors[i].shape);

@@ -125,3 +125,15 @@ def test_attribute_holding_a_tensor_is_refused(tmp_path):
     assert e.value.rule == "torch/unsupported-rebuild" and "'other'" in str(e.value)
     with pytest.raises(tensorseal.Error):
         tensorseal.save({"t": t}, tmp_path / "o.pt")
+
+
+def test_inspect_and_textconv_name_them(saved):
+    tensors = {t["path"]: t for t in tensorseal.inspect(saved)["tensors"]}
+    assert tensors["w"]["attributes"] == "{'_has_been_cloned': True}"
+    assert tensors["plain"]["attributes"] is None
+    r = run_tseal("inspect", "--textconv", saved)
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("tensor w:"))
+    assert " attributes{'_has_been_cloned': True} sha256:" in line, line
+    plain = next(x for x in r.stdout.splitlines() if x.startswith("tensor plain:"))
+    assert "attributes" not in plain, plain

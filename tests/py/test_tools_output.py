@@ -42,12 +42,13 @@ def test_inspect_json_is_one_vocabulary(files):
         assert list(got) == ["file", "format", "content_hash", "tensors", "metadata"]
         assert got["file"] == str(p) and got["content_hash"] == tensorseal.hash(p)
         for t in got["tensors"]:
-            assert list(t) == ["path", "dtype", "shape", "nbytes", "sha256", "alias_of", "type", "quantization"]
+            assert list(t) == ["path", "dtype", "shape", "nbytes", "sha256", "alias_of", "type", "quantization",
+                               "attributes"]
     assert tensorseal.inspect(pt)["metadata"] == {}
     assert tensorseal.inspect(st)["metadata"] == {"format": "pt"}
     t = {t["path"]: t for t in tensorseal.inspect(st)["tensors"]}
     assert t["y"] == {"path": "y", "dtype": "bfloat16", "shape": [2, 2], "nbytes": 8, "sha256": t["y"]["sha256"], "alias_of": None,
-                      "type": "torch.Tensor", "quantization": None}
+                      "type": "torch.Tensor", "quantization": None, "attributes": None}
 
 
 def test_scan_json_is_one_vocabulary(files):
