@@ -357,6 +357,22 @@ def _describe_storage(s: Any) -> BufferDesc:
     return BufferDesc(untyped.data_ptr(), untyped.nbytes(), untyped, dtype)
 
 
+def torch_fast_path() -> Optional[tuple]:
+    """What the binding needs to read plain tensors without classify(): (torch.Tensor,
+    torch.nn.Parameter, torch.strided, {torch dtype: tensorseal name}); None without
+    torch. The binding takes that path only for objects of exactly those two types on
+    the CPU, strided, not quantized, nested, conjugated or negated and without
+    attributes: everything else comes here."""
+    if torch is None:
+        return None
+    dtypes = {}
+    for name in _BY_NAME:
+        dt = getattr(torch, name, None)
+        if isinstance(dt, torch.dtype):
+            dtypes[dt] = name
+    return torch.Tensor, torch.nn.Parameter, torch.strided, dtypes
+
+
 def classify(obj: Any) -> Any:
     """The record for one object that is not a plain scalar, str, bytes, list or tuple."""
     if type(obj) is dict:
