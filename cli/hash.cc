@@ -18,23 +18,28 @@ Runner add_hash(CLI::App& app) {
   auto quiet = add_quiet(cmd);
   return [=]() {
     using namespace tensorseal;
+    HashOptions o;
+    o.algo = *fast ? HashAlgo::kXxh3 : HashAlgo::kSha256;
+    o.threads = *threads;
+    o.limits = *limits;
+    o.format = *format;
+    ProgressBar bar(files->size() == 1 ? "hashing " + files->front() : "hashing " + std::to_string(files->size()) + " files",
+                    *quiet);
+    o.progress = bar.callback();
+    // hash_files == hash_file of each (zip CRCs verified while hashing), all cores
+    // shared across the files.
+    const std::vector<std::filesystem::path> paths(files->begin(), files->end());
+    const std::vector<FileHash> results = hash_files(paths, o);
+    bar.clear();
     int status = kExitOk;
-    for (const auto& f : *files) {
+    for (std::size_t i = 0; i < results.size(); ++i) {
       try {
-        HashOptions o;
-        o.algo = *fast ? HashAlgo::kXxh3 : HashAlgo::kSha256;
-        o.threads = *threads;
-        o.limits = *limits;
-        o.format = *format;
-        ProgressBar bar("hashing " + f, *quiet);
-        o.progress = bar.callback();
-        // hash_file == content_hash(read_file(f).root): zip CRCs verified while hashing.
-        const std::string h = hash_file(f, o);
-        bar.clear();
-        std::printf("%s  %s\n", h.c_str(), f.c_str());
+        if (results[i].error) std::rethrow_exception(results[i].error);
+        std::printf("%s  %s\n", results[i].digest.c_str(), (*files)[i].c_str());
       } catch (const Error& e) {
         std::fflush(stdout);
         std::fprintf(stderr, "tseal: error: %s\n", e.what());
+        std::fflush(stderr);
         status = kExitError;
       }
     }

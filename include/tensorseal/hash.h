@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <span>
@@ -39,6 +40,19 @@ struct HashOptions {
 // memory instead of two); the digest is returned only when every one verified (else
 // the reader's own error, e.g. zip/crc-mismatch).
 [[nodiscard]] std::string hash_file(const std::filesystem::path& path, const HashOptions& options = {});
+
+// One file's result of hash_files: the digest, or the error hash_file would have thrown.
+struct FileHash {
+  std::string digest;         // empty when error is set
+  std::exception_ptr error;   // rethrow it to see the Error (file, offset, rule)
+};
+
+// hash_file of every path, in the order given, each equal to hash_file's result. The
+// work of all files is shared by `options.threads` (reading and hashing: many small
+// files use every core, as one large file does). options.progress counts the bytes of
+// the files read so far (its total grows as files are read).
+[[nodiscard]] std::vector<FileHash> hash_files(const std::vector<std::filesystem::path>& paths,
+                                               const HashOptions& options = {});
 
 // Plain SHA-256 of a tensor's elements in row-major little-endian order, as hex
 // (equal to hashlib.sha256(t.contiguous().numpy().tobytes()).hexdigest()).

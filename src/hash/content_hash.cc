@@ -111,12 +111,27 @@ class ContentHasher {
   std::string run(const Value& root) {
     plan(root, 0);
     hash_leaves();
-    std::string enc;
-    encode(root, enc);
-    Digest d(opt_.algo);
-    d.update(kContentDomain);
-    d.update(enc);
-    return std::string(opt_.algo == HashAlgo::kSha256 ? "sha256:" : "xxh3:") + util::to_hex(d.finish());
+    for (const auto& e : failed_)
+      if (e) std::rethrow_exception(e);  // the first failed checksum, in leaf order
+    return digest_of(root);
+  }
+
+  // The hashes of several trees (files) at once: one job list over all their leaves,
+  // so every core works whatever the sizes. A tree whose checksum fails gets that
+  // error instead of a digest; the others are unaffected. Trees share no leaves.
+  std::vector<std::string> run_many(const std::vector<const Value*>& roots, std::vector<std::exception_ptr>& errors) {
+    for (std::size_t r = 0; r < roots.size(); ++r) {
+      plan(*roots[r], 0);
+      check_root_.resize(checks_.size(), r);
+    }
+    hash_leaves();
+    std::vector<std::string> out(roots.size());
+    errors.assign(roots.size(), nullptr);
+    for (std::size_t i = 0; i < failed_.size(); ++i)
+      if (failed_[i] && !errors[check_root_[i]]) errors[check_root_[i]] = failed_[i];
+    for (std::size_t r = 0; r < roots.size(); ++r)
+      if (!errors[r]) out[r] = digest_of(*roots[r]);
+    return out;
   }
 
  private:
@@ -218,7 +233,14 @@ class ContentHasher {
       // Pieces are in order within each checksum's bytes; one without pieces is empty.
       std::vector<std::uint32_t> crcs(checks_.size(), 0);
       for (const CrcPiece& p : pieces) crcs[p.check] = util::crc32_combine(crcs[p.check], p.crc, p.bytes.size());
-      for (std::size_t i = 0; i < checks_.size(); ++i) checks_[i]->check(crcs[i]);
+      failed_.assign(checks_.size(), nullptr);
+      for (std::size_t i = 0; i < checks_.size(); ++i) {
+        try {
+          checks_[i]->check(crcs[i]);
+        } catch (...) {
+          failed_[i] = std::current_exception();
+        }
+      }
     }
     for (Leaf& l : leaves_) {
       Digest d(opt_.algo);
@@ -427,9 +449,20 @@ class ContentHasher {
     }
   }
 
+  std::string digest_of(const Value& root) {
+    std::string enc;
+    encode(root, enc);
+    Digest d(opt_.algo);
+    d.update(kContentDomain);
+    d.update(enc);
+    return std::string(opt_.algo == HashAlgo::kSha256 ? "sha256:" : "xxh3:") + util::to_hex(d.finish());
+  }
+
   HashOptions opt_;
   util::ProgressMeter* meter_ = nullptr;
   std::vector<const Storage::PendingChecksum*> checks_;  // to verify while hashing, in leaf order
+  std::vector<std::size_t> check_root_;                   // run_many: the tree of each of checks_
+  std::vector<std::exception_ptr> failed_;                // per check: its error, or null
   std::unordered_set<const Storage::PendingChecksum*> pending_seen_;
   std::vector<Leaf> leaves_;
   std::unordered_map<const void*, std::size_t> index_;
@@ -442,6 +475,11 @@ std::string content_hash(const Value& root, const HashOptions& options) {
 }
 
 namespace detail {
+
+std::vector<std::string> content_hash_many(const std::vector<const Value*>& roots, const HashOptions& options,
+                                           std::vector<std::exception_ptr>& errors) {
+  return ContentHasher(options).run_many(roots, errors);
+}
 
 std::uint64_t content_hash_bytes(const Value& root) { return ContentHasher(HashOptions{}).planned_bytes(root); }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,12 @@
 
 namespace tensorseal::detail {
 
+// content_hash of each of `roots` (trees sharing no tensors or storages), with one pool
+// of jobs over all of them; errors[i] is set (and the digest empty) for a tree whose
+// pending checksum failed. options.progress counts the bytes of all.
+[[nodiscard]] std::vector<std::string> content_hash_many(const std::vector<const Value*>& roots,
+                                                         const HashOptions& options,
+                                                         std::vector<std::exception_ptr>& errors);
 // Bytes content_hash reads for `root` (each tensor and bare storage once).
 [[nodiscard]] std::uint64_t content_hash_bytes(const Value& root);
 // content_hash(root, options), counting its bytes on `meter` (options.progress unused).

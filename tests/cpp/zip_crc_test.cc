@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -301,6 +302,49 @@ TEST_F(ZipCrcTest, HashFileCatchesAFlipInEveryStorageRecordOfRealFiles) {
     }
   }
   EXPECT_GT(flips, 30);
+}
+
+// hash_files: every file's result equals hash_file's (digest or the very same error),
+// in the order given, whatever the thread count; a corrupt or missing file among good
+// ones fails alone (its checksum errors are not lost in the shared job pool).
+TEST_F(ZipCrcTest, HashFilesEqualsHashFileOfEachFile) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(testing::fixture_dir("gen_torch")))
+    if (e.path().extension() == ".pt" && e.path().filename() != "torchscript.pt") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  ASSERT_GT(files.size(), 10u);
+  files.insert(files.begin() + 3, corrupt("data/0", 4'600'001));
+  files.insert(files.begin() + 1, fixture("big.pt"));
+  files.push_back(corrupt("data/3", 77));
+  files.insert(files.begin() + 5, dir_ / "absent.pt");
+  files.push_back(fixture("manifest.json"));  // not a checkpoint
+  for (HashAlgo algo : {HashAlgo::kSha256, HashAlgo::kXxh3})
+    for (unsigned threads : {1u, 2u, 3u}) {
+      HashOptions o;
+      o.algo = algo;
+      o.threads = threads;
+      const std::vector<FileHash> got = hash_files(files, o);
+      ASSERT_EQ(got.size(), files.size());
+      int failed = 0;
+      for (std::size_t i = 0; i < files.size(); ++i) {
+        std::string want, want_error, got_error;
+        try {
+          want = hash_file(files[i], o);
+        } catch (const Error& e) {
+          want_error = e.what();
+        }
+        try {
+          if (got[i].error) std::rethrow_exception(got[i].error);
+        } catch (const Error& e) {
+          got_error = e.what();
+        }
+        EXPECT_EQ(got[i].digest, want) << files[i];
+        EXPECT_EQ(got_error, want_error) << files[i];
+        failed += !want_error.empty();
+      }
+      EXPECT_EQ(failed, 4);
+    }
+  EXPECT_TRUE(hash_files({}).empty());
 }
 
 TEST_F(ZipCrcTest, CliHashOfAGoodFileMatchesTheLibrary) {

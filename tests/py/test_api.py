@@ -339,6 +339,23 @@ def test_hash_matches_cli(pair):
         assert r.stdout.split()[0] == tensorseal.hash(p, fast=True)
 
 
+def test_cli_hash_of_many_files_prints_each_in_order_and_reports_the_bad_one(pair, tmp_path):
+    a, b = pair
+    bad = tmp_path / "bad.pt"
+    data = bytearray(a.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside a tensor record: a CRC mismatch
+    bad.write_bytes(bytes(data))
+    files = [a, bad, b, tmp_path / "absent.pt", a]
+    for flags in ((), ("--threads", "1"), ("--fast",)):
+        r = run_tseal("hash", *flags, *files)
+        assert r.returncode == 2
+        fast = "--fast" in flags
+        assert r.stdout.splitlines() == [f"{tensorseal.hash(p, fast=fast)}  {p}" for p in (a, b, a)]
+        errors = r.stderr.splitlines()
+        assert len(errors) == 2 and str(bad) in errors[0] and "absent.pt" in errors[1], r.stderr
+        assert all(e.startswith("tseal: error: ") for e in errors)
+
+
 def test_diff_matches_cli(pair):
     a, b = pair
     assert tensorseal.diff(str(a), str(b)) == _cli_json("diff", a, b)
