@@ -17,6 +17,9 @@ EXPECTED = {
     "save": {"tensorseal.save (.safetensors)", "tensorseal.save (.pt)", "torch.save", "safetensors save_file",
              "numpy.savez", "raw write() loop", "raw write() loop + fsync", "tensorseal.save (.safetensors, durable=False)",
              "tensorseal.save (.pt, durable=False)", "tensorseal.torch.save (drop-in)"},
+    **{op: {"tensorseal.save (.safetensors)", "tensorseal.save (.safetensors, durable=False)", "tensorseal.save (.pt)",
+            "torch.save", "safetensors save_file", "raw write() loop", "raw write() loop + fsync"}
+       for op in ("save-over", "save-ext4", "save-ext4-over")},
     "load": {"tensorseal.load (.safetensors, mmap)", "tensorseal.load (.pt, mmap)", "torch.load",
              "torch.load(mmap=True)", "safetensors load_file", "numpy.load (.npz)", "raw read() loop",
              "tensorseal.torch.load (drop-in, .pt)"},
@@ -28,17 +31,38 @@ EXPECTED = {
     "convert": {"tseal convert", "cp (the limit)", "torch.load + save_file", "torch.load(mmap) + save_file"},
     "diff": {"tseal diff", "torch.load + torch.equal", "torch.load(mmap) + torch.equal"},
 }
-WORKLOADS = {"save": "abc", "load": "abc", "lazy": "b", "hash": "acd", "canon": "ad", "convert": "ad", "diff": "a"}
+WORKLOADS = {"save": "abc", "save-over": "ab", "save-ext4": "ab", "save-ext4-over": "a", "load": "abc", "lazy": "b", "hash": "acd", "canon": "ad", "convert": "ad", "diff": "a"}
 
 
 @pytest.mark.skipif(not os.path.exists(TSEAL), reason=f"{TSEAL} not built")
 def test_bench_small_quick(tmp_path):
     out = tmp_path / "results.json"
+    base = tmp_path / "baseline.json"
     r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "run.py"), "--size", "small", "--quick",
-                        "--tseal", TSEAL, "--work", str(tmp_path / "work"), "--out", str(out), "--no-micro"],
+                        "--tseal", TSEAL, "--work", str(tmp_path / "work"), "--out", str(out), "--no-micro",
+                        "--baseline", str(base), "--write-baseline"],
                        capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-4000:]
     doc = json.loads(out.read_text())
+    # The baseline this run wrote holds every row and target; compared with itself, no
+    # row changed and nothing regressed.
+    b = json.loads(base.read_text())
+    assert b["meta"]["size"] == "small"
+    assert len(b["rows"]) == len(doc["results"]) and len(b["targets"]) == len(doc["targets"])
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import run as bench_run
+    finally:
+        sys.path.pop(0)
+    same = bench_run.compare(doc, b)
+    assert same["rows"] and all(x["regression"] is False and abs(x["change"] - 1) < 0.01 for x in same["rows"])
+    slower = json.loads(json.dumps(doc))
+    for row in slower["results"]:
+        row["median_s"] *= 2
+        row["min_s"] = row["max_s"] * 1.5
+    assert all(x["regression"] for x in bench_run.compare(slower, b)["rows"])
+    assert "## Against the baseline" in bench_run.markdown(dict(doc, baseline=same))
+    assert all(t["spread"] is not None for t in doc["targets"] if t["kind"] != "MiB<=")
     got = {}
     for row in doc["results"]:
         got.setdefault((row["op"], row["workload"]), set()).add(row["competitor"])
@@ -57,7 +81,7 @@ def test_bench_small_quick(tmp_path):
     # The markdown on stdout has a table per operation and workload, and the targets.
     for op in EXPECTED:
         assert r.stdout.count("| **t") >= 1
-    assert r.stdout.count("\n## ") == len(got) + 1
+    assert r.stdout.count("\n## ") == len(got) + 1  # the baseline was written after this run
     assert "## Targets" in r.stdout
     # Inputs are deleted after the run (no --keep).
     assert not (tmp_path / "work" / "small").exists()
