@@ -9,6 +9,7 @@ stdout:
     (op "save-over", "save-ext4-over": each timed save overwrites that writer's own
     output of the previous untimed call)
   {"cmd": "run", "competitor": "torch.save"}                         -> one measurement
+  {"cmd": "prefault", "bytes": n}                                    -> {"bytes": touched}
   {"cmd": "teardown"} / {"cmd": "exit"}
 
 A measurement is {"seconds", "cpu_seconds", "rss_before_kib", "hwm_kib",
@@ -198,6 +199,21 @@ def hashlib_sha256(path: str) -> str:
         return h.hexdigest()
 
 
+def prefault(nbytes: int) -> int:
+    """Touches and frees up to `nbytes` of free memory (never more than MemFree less
+    512 MiB, so no page cache is evicted). This VM hands free pages back to its host
+    (virtio-balloon free page reporting); the first touch of such a page costs a host
+    fault, and a 1 GiB save that draws fresh pages took 0.7-6.9 s instead of 0.4-0.5 s
+    (bench/README.md). Memory is made warm before every timed run, as the page cache is."""
+    with open("/proc/meminfo") as f:
+        free = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemFree:"))
+    n = max(0, min(nbytes, free - 512 * MiB))
+    if n:
+        a = np.ones(n, dtype=np.uint8)  # touches every page (mmap'd: returned to the kernel on del)
+        del a
+    return n
+
+
 def raw_write(path: str, arrays: Dict[str, np.ndarray], fsync: bool) -> None:
     """The limit of a save: one write() per tensor of bytes already in memory (into an
     existing file: O_TRUNC frees its pages as a rename over it does)."""
@@ -265,7 +281,10 @@ class Session:
         elif op == "load":
             c["tensorseal.load (.safetensors, mmap)"] = lambda: touch(tensorseal.load(f["safetensors"]))
             c["tensorseal.load (.pt, mmap)"] = lambda: touch(tensorseal.load(f["pt"]))
+            # The drop-in reads into memory by default, as torch.load does; mmap=True maps.
             c["tensorseal.torch.load (drop-in, .pt)"] = lambda: touch(tseal_torch.load(f["pt"], weights_only=True))
+            c["tensorseal.torch.load (drop-in, .pt, mmap=True)"] = lambda: touch(
+                tseal_torch.load(f["pt"], weights_only=True, mmap=True))
             c["torch.load"] = lambda: touch(torch.load(f["pt"], weights_only=True))
             c["torch.load(mmap=True)"] = lambda: touch(torch.load(f["pt"], mmap=True, weights_only=True))
             c["safetensors load_file"] = lambda: touch(st.load_file(f["safetensors"]))
@@ -382,6 +401,8 @@ def main() -> None:
                 reply = {"competitors": list(s.competitors), "bytes": s.bytes}
             elif cmd == "run":
                 reply = s.run(msg["competitor"])
+            elif cmd == "prefault":
+                reply = {"bytes": prefault(msg["bytes"])}
             elif cmd == "teardown":
                 s.teardown()
                 reply = {}

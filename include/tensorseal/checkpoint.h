@@ -63,6 +63,12 @@ struct ReadOptions {
   // format only (detect/format-mismatch when it is not one). Nested files are always
   // detected.
   Format format = Format::kUnknown;
+  // Copy each file's bytes into memory the result owns instead of mapping it (what
+  // torch.load does without mmap=True): the values then never depend on the file,
+  // which may be rewritten in place or truncated while they live (under a mapping,
+  // pages past a new end fault with SIGBUS). Costs one copy of every file's bytes,
+  // made on all cores. Checksums are verified on the copy.
+  bool in_memory = false;
 };
 
 // Reads a file: memory-maps it, detects its format and parses it. Tensors are

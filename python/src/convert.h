@@ -513,11 +513,13 @@ inline Format format_of(const std::string& name) {
   throw Error(rules::kInvalidArgument, "unknown format '" + name + "'");
 }
 
-inline ReadOptions read_options(const LimitPairs& limits, bool verify = true, const std::string& format = "") {
+inline ReadOptions read_options(const LimitPairs& limits, bool verify = true, const std::string& format = "",
+                                bool in_memory = false) {
   ReadOptions o;
   o.limits = limits_of(limits);
   o.verify_checksums = verify;
   o.format = format_of(format);
+  o.in_memory = in_memory;
   return o;
 }
 

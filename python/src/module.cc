@@ -128,8 +128,8 @@ NB_MODULE(_tensorseal, m) {
   // weights_only: raise (require_safe) when the file references a global outside the
   // known-safe set, before any object is made.
   m.def("read_file", [](const std::string& path, const std::string& framework, bool verify, bool with_root,
-                        bool weights_only, const LimitPairs& limits, const std::string& format) {
-        const ReadOptions ro = read_options(limits, verify, format);
+                        bool weights_only, const LimitPairs& limits, const std::string& format, bool in_memory) {
+        const ReadOptions ro = read_options(limits, verify, format, in_memory);
         Checkpoint c;
         {
           nb::gil_scoped_release nogil;
@@ -138,7 +138,8 @@ NB_MODULE(_tensorseal, m) {
         }
         return checkpoint_to_py(c, framework, with_root);
       }, nb::arg("path"), nb::arg("framework") = "torch", nb::arg("verify") = true, nb::arg("with_root") = true,
-      nb::arg("weights_only") = false, nb::arg("limits") = LimitPairs{}, nb::arg("format") = "");
+      nb::arg("weights_only") = false, nb::arg("limits") = LimitPairs{}, nb::arg("format") = "",
+      nb::arg("in_memory") = false);
 
   // The tensors of a file as a flat list of (path, tensor, dtype, file offset), paths as
   // in collect_tensors (for safetensors files: the tensor names). Zero-copy like read_file.

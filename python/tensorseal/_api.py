@@ -129,8 +129,12 @@ def load(path: PathLike, *, mmap: bool = True, device: str = "cpu", framework: O
     storage in the file share memory after loading (tied weights stay tied).
 
     ``mmap=True``: tensors are views of the file's memory map (no copy; pages are read
-    when touched; the mapping is private, writes never reach the file).
-    ``mmap=False``: tensors are copied into memory. ``device``: torch device to move
+    when touched; the mapping is private, writes never reach the file). The file must
+    then not be rewritten in place or truncated while they live (pages past a new end
+    fault with SIGBUS, as after ``torch.load(mmap=True)``); replacing it (rename, as
+    ``tensorseal.save`` does) is safe.
+    ``mmap=False``: the file is read into memory (copied on all cores) and nothing
+    refers to it afterwards. ``device``: torch device to move
     tensors to (sharing is kept). ``framework``: "torch" (default when torch is
     installed) or "numpy" (bf16/float8 through ``ml_dtypes``). ``verify``: check the
     zip CRC32s of torch files (reads every byte once). ``limits``: resource limits of
@@ -143,9 +147,10 @@ def load(path: PathLike, *, mmap: bool = True, device: str = "cpu", framework: O
     fw = _framework(framework)
     if fw == "numpy" and device != "cpu":
         raise invalid_argument(f"numpy arrays live on the cpu, not {device!r}")
-    root = _core.read_file(os.fspath(path), fw, verify, limits=limit_pairs(limits), format=format or "")["root"]
-    if not mmap or device != "cpu":
-        root = _materialise(root, fw, device, copy=not mmap)
+    root = _core.read_file(os.fspath(path), fw, verify, limits=limit_pairs(limits), format=format or "",
+                           in_memory=not mmap)["root"]
+    if device != "cpu":
+        root = _materialise(root, device)
     return root
 
 
@@ -345,48 +350,27 @@ def _retarget(t: Any, storage: Any) -> Any:
     return out
 
 
-def _materialise(obj: Any, framework: str, device: str, copy: bool = True) -> Any:
-    """Copies mapped tensors into memory and/or moves them to ``device``, keeping
-    shared storages shared, Parameters Parameters and OrderedDict attributes."""
-    if framework == "torch":
-        import torch
-        moved: Dict[Any, Any] = {}
+def _materialise(obj: Any, device: str) -> Any:
+    """Moves loaded torch tensors to ``device``, keeping shared storages shared,
+    Parameters Parameters and OrderedDict attributes."""
+    import torch
+    moved: Dict[Any, Any] = {}
 
-        def move(s: Any) -> Any:
-            key = (s.data_ptr(), s.nbytes()) if s.data_ptr() else id(s)
-            if key not in moved:
-                flat = torch.empty((0,), dtype=torch.uint8, device=s.device)
-                flat.set_(s, 0, (s.nbytes(),), (1,))
-                moved[key] = flat.to(device=device, copy=copy).untyped_storage()
-            return moved[key]
+    def move(s: Any) -> Any:
+        key = (s.data_ptr(), s.nbytes()) if s.data_ptr() else id(s)
+        if key not in moved:
+            flat = torch.empty((0,), dtype=torch.uint8, device=s.device)
+            flat.set_(s, 0, (s.nbytes(),), (1,))
+            moved[key] = flat.to(device=device).untyped_storage()
+        return moved[key]
 
-        def fix(x: Any) -> Any:
-            if isinstance(x, torch.Tensor):
-                return _retarget(x, move(x.untyped_storage()))
-            if isinstance(x, torch.storage.TypedStorage):
-                return torch.storage.TypedStorage(wrap_storage=move(x._untyped_storage), dtype=x.dtype,
-                                                  _internal=True)
-            if isinstance(x, torch.UntypedStorage):
-                return move(x)
-            return x
+    def fix(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return _retarget(x, move(x.untyped_storage()))
+        if isinstance(x, torch.storage.TypedStorage):
+            return torch.storage.TypedStorage(wrap_storage=move(x._untyped_storage), dtype=x.dtype, _internal=True)
+        if isinstance(x, torch.UntypedStorage):
+            return move(x)
+        return x
 
-        return _map_tensors(obj, fix)
-
-    import numpy as np
-    buffers: Dict[int, Any] = {}
-
-    def fix_np(x: Any) -> Any:
-        if not isinstance(x, np.ndarray):
-            return x
-        base = x
-        while isinstance(base.base, np.ndarray):
-            base = base.base
-        if id(base) not in buffers:
-            buffers[id(base)] = (base, np.array(base, copy=True))
-        src, dst = buffers[id(base)]
-        if x is src:
-            return dst
-        offset = x.__array_interface__["data"][0] - src.__array_interface__["data"][0]
-        return np.ndarray(x.shape, dtype=x.dtype, buffer=dst, offset=offset, strides=x.strides)
-
-    return _map_tensors(obj, fix_np)
+    return _map_tensors(obj, fix)

@@ -203,7 +203,7 @@ def _to_device(tensors: Dict[str, Any], device: Union[str, int, Any]) -> Dict[st
     device = str(device)
     if device == "cpu":
         return tensors
-    return _api._materialise(tensors, "torch", device, copy=False)
+    return _api._materialise(tensors, device)
 
 
 def _read_tensors(src: Union[str, bytes]) -> Dict[str, Any]:

@@ -61,7 +61,7 @@ def _map_location(obj: Any, map_location: MapLocation) -> Any:
         return obj
     if isinstance(map_location, dict):
         target = map_location.get("cpu", "cpu")
-        return obj if target == "cpu" else _api._materialise(obj, "torch", str(target), copy=False)
+        return obj if target == "cpu" else _api._materialise(obj, str(target))
     if callable(map_location) and not isinstance(map_location, (str, torch.device)):
         memo: Dict[int, Any] = {}
 
@@ -77,7 +77,7 @@ def _map_location(obj: Any, map_location: MapLocation) -> Any:
 
         return _api._map_tensors(obj, fix)
     device = str(torch.device(map_location))
-    return obj if device == "cpu" else _api._materialise(obj, "torch", device, copy=False)
+    return obj if device == "cpu" else _api._materialise(obj, device)
 
 
 def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = None, *,
@@ -100,9 +100,12 @@ def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = Non
       not restore saved CUDA locations), a device string or ``torch.device`` moves
       them, a dict maps ``"cpu"`` to a target, a callable is called as
       ``fn(storage, "cpu")`` and its result used (``None`` keeps the storage).
-    * ``mmap``: ``None`` or ``True`` maps paths (tensors are zero-copy views of the
-      file, private copy-on-write), ``False`` copies them into memory. File objects
-      are read into memory.
+    * ``mmap``: ``None`` or ``False`` (torch's default) reads the file into memory, so
+      the tensors never depend on it: saving over the same path afterwards, as
+      training loops do, is safe. ``True`` maps paths as ``torch.load(mmap=True)``:
+      zero-copy views of the file (private copy-on-write) that fault with SIGBUS if
+      the file is truncated or rewritten in place while they live. File objects are
+      read into memory.
     """
     if pickle_module is not None and pickle_module is not pickle:
         raise invalid_argument("tensorseal.torch.load: pickle_module is not supported")
@@ -113,10 +116,8 @@ def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = Non
     weights_only = weights_only is not False
     if isinstance(f, (str, os.PathLike)):
         name = os.fspath(f)
-        d = _core.read_file(name, "torch", True, True, weights_only)
+        d = _core.read_file(name, "torch", True, True, weights_only, in_memory=mmap is not True)
         obj = d["root"]
-        if mmap is False:
-            obj = _api._materialise(obj, "torch", "cpu", copy=True)
     else:
         if not hasattr(f, "read"):
             raise invalid_argument(

@@ -7,7 +7,7 @@ namespace tensorseal {
 Checkpoint read_mapped(std::shared_ptr<const MappedFile> file, const ReadOptions& options) {
   Checkpoint c = detail::api::read_input(detail::input_of(file, options));
   c.file = file->path();
-  c.mapping = std::move(file);
+  if (!options.in_memory) c.mapping = std::move(file);  // else the bytes were copied: the file is let go
   return c;
 }
 

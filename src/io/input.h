@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 
+#include "io/memory_copy.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/storage.h"
 
@@ -47,7 +48,7 @@ inline Input input_of(const std::shared_ptr<const MappedFile>& file, const ReadO
   in.name = file->path();
   in.directory = std::filesystem::path(file->path()).parent_path();
   if (in.directory.empty()) in.directory = ".";
-  in.whole = Storage::mapped(file, 0, file->size());
+  in.whole = options.in_memory ? copy_into_memory(*file) : Storage::mapped(file, 0, file->size());
   in.options = &options;
   return in;
 }

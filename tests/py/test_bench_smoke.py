@@ -22,7 +22,7 @@ EXPECTED = {
        for op in ("save-over", "save-ext4", "save-ext4-over")},
     "load": {"tensorseal.load (.safetensors, mmap)", "tensorseal.load (.pt, mmap)", "torch.load",
              "torch.load(mmap=True)", "safetensors load_file", "numpy.load (.npz)", "raw read() loop",
-             "tensorseal.torch.load (drop-in, .pt)"},
+             "tensorseal.torch.load (drop-in, .pt)", "tensorseal.torch.load (drop-in, .pt, mmap=True)"},
     "lazy": {"tensorseal safe_open + keys()", "tensorseal.load (mmap) + keys()", "safetensors safe_open + keys()",
              "torch.load(mmap=True) + keys()"},
     "hash": {"tseal hash", "tseal hash --threads 1", "tseal hash --fast", "openssl dgst -sha256", "sha256sum",

@@ -75,6 +75,53 @@ def test_mmap_false_is_outside_the_mapping(tmp_path):
     assert not inside(t.data_ptr(), t.nbytes, mappings_of(path))
 
 
+_OVERWRITE = """
+import sys, torch, tensorseal, tensorseal.torch as tst
+path, how = sys.argv[1], sys.argv[2]
+torch.save({"w": torch.arange(1_000_000, dtype=torch.float32), "v": torch.ones(3)}, path)
+sd = {"drop-in": lambda: tst.load(path), "drop-in mmap=False": lambda: tst.load(path, mmap=False),
+      "load mmap=False": lambda: tensorseal.load(path, mmap=False), "drop-in mmap=True": lambda: tst.load(path, mmap=True),
+      }[how]()
+torch.save({"x": torch.zeros(3)}, path)  # in place: truncates the file, as a training loop's next save does
+print(float(sd["w"].double().sum()), float(sd["v"].sum()))
+"""
+
+
+@pytest.mark.parametrize("how", ["drop-in", "drop-in mmap=False", "load mmap=False", "drop-in mmap=True"])
+def test_values_read_into_memory_survive_an_in_place_overwrite(how, tmp_path):
+    """torch.load (no mmap) copies: saving over the same path afterwards is safe. The
+    drop-in's default and mmap=False read the file into memory likewise; mmap=True maps
+    it and faults like torch.load(mmap=True) (checked, so the test sees the difference)."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", _OVERWRITE, str(tmp_path / "c.pt"), how], capture_output=True, text=True)
+    if how == "drop-in mmap=True":
+        assert r.returncode == -7, (r.returncode, r.stderr[-2000:])  # SIGBUS, as torch.load(mmap=True)
+    else:
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert r.stdout.split() == [str(float(sum(range(1_000_000)))), "3.0"]
+
+
+def test_in_memory_load_keeps_sharing_and_lets_the_file_go(tmp_path):
+    base = torch.randn(10, 10)
+    path = tmp_path / "s.pt"
+    torch.save({"w": base, "w_t": base.t(), "row": base[3]}, path)
+    for back in (tensorseal.load(path, mmap=False), tst_load(path)):
+        assert not mappings_of(path)
+        ptr = back["w"].untyped_storage().data_ptr()
+        assert back["w_t"].untyped_storage().data_ptr() == ptr and back["row"].data_ptr() == ptr + 3 * 10 * 4
+        assert torch.equal(back["w_t"], base.t()) and torch.equal(back["row"], base[3])
+        back["w"][0, 0] = 1234.0  # writable, and the writes never reach the file
+    assert torch.equal(torch.load(path, weights_only=True)["w"], base)
+    mapped = tst_load(path, mmap=True)
+    assert inside(mapped["w"].data_ptr(), mapped["w"].nbytes, mappings_of(path))
+
+
+def tst_load(path, **kw):
+    import tensorseal.torch as tst
+    return tst.load(path, **kw)
+
+
 def test_shared_storage_shares_memory_after_load(tmp_path):
     base = torch.randn(10, 10)
     obj = {"w": base, "w_t": base.t(), "row": base[3], "same": base}
