@@ -536,7 +536,7 @@ def baseline_of(doc: Dict[str, Any]) -> Dict[str, Any]:
     return {
         "meta": {k: m[k] for k in ("date", "size", "repeats", "cpu", "cores", "loadavg_before",
                                    "cpu_pressure_some_avg60", "versions")},
-        "rows": {_key(r["op"], r["workload"], r["competitor"]): {k: round(r[k], 5) for k in ("median_s", "min_s", "max_s")}
+        "rows": {_key(r["op"], r["workload"], r["competitor"]): {k: float(f"{r[k]:.4g}") for k in ("median_s", "min_s", "max_s")}
                  for r in doc["results"]},
         "targets": {_key(t["op"], t["workload"], t["target"], t["tensorseal"]): t["value"] for t in doc["targets"]},
     }
