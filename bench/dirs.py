@@ -43,6 +43,7 @@ rows = int(sys.argv[2]) * 1024 * 1024 // (64 * 1024 * 4)
 g = torch.Generator().manual_seed(0)
 sd = {f"layer{i:02d}.weight": distribute_tensor(torch.randn(rows, 1024, generator=g), mesh, [Shard(0)]) for i in range(64)}
 dcp.save(sd, checkpoint_id=sys.argv[1])
+dist.barrier()  # no rank tears gloo down while another still talks to it
 dist.destroy_process_group()
 """
 
@@ -83,14 +84,14 @@ def scratch(need: int) -> str:
 def produce(argv: list, env: dict) -> None:
     """Runs a producer; on failure exits naming it with the tail of its stderr. A rank
     killed by a signal (torch's gloo has aborted in teardown on a loaded 2-core machine:
-    "terminate called without an active exception") is retried once, saying so."""
-    for attempt in (1, 2):
+    "terminate called without an active exception") is retried, twice at most, saying so."""
+    for attempt in (1, 2, 3):
         r = subprocess.run(argv, env=env, capture_output=True, text=True)
         if r.returncode == 0:
             return
         crashed = "Signal 6 (SIGABRT)" in r.stderr or "Signal 11 (SIGSEGV)" in r.stderr or r.returncode < 0
-        if attempt == 1 and crashed:
-            print(f"producer crashed, retrying once: {r.stderr.strip().splitlines()[0][:200]}", file=sys.stderr)
+        if attempt < 3 and crashed:
+            print(f"producer crashed, retrying: {r.stderr.strip().splitlines()[0][:200]}", file=sys.stderr)
             continue
         sys.exit(f"producer failed (exit {r.returncode}): {' '.join(argv[:6])} ...\n{r.stderr[-4000:]}")
 
