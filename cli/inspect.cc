@@ -59,7 +59,10 @@ Runner add_inspect(CLI::App& app) {
     std::vector<std::vector<std::string>> rows{{"PATH", "DTYPE", "SHAPE", "SHA256"}};
     for (const auto& t : r.tensors)
       rows.push_back({t.path, std::string(name(t.dtype)), shape_text(t.shape),
-                      t.alias_of.empty() ? t.sha256 : "(same tensor as " + t.alias_of + ")"});
+                      !t.alias_of.empty() ? "(same tensor as " + t.alias_of + ")"
+                      : t.parts.empty()   ? t.sha256
+                                          : "(" + t.layout + " of " + std::to_string(t.parts.size()) +
+                                                " tensors: see --json)"});
     print_table(rows);
     return kExitOk;
   };

@@ -43,6 +43,20 @@ struct InspectTensor {
   std::shared_ptr<const Quantization> quantization;
   // The tensor object's Python attributes (Tensor::attributes); null when none.
   std::shared_ptr<const Value> attributes;
+  // "strided", or for a tensor torch rebuilds from other tensors a sparse layout
+  // ("sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc") or "nested"
+  // (strided nested tensor): then dtype is its elements', shape its size (nested: the
+  // number of components), nbytes the sum of its parts', sha256 empty, and `parts`
+  // lists the tensors it is made of, in torch's argument order.
+  std::string layout = "strided";
+  struct Part {
+    std::string role;  // "indices", "values", "crow_indices", ..., "buffer", "sizes", "strides", "offsets"
+    DType dtype = DType::kFloat32;
+    std::vector<std::int64_t> shape;
+    std::uint64_t nbytes = 0;
+    std::string sha256;
+  };
+  std::vector<Part> parts;
 };
 
 // A value of the tree that is not a tensor, for the textconv form: a leaf (None, bool,

@@ -180,6 +180,10 @@ def make_object(callable: Any, args: Any, kwargs: Any, how: int, state: Any, has
             sparse = _sparse_tensor(args)
             if sparse is not None:
                 return sparse
+        if (callable.module, callable.name) == ("torch._utils", "_rebuild_nested_tensor") and kwargs is None and \
+                isinstance(args, tuple) and len(args) == 4 and all(isinstance(x, torch.Tensor) for x in args):
+            # The core checked every component lies inside the buffer (torch/rebuild.cc).
+            return torch._nested_view_from_buffer(*args)
     return Opaque(callable, args, kwargs, how, state, has_state, list_items, dict_items)
 
 
@@ -292,6 +296,16 @@ def _describe_sparse(t: Any) -> "ObjectDesc":
     return ObjectDesc(rebuild, (t.layout, (compressed, plain, t.values(), t.size())))
 
 
+def _describe_nested(t: Any) -> "ObjectDesc":
+    """A strided nested tensor as Tensor.__reduce_ex__ gives it:
+    _rebuild_nested_tensor(buffer, sizes, strides, offsets), four dense tensors."""
+    if t.device.type != "cpu":
+        t = t.cpu()
+    return ObjectDesc(Global("torch._utils", "_rebuild_nested_tensor"),
+                      (t.values(), t._nested_tensor_size(), t._nested_tensor_strides(),
+                       t._nested_tensor_storage_offsets()))
+
+
 def _describe_torch(t: Any) -> TensorDesc:
     attributes = dict(t.__dict__) or None  # before detach/cpu, which give a new object
     if t.device.type != "cpu":
@@ -317,8 +331,9 @@ def _describe_torch(t: Any) -> TensorDesc:
             raise TypeError(f"cannot save a quantized tensor with qscheme {t.qscheme()}")
         if t.dtype not in (torch.qint8, torch.quint8, torch.qint32):
             raise TypeError(f"cannot save a quantized tensor of dtype {t.dtype}")
-    if t.is_nested:
-        raise TypeError("cannot save a nested tensor (only strided tensors)")
+    if t.is_nested:  # strided ones are _describe_nested's; this is a jagged one
+        raise TypeError(f"cannot save a nested tensor of layout {t.layout} (torch.jagged nested tensors are "
+                        "not supported; torch.strided ones are)")
     if _is_wrapper_subclass(t):
         raise TypeError(f"cannot save a {type(t).__name__} (a tensor subclass wrapping other tensors); "
                         "save its local tensor or full_tensor() instead")
@@ -386,6 +401,9 @@ def classify(obj: Any) -> Any:
     if torch is not None:
         if isinstance(obj, torch.Tensor) and obj.layout in _SPARSE_TORCH_LAYOUTS():
             return _describe_sparse(obj)
+        if isinstance(obj, torch.Tensor) and obj.is_nested and obj.layout == torch.strided and \
+                not _is_wrapper_subclass(obj):
+            return _describe_nested(obj)
         if isinstance(obj, torch.Tensor):
             return _describe_torch(obj)
         if isinstance(obj, torch.layout):

@@ -11,6 +11,7 @@
 #include "tensorseal/hash.h"
 #include "tools/json.h"
 #include "tools/quantization.h"
+#include "torch/composite.h"
 #include "util/hex.h"
 
 namespace tensorseal {
@@ -38,6 +39,7 @@ class ValueCollector final : public detail::core::Visitor {
       case K::kList: case K::kTuple: case K::kDict: case K::kSet: return true;
       case K::kObject: {
         const Object& o = v.as_object();
+        if (detail::torch::composite_of(o)) return false;  // a sparse/nested tensor: in tensors
         const bool named = o.callable && o.callable->is(K::kGlobal);
         out_.push_back({path, "object " + (named ? o.callable->as_global().module + "." + o.callable->as_global().name
                                                  : std::string("?"))});
@@ -76,12 +78,14 @@ class ValueCollector final : public detail::core::Visitor {
 
 // Every path a tensor is reached at, in tree order: a tensor object seen before is an
 // alias of its first path; containers and objects are entered once (as collect_tensors
-// does, so the first paths are collect_tensors' paths).
+// does, so the first paths are collect_tensors' paths). The rebuild call of a sparse or
+// nested tensor (torch/composite.h) is listed as one tensor at its own path.
 class TensorPaths final : public detail::core::Visitor {
  public:
   struct Entry {
     std::string path;
-    std::shared_ptr<const Tensor> tensor;
+    std::shared_ptr<const Tensor> tensor;                      // a tensor, or
+    std::shared_ptr<const detail::torch::Composite> composite;  // a composite
     std::size_t first;  // index of the entry that lists it first (itself when first)
   };
 
@@ -89,8 +93,15 @@ class TensorPaths final : public detail::core::Visitor {
     const void* n = v.node();
     if (v.is(Value::Kind::kTensor)) {
       auto [it, fresh] = first_.emplace(n, out.size());
-      out.push_back({path, v.as_tensor(), it->second});
+      out.push_back({path, v.as_tensor(), nullptr, it->second});
       return false;
+    }
+    if (v.is(Value::Kind::kObject)) {
+      if (auto c = detail::torch::composite_of(v.as_object())) {
+        auto [it, fresh] = first_.emplace(n, out.size());
+        out.push_back({path, nullptr, std::make_shared<const detail::torch::Composite>(std::move(*c)), it->second});
+        return false;
+      }
     }
     if (n != nullptr && !v.is(Value::Kind::kStr) && !v.is(Value::Kind::kBytes) && !seen_.insert(n).second) return false;
     return true;
@@ -137,6 +148,15 @@ tools::ojson quantization_json(const Quantization* q) {
   return j;
 }
 
+tools::ojson parts_json(const std::vector<InspectTensor::Part>& parts) {
+  if (parts.empty()) return nullptr;
+  tools::ojson j = tools::ojson::array();
+  for (const auto& p : parts)
+    j.push_back({{"role", p.role}, {"dtype", name(p.dtype)}, {"shape", p.shape}, {"nbytes", p.nbytes},
+                 {"sha256", p.sha256}});
+  return j;
+}
+
 }  // namespace
 
 InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
@@ -146,27 +166,42 @@ InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
   r.metadata = c.metadata;
   TensorPaths paths;
   detail::core::walk(c.root, paths);
-  std::vector<TensorRef> tensors;  // each tensor once, at its first path
-  for (std::size_t i = 0; i < paths.out.size(); ++i)
-    if (paths.out[i].first == i) tensors.push_back({paths.out[i].path, paths.out[i].tensor});
+  // Each tensor (a plain one, or a composite's part) digested once: at its first path.
+  std::vector<TensorRef> tensors;
+  std::vector<std::size_t> digest_at(paths.out.size());  // entry -> its (first part's) digest
+  for (std::size_t i = 0; i < paths.out.size(); ++i) {
+    const auto& e = paths.out[i];
+    if (e.first != i) continue;
+    digest_at[i] = tensors.size();
+    if (e.tensor) tensors.push_back({e.path, e.tensor});
+    else
+      for (const auto& [role, t] : e.composite->parts) tensors.push_back({e.path + "." + role, t});
+  }
   // Progress: every tensor's bytes for its SHA-256, then the content hash's bytes.
   std::uint64_t total = options.progress ? detail::content_hash_bytes(c.root) : 0;
   for (const auto& t : tensors) total += options.progress ? t.tensor->nbytes() : 0;
   util::ProgressMeter meter(&options.progress, total);
   const auto digests = detail::tensor_sha256_all(tensors, options.threads, meter);
   r.tensors.reserve(paths.out.size());
-  std::vector<std::size_t> digest_of_entry(paths.out.size());
-  for (std::size_t i = 0, k = 0; i < paths.out.size(); ++i) {
+  for (std::size_t i = 0; i < paths.out.size(); ++i) {
     const auto& e = paths.out[i];
-    const Tensor& t = *e.tensor;
-    if (e.first == i) {
-      digest_of_entry[i] = k++;
-      r.tensors.push_back({e.path, t.dtype, t.shape, t.nbytes(), digests[digest_of_entry[i]], "",
-                           std::string(python_type_name(t)), t.quantization, t.attributes});
-    } else {
-      r.tensors.push_back({e.path, t.dtype, t.shape, t.nbytes(), digests[digest_of_entry[e.first]],
-                           paths.out[e.first].path, std::string(python_type_name(t)), t.quantization, t.attributes});
+    const std::size_t d = digest_at[e.first];
+    const std::string alias = e.first == i ? "" : paths.out[e.first].path;
+    if (e.tensor) {
+      const Tensor& t = *e.tensor;
+      r.tensors.push_back({e.path, t.dtype, t.shape, t.nbytes(), digests[d], alias, std::string(python_type_name(t)),
+                           t.quantization, t.attributes});
+      continue;
     }
+    const auto& c = *e.composite;
+    InspectTensor it{e.path, c.dtype, c.shape, 0, "", alias, "torch.Tensor", nullptr, nullptr};
+    it.layout = c.layout;
+    for (std::size_t k = 0; k < c.parts.size(); ++k) {
+      const Tensor& t = *c.parts[k].second;
+      it.nbytes += t.nbytes();
+      it.parts.push_back({c.parts[k].first, t.dtype, t.shape, t.nbytes(), digests[d + k]});
+    }
+    r.tensors.push_back(std::move(it));
   }
   HashOptions h;
   h.threads = options.threads;
@@ -195,9 +230,10 @@ std::string to_json(const InspectReport& r) {
   ojson tensors = ojson::array();
   for (const auto& t : r.tensors)
     tensors.push_back({{"path", t.path}, {"dtype", name(t.dtype)}, {"shape", t.shape}, {"nbytes", t.nbytes},
-                       {"sha256", t.sha256}, {"alias_of", tools::or_null_if_empty(t.alias_of)}, {"type", t.type},
+                       {"sha256", tools::or_null_if_empty(t.sha256)}, {"alias_of", tools::or_null_if_empty(t.alias_of)}, {"type", t.type},
                        {"quantization", quantization_json(t.quantization.get())},
-                       {"attributes", t.attributes ? ojson(repr(*t.attributes, 1000)) : ojson(nullptr)}});
+                       {"attributes", t.attributes ? ojson(repr(*t.attributes, 1000)) : ojson(nullptr)},
+                       {"layout", t.layout}, {"parts", parts_json(t.parts)}});
   j["tensors"] = std::move(tensors);
   ojson metadata = ojson::object();
   for (const auto& [k, v] : r.metadata) metadata[k] = v;
@@ -219,8 +255,16 @@ std::string to_textconv(const InspectReport& r) {
     if (t.type == "numpy.ndarray" || t.type == "numpy.generic") extra += " " + t.type;
     if (t.quantization) extra += " quantized(" + tools::quantization_line(*t.quantization) + ")";
     if (t.attributes) extra += " attributes" + one_line(repr(*t.attributes, 1000));
+    std::string digest = " sha256:" + t.sha256;
+    if (!t.parts.empty()) {  // a sparse or nested tensor: its parts' digests
+      digest = " " + t.layout + "(";
+      for (const auto& p : t.parts)
+        digest += (&p == &t.parts.front() ? "" : ", ") + p.role + " " + std::string(name(p.dtype)) + " " +
+                  shape_text(p.shape) + " sha256:" + p.sha256;
+      digest += ")";
+    }
     items.emplace_back(t.path, "tensor " + path_text(t.path) + ": " + std::string(name(t.dtype)) + " " +
-                                   shape_text(t.shape) + extra + " sha256:" + t.sha256);
+                                   shape_text(t.shape) + extra + digest);
   }
   for (const auto& v : r.values) items.emplace_back(v.path, "value " + path_text(v.path) + ": " + one_line(v.text));
   std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });

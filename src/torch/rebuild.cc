@@ -286,6 +286,60 @@ struct Resolution {
     return Value(std::shared_ptr<const Tensor>(t));
   }
 
+  // The elements of a small int64 tensor (nested sizes/strides/offsets), row-major.
+  std::vector<std::int64_t> int64_elements(const Tensor& t, const std::string& fn, const char* what) {
+    if (t.dtype != DType::kInt64 || t.quantization || t.numpy != NumpyType::kNone)
+      bad_args(fn, std::string(what) + " is not an int64 tensor", in);
+    std::vector<std::byte> scratch;
+    const auto bytes = t.contiguous_bytes(scratch);
+    std::vector<std::int64_t> out(bytes.size() / 8);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = util::load_le<std::int64_t>(bytes.data() + 8 * i);
+    return out;
+  }
+
+  // _rebuild_nested_tensor(buffer, sizes, strides, offsets) is
+  // torch._nested_view_from_buffer: component i views the 1-d `buffer` at offsets[i]
+  // with sizes[i] and strides[i] (rows of two (n, d) int64 tensors). The call stays an
+  // object (its parts are plain tensors); what torch would not check (a component
+  // outside the buffer) or cannot build (torch.save of nested_tensor([]) writes 0-d
+  // sizes, which torch.load's internal assert refuses) is refused here.
+  void check_nested(const Object& o, const std::string& fn) {
+    const auto& a = tuple_args(o, fn, in, 4, 4);
+    if (o.kwargs || o.state || !o.list_items.empty() || !o.dict_items.empty()) bad_args(fn, "unexpected object state", in);
+    for (const auto& x : a)
+      if (!x.is(Value::Kind::kTensor)) bad_args(fn, "arguments are not four tensors", in);
+    const Tensor& buffer = *a[0].as_tensor();
+    const Tensor& sizes_t = *a[1].as_tensor();
+    const Tensor& strides_t = *a[2].as_tensor();
+    if (buffer.shape.size() != 1 || !buffer.is_contiguous() || buffer.quantization || buffer.numpy != NumpyType::kNone)
+      bad_args(fn, "buffer is not a 1-d contiguous tensor", in);
+    const auto offsets = int64_elements(*a[3].as_tensor(), fn, "offsets");
+    if (a[3].as_tensor()->shape.size() != 1) bad_args(fn, "offsets is not 1-d", in);
+    const std::size_t n = offsets.size();
+    if (sizes_t.shape.size() != 2 || sizes_t.shape != strides_t.shape || static_cast<std::size_t>(sizes_t.shape[0]) != n)
+      bad_args(fn, "sizes and strides are not two (n, d) tensors for n offsets", in);
+    const auto sizes = int64_elements(sizes_t, fn, "sizes");
+    const auto strides = int64_elements(strides_t, fn, "strides");
+    const auto d = static_cast<std::size_t>(sizes_t.shape[1]);
+    const auto numel = static_cast<std::int64_t>(buffer.numel());
+    for (std::size_t i = 0; i < n; ++i) {
+      std::int64_t last = offsets[i];  // index of the component's last element
+      bool empty = false;
+      if (last < 0) bad_args(fn, "component " + std::to_string(i) + " has a negative offset", in);
+      for (std::size_t k = 0; k < d; ++k) {
+        const std::int64_t size = sizes[i * d + k], stride = strides[i * d + k];
+        if (size < 0 || stride < 0) bad_args(fn, "component " + std::to_string(i) + " has a negative size or stride", in);
+        if (size == 0) empty = true;
+        auto step = util::mul(static_cast<std::uint64_t>(size > 0 ? size - 1 : 0), static_cast<std::uint64_t>(stride));
+        if (!step || *step > static_cast<std::uint64_t>(numel)) bad_args(fn, "component " + std::to_string(i) + " lies outside the buffer", in);
+        last += static_cast<std::int64_t>(*step);
+        if (last < 0 || last > numel) bad_args(fn, "component " + std::to_string(i) + " lies outside the buffer", in);
+      }
+      if (!empty && last >= numel)
+        bad_args(fn, "component " + std::to_string(i) + " lies outside the buffer of " + std::to_string(numel) + " elements", in);
+    }
+  }
+
   // Returns the typed replacement for a known object, or an empty optional.
   std::optional<Value> known(const Object& o) {
     const std::string fn = callable_name(o);
@@ -325,6 +379,10 @@ struct Resolution {
       // bounds, naming the wrong rule.
       if (a[0].is(Value::Kind::kStorage)) require_quantized_dtype(a[0].as_storage()->dtype, fn);
       return quantized(tensor_from(fn, a[0], a[1], a[2], a[3], a[5], std::nullopt), a[4], fn);
+    }
+    if (fn == "torch._utils._rebuild_nested_tensor") {
+      check_nested(o, fn);
+      return std::nullopt;
     }
     if (fn == "torch._utils._rebuild_parameter" || fn == "torch._utils._rebuild_parameter_with_state") {
       // (data, requires_grad, backward_hooks[, state])

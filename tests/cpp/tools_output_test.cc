@@ -53,7 +53,9 @@ TEST(Inspect, JsonKeysAreTheStructFields) {
   for (std::size_t i = 0; i < r.tensors.size(); ++i) {
     const auto& t = j["tensors"][i];
     EXPECT_EQ(keys(t), (std::vector<std::string>{"path", "dtype", "shape", "nbytes", "sha256", "alias_of", "type", "quantization",
-                                               "attributes"}));
+                                               "attributes", "layout", "parts"}));
+    EXPECT_EQ(t["layout"], r.tensors[i].layout);
+    EXPECT_TRUE(t["parts"].is_null());
     EXPECT_EQ(t["path"], r.tensors[i].path);
     EXPECT_EQ(t["dtype"], std::string(name(r.tensors[i].dtype)));
     EXPECT_EQ(t["shape"].get<std::vector<std::int64_t>>(), r.tensors[i].shape);

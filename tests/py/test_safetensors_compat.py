@@ -112,7 +112,7 @@ def test_cli_inspect_json_matches_python(tmp_path):
     assert j["content_hash"] == tensorseal.hash(path)
     assert {t["path"] for t in j["tensors"]} == {"x", "y"}
     assert all(list(t) == ["path", "dtype", "shape", "nbytes", "sha256", "alias_of", "type", "quantization",
-                                     "attributes"] for t in j["tensors"])
+                                     "attributes", "layout", "parts"] for t in j["tensors"])
     line = run_tseal("hash", path, check=True).stdout
     assert line == f"{tensorseal.hash(path)}  {path}\n"
 

@@ -43,12 +43,13 @@ def test_inspect_json_is_one_vocabulary(files):
         assert got["file"] == str(p) and got["content_hash"] == tensorseal.hash(p)
         for t in got["tensors"]:
             assert list(t) == ["path", "dtype", "shape", "nbytes", "sha256", "alias_of", "type", "quantization",
-                               "attributes"]
+                               "attributes", "layout", "parts"]
     assert tensorseal.inspect(pt)["metadata"] == {}
     assert tensorseal.inspect(st)["metadata"] == {"format": "pt"}
     t = {t["path"]: t for t in tensorseal.inspect(st)["tensors"]}
     assert t["y"] == {"path": "y", "dtype": "bfloat16", "shape": [2, 2], "nbytes": 8, "sha256": t["y"]["sha256"], "alias_of": None,
-                      "type": "torch.Tensor", "quantization": None, "attributes": None}
+                      "type": "torch.Tensor", "quantization": None, "attributes": None, "layout": "strided",
+                      "parts": None}
 
 
 def test_scan_json_is_one_vocabulary(files):

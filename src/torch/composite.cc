@@ -1,0 +1,86 @@
+// Grammar of the two rebuild calls (torch/_tensor.py, Tensor._reduce_ex_internal):
+//   _rebuild_sparse_tensor(_get_layout('torch.sparse_coo'), (indices, values, Size, [is_coalesced]))
+//   _rebuild_sparse_tensor(_get_layout('torch.sparse_csr'|..._bsc), (compressed, plain, values, Size))
+//   _rebuild_nested_tensor(buffer, sizes, strides, offsets)
+#include "torch/composite.h"
+
+namespace tensorseal::detail::torch {
+namespace {
+
+bool is_call(const Object& o, std::string_view module, std::string_view name) {
+  return o.callable && o.callable->is(Value::Kind::kGlobal) && o.callable->as_global().module == module &&
+         o.callable->as_global().name == name && o.args && o.args->is(Value::Kind::kTuple) && !o.kwargs &&
+         !o.state && o.list_items.empty() && o.dict_items.empty();
+}
+
+// torch.Size((d0, d1, ...)) as integers.
+std::optional<std::vector<std::int64_t>> size_of(const Value& v) {
+  if (!v.is(Value::Kind::kObject) || !is_call(v.as_object(), "torch", "Size")) return std::nullopt;
+  const auto& a = v.as_object().args->items();
+  if (a.size() != 1 || !(a[0].is(Value::Kind::kTuple) || a[0].is(Value::Kind::kList))) return std::nullopt;
+  std::vector<std::int64_t> out;
+  for (const auto& x : a[0].items()) {
+    if (!x.is(Value::Kind::kInt)) return std::nullopt;
+    out.push_back(x.as_int());
+  }
+  return out;
+}
+
+std::optional<std::string> layout_of(const Value& v) {
+  if (!v.is(Value::Kind::kObject) || !is_call(v.as_object(), "torch.serialization", "_get_layout")) return std::nullopt;
+  const auto& a = v.as_object().args->items();
+  if (a.size() != 1 || !a[0].is(Value::Kind::kStr)) return std::nullopt;
+  const std::string_view s = a[0].as_str();
+  for (std::string_view l : {"sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc"})
+    if (s.size() == l.size() + 6 && s.starts_with("torch.") && s.substr(6) == l) return std::string(l);
+  return std::nullopt;
+}
+
+std::optional<Composite> sparse(const Object& o) {
+  const auto& a = o.args->items();
+  if (a.size() != 2 || !a[1].is(Value::Kind::kTuple)) return std::nullopt;
+  auto layout = layout_of(a[0]);
+  if (!layout) return std::nullopt;
+  const auto& d = a[1].items();
+  const bool coo = *layout == "sparse_coo";
+  const bool rows = *layout == "sparse_csr" || *layout == "sparse_bsr";
+  std::vector<const char*> roles;
+  if (coo) roles = {"indices", "values"};
+  else roles = {rows ? "crow_indices" : "ccol_indices", rows ? "col_indices" : "row_indices", "values"};
+  const std::size_t size_at = roles.size();
+  if (coo ? (d.size() != 3 && d.size() != 4) : d.size() != 4) return std::nullopt;
+  if (coo && d.size() == 4 && !d[3].is(Value::Kind::kBool) && !d[3].is_none()) return std::nullopt;
+  auto shape = size_of(d[size_at]);
+  if (!shape) return std::nullopt;
+  Composite c{*layout, DType::kFloat32, std::move(*shape), {}};
+  for (std::size_t i = 0; i < roles.size(); ++i) {
+    if (!d[i].is(Value::Kind::kTensor)) return std::nullopt;
+    c.parts.emplace_back(roles[i], d[i].as_tensor());
+  }
+  c.dtype = c.parts.back().second->dtype;
+  return c;
+}
+
+std::optional<Composite> nested(const Object& o) {
+  const auto& a = o.args->items();
+  if (a.size() != 4) return std::nullopt;
+  Composite c{"nested", DType::kFloat32, {}, {}};
+  const char* roles[] = {"buffer", "sizes", "strides", "offsets"};
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (!a[i].is(Value::Kind::kTensor)) return std::nullopt;
+    c.parts.emplace_back(roles[i], a[i].as_tensor());
+  }
+  c.dtype = c.parts[0].second->dtype;
+  c.shape = {static_cast<std::int64_t>(c.parts[3].second->numel())};
+  return c;
+}
+
+}  // namespace
+
+std::optional<Composite> composite_of(const Object& o) {
+  if (is_call(o, "torch._utils", "_rebuild_sparse_tensor")) return sparse(o);
+  if (is_call(o, "torch._utils", "_rebuild_nested_tensor")) return nested(o);
+  return std::nullopt;
+}
+
+}  // namespace tensorseal::detail::torch

@@ -1,0 +1,33 @@
+// Tensors torch rebuilds from other tensors, which the value tree keeps as the rebuild
+// call (an Object whose arguments hold plain tensors): sparse layouts
+// (_rebuild_sparse_tensor) and strided nested tensors (_rebuild_nested_tensor). Reports
+// (inspect) list such an object as one tensor at its own path, with its parts.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensorseal/tensor.h"
+#include "tensorseal/value.h"
+
+namespace tensorseal::detail::torch {
+
+struct Composite {
+  std::string layout;                  // "sparse_coo", "sparse_csr", ..., "nested"
+  DType dtype = DType::kFloat32;       // the element type (the values' / buffer's)
+  std::vector<std::int64_t> shape;     // sparse: the dense size; nested: [components]
+  // In torch's argument order: COO (indices, values); CSR/BSR (crow_indices,
+  // col_indices, values); CSC/BSC (ccol_indices, row_indices, values); nested (buffer,
+  // sizes, strides, offsets).
+  std::vector<std::pair<std::string, std::shared_ptr<const Tensor>>> parts;
+};
+
+// The composite `o` is the rebuild call of, or nullopt for any other object or a call
+// whose arguments are not what torch writes (it then stays an ordinary object).
+std::optional<Composite> composite_of(const Object& o);
+
+}  // namespace tensorseal::detail::torch
