@@ -201,7 +201,7 @@ class FileSystemReader(_LocalDirectory, StorageReader):
         # read_metadata into an AssertionError, so an unsafe or corrupt .metadata is
         # reported as itself from the constructor (or reset, which dcp.load calls
         # with checkpoint_id) before DCP runs.
-        if os.path.isfile(os.path.join(self.path, ".metadata")):
+        if any(os.path.isfile(os.path.join(self.path, n)) for n in (".metadata", "__0.metadata")):
             self._core_reader()
 
     def _core_reader(self) -> Any:

@@ -3,6 +3,9 @@
 // metadata.py, default_planner.py, _nested_dict.py, _traverse.py).
 //
 //   directory = ".metadata" data-file...
+//             | rank-metadata... data-file...      dcp.save(..., use_collectives=False)
+//   rank-metadata = "__<rank>.metadata", one per rank 0..n-1: a .metadata of only the
+//               items that rank wrote (its own chunks and replicas, its own save_id)
 //   .metadata = pickle of metadata.Metadata(
 //                 state_dict_metadata: {fqn: TensorStorageMetadata | BytesStorageMetadata},
 //                 planner_data: {fqn: (str | int, ...)} | None,     the fqn's nested path
@@ -33,6 +36,8 @@ namespace tensorseal::dcp {
 
 inline constexpr std::string_view kMetadataFile = ".metadata";
 inline constexpr std::string_view kDataSuffix = ".distcp";
+// "__<rank>" + kMetadataFile: the per-rank metadata of the use_collectives=False layout.
+inline constexpr std::string_view kRankPrefix = "__";
 inline constexpr std::string_view kMetadataModule = "torch.distributed.checkpoint.metadata";
 inline constexpr std::string_view kFilesystemModule = "torch.distributed.checkpoint.filesystem";
 // The first global of every .metadata: what detection looks for in a file's first bytes.
@@ -82,6 +87,7 @@ inline constexpr Rule kChunkOutside{"dcp/chunk-outside", K::kCorrupt};          
 inline constexpr Rule kChunkOverlap{"dcp/chunk-overlap", K::kCorrupt};
 inline constexpr Rule kChunkGap{"dcp/chunk-gap", K::kCorrupt};                  // elements no chunk covers
 inline constexpr Rule kPathConflict{"dcp/path-conflict", K::kCorrupt};          // planner_data paths collide
+inline constexpr Rule kRankMetadata{"dcp/rank-metadata", K::kCorrupt};         // a rank's file missing / ranks disagree
 inline constexpr Rule kTooMany{"dcp/too-many", K::kLimit};                      // entries / chunks / files
 inline constexpr Rule kMaxAlloc{"dcp/max-alloc", K::kLimit};                    // an assembled tensor > max_alloc
 inline constexpr Rule kManifest{"dcp/manifest", K::kCorrupt};                  // malformed / disagrees with .metadata
@@ -110,7 +116,10 @@ inline constexpr Topic kChunks{"dcp.chunks",
 inline constexpr Topic kSerialization{"dcp.serialization_format",
     "the items are serialized differently (torch_save zips or one safetensors file per data file)"};
 inline constexpr Topic kVersion{"dcp.version", "the checkpoint was written by another DCP version"};
-inline constexpr Topic kAll[] = {kSaveId, kCheckpointPath, kFiles, kItemOrder, kChunks, kSerialization, kVersion};
+inline constexpr Topic kMetadataFiles{"dcp.metadata_files",
+    "the metadata is one .metadata, or one __<rank>.metadata per rank (dcp.save with use_collectives=False)"};
+inline constexpr Topic kAll[] = {kSaveId, kCheckpointPath, kFiles, kItemOrder, kChunks, kSerialization, kVersion,
+                                 kMetadataFiles};
 }  // namespace topics
 
 }  // namespace tensorseal::dcp

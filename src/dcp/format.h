@@ -22,10 +22,12 @@ Checkpoint read_dcp(const Input& in);
 // top of writer.cc) for options.world_size ranks, atomically as a whole.
 void write_dcp(const Value& root, const WriteOptions& options, const std::filesystem::path& dir);
 // Allows replacing `target` by a DCP directory: it must be a directory holding only
-// what DCP and tensorseal.dcp write (.metadata, .tensorseal.json, __*.distcp); throws
+// what DCP and tensorseal.dcp write (.metadata, __<rank>.metadata, .tensorseal.json,
+// __*.distcp); throws
 // dcp/write-target otherwise.
 void check_dcp_target(const std::filesystem::path& target);
-// `dir`/.metadata when it exists, else an empty path. Never throws.
+// `dir`/.metadata when it exists, else the lowest rank's `dir`/__<rank>.metadata (the
+// per-rank layout, dcp/ranks.h) when there is one, else an empty path. Never throws.
 std::filesystem::path find_dcp_metadata(const std::filesystem::path& dir) noexcept;
 
 }  // namespace tensorseal::detail

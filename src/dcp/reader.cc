@@ -18,6 +18,7 @@
 #include "dcp/format.h"
 #include "dcp/items.h"
 #include "dcp/metadata.h"
+#include "dcp/ranks.h"
 #include "io/scratch.h"
 #include "util/text.h"
 
@@ -183,14 +184,29 @@ bool detect_dcp(std::span<const std::byte> head) noexcept { return dcp::looks_li
 fs::path find_dcp_metadata(const fs::path& dir) noexcept {
   std::error_code ec;
   const fs::path p = dir / d::kMetadataFile;
-  return fs::is_regular_file(p, ec) ? p : fs::path();
+  if (fs::is_regular_file(p, ec)) return p;
+  // The per-rank layout: its lowest rank's file (read_dcp then reads every rank's, and
+  // says which is missing).
+  fs::path best;
+  std::uint32_t lowest = UINT32_MAX;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto r = dcp::metadata_rank(it->path().filename().string());
+    if (r && *r < lowest && fs::is_regular_file(it->path(), ec)) {
+      lowest = *r;
+      best = it->path();
+    }
+  }
+  return best;
 }
 
 Checkpoint read_dcp(const Input& in) {
   if (in.directory.empty())
     throw Error(d::rules::kNotOnDisk, "a DCP .metadata read from memory has no data files beside it", in.name);
   if (in.read_nested == nullptr) throw Error(rules::kInternal, "DCP .metadata read without a ReadNested", in.name);
-  dcp::Metadata md = dcp::parse_metadata(in.bytes(), in.name, in.options->limits);
+  const bool per_rank = dcp::metadata_rank(fs::path(in.name).filename().string()).has_value();
+  std::uint32_t ranks = 0;
+  dcp::Metadata md = per_rank ? dcp::read_rank_metadata(in.directory, in.name, in.options->limits, &ranks)
+                              : dcp::parse_metadata(in.bytes(), in.name, in.options->limits);
 
   Checkpoint c;
   c.format = Format::kDcp;
@@ -229,6 +245,8 @@ Checkpoint read_dcp(const Input& in) {
       fact(d::topics::kSerialization, "data files",
            items.formats().empty() ? "none" : join({items.formats().begin(), items.formats().end()}, "+")),
       fact(d::topics::kVersion, ".metadata", md.version.value_or("none")),
+      fact(d::topics::kMetadataFiles, "directory",
+           per_rank ? std::to_string(ranks) + " per-rank files __<rank>.metadata" : "one .metadata"),
   };
   c.facts.insert(c.facts.begin(), facts.begin(), facts.end());
   return c;

@@ -30,6 +30,7 @@
 #include "dcp/constants.h"
 #include "dcp/format.h"
 #include "dcp/metadata.h"
+#include "dcp/ranks.h"
 #include "io/atomic_dir.h"
 #include "io/sink.h"
 #include "pickle/writer.h"
@@ -135,7 +136,9 @@ void check_dcp_target(const fs::path& target) {
     throw Error(d::rules::kWriteTarget, "exists and is not a directory; refusing to replace it", target.string());
   for (const auto& e : fs::directory_iterator(target, ec)) {
     const std::string n = e.path().filename().string();
-    if (n == d::kMetadataFile || n == d::kManifestFile || (n.starts_with("__") && n.ends_with(d::kDataSuffix))) continue;
+    if (n == d::kMetadataFile || n == d::kManifestFile || dcp::metadata_rank(n) ||
+        (n.starts_with(d::kRankPrefix) && n.ends_with(d::kDataSuffix)))
+      continue;
     throw Error(d::rules::kWriteTarget,
                 "the directory holds '" + n + "', which a DCP write does not produce; refusing to replace it",
                 target.string());

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "dcp/ranks.h"
 #include "tensorseal/tensorseal.h"
 #include "test_util.h"
 
@@ -55,8 +56,27 @@ TEST(Dcp, FactsNameSaveIdAndPath) {
   std::set<std::string> topics;
   for (const auto& f : c.facts) topics.insert(f.topic);
   for (const char* t : {"dcp.save_id", "dcp.checkpoint_path", "dcp.files", "dcp.item_order", "dcp.chunks",
-                        "dcp.serialization_format", "dcp.version"})
+                        "dcp.serialization_format", "dcp.version", "dcp.metadata_files"})
     EXPECT_TRUE(topics.count(t)) << t;
+}
+
+// dcp.save(use_collectives=False): __0.metadata and no .metadata; the same model.
+TEST(Dcp, PerRankMetadataReadsAsTheSameModel) {
+  EXPECT_FALSE(std::filesystem::exists(dcp_dir("per_rank") / ".metadata"));
+  ASSERT_TRUE(std::filesystem::exists(dcp_dir("per_rank") / "__0.metadata"));
+  const Checkpoint a = read_file(dcp_dir("per_rank")), b = read_file(dcp_dir("torch_save"));
+  EXPECT_EQ(a.format, Format::kDcp);
+  EXPECT_EQ(content_hash(a.root), content_hash(b.root));
+  EXPECT_EQ(content_hash(read_file(dcp_dir("per_rank") / "__0.metadata").root), content_hash(b.root));
+}
+
+TEST(Dcp, MetadataRankNames) {
+  using detail::dcp::metadata_rank;
+  EXPECT_EQ(metadata_rank("__0.metadata"), 0u);
+  EXPECT_EQ(metadata_rank("__17.metadata"), 17u);
+  for (const char* n : {".metadata", "__.metadata", "__01.metadata", "__1_0.distcp", "__1.metadata.tmp",
+                        "__-1.metadata", "__1234567890.metadata", "_1.metadata"})
+    EXPECT_FALSE(metadata_rank(n).has_value()) << n;
 }
 
 std::map<std::string, std::string> files_of(const std::filesystem::path& dir) {

@@ -129,6 +129,58 @@ def test_verify_and_scan_accept_stock_dcp(saved):
         assert r.returncode == 0, (layout, r.stdout, r.stderr)
 
 
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_per_rank_metadata_reads_as_one_model(saved, world, tmp_path):
+    """dcp.save(use_collectives=False): no .metadata, one __<rank>.metadata per rank,
+    each describing only what that rank wrote; the directory is the union."""
+    d = saved[world] / "per_rank"
+    names = sorted(p.name for p in d.iterdir() if p.name.endswith(".metadata"))
+    assert names == sorted(f"__{r}.metadata" for r in range(world)), names
+    if world > 1:  # rank 0's own metadata alone does not cover the sharded tensors
+        with open(d / "__0.metadata", "rb") as f:
+            md0 = pickle.load(f)  # the producer's own file, in a test
+        assert len(md0.state_dict_metadata["row"].chunks) == 1
+    ref = torch.load(saved[world] / "dtensor.pt", weights_only=False)
+    assert_same(ref, tensorseal.load(d))
+    assert_same(ref, tensorseal.load(d / f"__{world - 1}.metadata"))
+    assert tseal_hash(d) == tseal_hash(saved[world] / "dtensor") == tseal_hash(saved[1] / "reference.pt")
+    r = run_tseal("explain", d, saved[world] / "dtensor")
+    assert "dcp.metadata_files" in r.stdout and f"{world} per-rank files" in r.stdout, r.stdout
+    assert run_tseal("verify", d).returncode == 0
+    assert run_tseal("scan", d).returncode == 0
+    # canon writes the one-.metadata layout, which stock DCP loads at world size 1.
+    out = tmp_path / "canon"
+    r = run_tseal("canon", d, "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert (out / ".metadata").exists() and not list(out.glob("__*.metadata"))
+    assert tseal_hash(out) == tseal_hash(d)
+
+
+def test_per_rank_metadata_with_a_rank_missing(saved, tmp_path):
+    d = tmp_path / "per_rank"
+    shutil.copytree(saved[4] / "per_rank", d)
+    (d / "__2.metadata").unlink()
+    refuse(d, "dcp/rank-metadata")
+    r = run_tseal("hash", d)
+    assert "__2.metadata is missing" in r.stderr, r.stderr
+    (d / "__0.metadata").unlink()
+    refuse(d, "dcp/rank-metadata")
+    refuse(d / "__1.metadata", "dcp/rank-metadata")
+
+
+def test_per_rank_metadata_that_disagree(saved, tmp_path):
+    d = tmp_path / "per_rank"
+    shutil.copytree(saved[2] / "per_rank", d)
+    with open(d / "__1.metadata", "rb") as f:
+        md = pickle.load(f)  # the producer's own file, in a test
+    md.state_dict_metadata["rep"].size = torch.Size([11])
+    with open(d / "__1.metadata", "wb") as f:
+        pickle.dump(md, f)
+    refuse(d, "dcp/rank-metadata")
+    r = run_tseal("hash", d)
+    assert "__1.metadata" in r.stderr and "'rep'" in r.stderr, r.stderr
+
+
 # ---- hostile and broken directories -------------------------------------------------
 
 def load_md(d: pathlib.Path):

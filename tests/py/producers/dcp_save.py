@@ -5,6 +5,8 @@ Under `torchrun --nproc_per_node N` it writes, into OUT_DIR:
   dtensor/         DTensors Shard(0), Shard(1), Replicate() and a 3-d Shard(2) on a
                    CPU DeviceMesh, plain tensors, non-tensor items (default torch_save format)
   dtensor_st/      the same state, SerializationFormat.SAFETENSORS
+  per_rank/        the same state, use_collectives=False: one __<rank>.metadata per rank
+                   (each rank's own shards and its own copy of every replicated item)
   model_optim/     a small transformer's model + AdamW optimizer state (step tensors),
                    via torch.distributed.checkpoint.state_dict (FSDP2 fully_shard where it runs)
   reference.pt     the full state of dtensor/ as plain tensors (rank 0, torch.save)
@@ -71,6 +73,7 @@ def main(out: pathlib.Path) -> None:
     dcp.save(state, checkpoint_id=str(out / "dtensor"))
     dcp.save(state, storage_writer=dcp.FileSystemWriter(str(out / "dtensor_st"),
                                                         serialization_format=SerializationFormat.SAFETENSORS))
+    dcp.save(state, checkpoint_id=str(out / "per_rank"), use_collectives=False)
     if rank == 0:
         torch.save(full_state(), out / "reference.pt")
 
