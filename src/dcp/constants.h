@@ -49,6 +49,10 @@ inline constexpr std::string_view kManifestFile = ".tensorseal.json";
 inline constexpr std::string_view kManifestFormat = "tensorseal.dcp";
 inline constexpr std::int64_t kManifestVersion = 1;
 inline constexpr std::string_view kStagingSuffix = ".tseal-staging";
+// The one DCP extension (torch/distributed/checkpoint/_extension.py): ZStandard, whose
+// descriptor is "stream.zstd/<version>" with major version 1; the item's bytes in the
+// file are one zstd stream (one or more frames) of what would otherwise be there.
+inline constexpr std::string_view kZstdTransform = "stream.zstd";
 
 // The only globals a .metadata may reference (anything else is refused: DCP's own
 // reader would import and run it with pickle.load).
@@ -77,7 +81,8 @@ using K = ErrorKind;
 inline constexpr Rule kNotOnDisk{"dcp/not-on-disk", K::kInvalidArgument};       // .metadata read from memory
 inline constexpr Rule kMetadataGlobal{"dcp/metadata-global", K::kUnsafe};       // outside kMetadataGlobals
 inline constexpr Rule kMetadataShape{"dcp/metadata-shape", K::kCorrupt};        // a field missing or mistyped
-inline constexpr Rule kTransform{"dcp/transform", K::kUnsupported};             // transform_descriptors set
+inline constexpr Rule kTransform{"dcp/transform", K::kUnsupported};             // an unknown transform_descriptor
+inline constexpr Rule kTransformData{"dcp/transform-data", K::kCorrupt};        // a compressed item that does not decompress
 inline constexpr Rule kStoragePath{"dcp/storage-path", K::kUnsafe};             // leaves the directory
 inline constexpr Rule kStorageMissing{"dcp/storage-missing", K::kCorrupt};      // no entry / no file
 inline constexpr Rule kStorageBounds{"dcp/storage-bounds", K::kCorrupt};        // past the file's end
@@ -114,7 +119,8 @@ inline constexpr Topic kItemOrder{"dcp.item_order",
 inline constexpr Topic kChunks{"dcp.chunks",
     "the tensors are split into different chunks (another world size or sharding)"};
 inline constexpr Topic kSerialization{"dcp.serialization_format",
-    "the items are serialized differently (torch_save zips or one safetensors file per data file)"};
+    "the items are serialized differently (torch_save zips or one safetensors file per data file, "
+    "compressed through DCP extensions or not)"};
 inline constexpr Topic kVersion{"dcp.version", "the checkpoint was written by another DCP version"};
 inline constexpr Topic kMetadataFiles{"dcp.metadata_files",
     "the metadata is one .metadata, or one __<rank>.metadata per rank (dcp.save with use_collectives=False)"};

@@ -4,6 +4,7 @@
 
 #include "dcp/constants.h"
 #include "dcp/manifest.h"
+#include "dcp/transform.h"
 #include "io/file_inside.h"
 #include "safetensors/format.h"
 #include "tensorseal/hash.h"
@@ -48,7 +49,7 @@ Items::Items(const Input& meta, const Metadata& md, Checkpoint& out) : meta_(met
   }
 }
 
-Input Items::window(const StorageInfo& s) {
+Input Items::raw_window(const StorageInfo& s) {
   const Input& f = file(s.relative_path);
   if (s.offset > f.size() || s.length > f.size() - s.offset)
     throw Error(d::rules::kStorageBounds,
@@ -61,6 +62,14 @@ Input Items::window(const StorageInfo& s) {
   return sub;
 }
 
+Input Items::window(const StorageInfo& s) {
+  Input sub = raw_window(s);
+  if (!s.transforms.empty())
+    sub.whole = undo_transforms(sub.bytes(), s.transforms, meta_.options->limits.max_alloc,
+                                file(s.relative_path).name, s.offset);
+  return sub;
+}
+
 const DcpRecord* Items::checked(const StorageInfo& s, const std::string& what) {
   if (manifest_.empty()) return nullptr;
   const std::string key = where(s);
@@ -68,7 +77,7 @@ const DcpRecord* Items::checked(const StorageInfo& s, const std::string& what) {
   if (it == manifest_.end())
     throw Error(d::rules::kManifest, "has no record of " + what, (meta_.directory / d::kManifestFile).string());
   if (verified_.count(key) == 0) {
-    const Input sub = window(s);
+    const Input sub = raw_window(s);  // the checksum covers the bytes in the file
     if (item_checksum(sub.bytes()) != it->second.checksum)
       throw Error(d::rules::kChecksum, what + ": its bytes do not match the manifest's checksum " + it->second.checksum,
                   file(s.relative_path).name, s.offset);
@@ -107,7 +116,12 @@ std::shared_ptr<const Tensor> Items::chunk(const StorageInfo& s, const std::stri
   if (s.offset > f.size()) window(s);  // throws the bounds error
   const auto head = f.bytes().subspan(s.offset);
   Value v;
-  if (is_zip_record(head)) {
+  if (!s.transforms.empty()) {  // compressed: a torch.save zip once undone
+    v = torch_item(s, what);
+    std::string via;
+    for (const auto& t : s.transforms) via += "+" + t;
+    formats_.insert("torch_save" + via);
+  } else if (is_zip_record(head)) {
     v = torch_item(s, what);
     formats_.insert("torch_save");
   } else if (detect_safetensors(head)) {
@@ -133,7 +147,7 @@ std::shared_ptr<const Tensor> Items::chunk(const StorageInfo& s, const std::stri
     throw Error(d::rules::kItemFormat, what + " holds a " + std::string(kind_name(v.kind())) + ", not a tensor",
                 f.name, s.offset);
   const auto& t = v.as_tensor();
-  if (!is_zip_record(head) && t->nbytes() != s.length)
+  if (s.transforms.empty() && !is_zip_record(head) && t->nbytes() != s.length)
     throw Error(d::rules::kChunkMismatch, what + " has " + std::to_string(t->nbytes()) + " bytes, storage_data says " +
                                               std::to_string(s.length), f.name, s.offset);
   return t;

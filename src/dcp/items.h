@@ -37,6 +37,8 @@ class Items {
   const std::set<std::string>& formats() const { return formats_; }
 
  private:
+  // The item's bytes as in the file (bounds-checked), and with its transforms undone.
+  Input raw_window(const StorageInfo& s);
   Input window(const StorageInfo& s);
   // The manifest's record of item `s` (null without a manifest); checks its checksum once.
   const DcpRecord* checked(const StorageInfo& s, const std::string& what);

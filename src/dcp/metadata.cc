@@ -9,6 +9,7 @@
 #include <map>
 
 #include "dcp/constants.h"
+#include "dcp/transform.h"
 #include "pickle/compat.h"
 #include "pickle/vm.h"
 #include "tensorseal/error.h"
@@ -183,12 +184,19 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
     const Value* off = optional_field(idx, "offset");
     if (off) offsets = ints(*off, "MetadataIndex.offset", name);
     const Object& info = instance(v, d::kFilesystemModule, "_StorageInfo", name);
-    if (const Value* t = optional_field(info, "transform_descriptors"); t && !(t->is(Value::Kind::kList) && t->items().empty()))
-      throw Error(d::rules::kTransform, "item '" + fqn + "' is stored through transforms " + repr(*t, 80) +
-                                            " (DCP extensions are not supported)", name);
     StorageInfo s{text(field(info, "relative_path", "_StorageInfo", name), "_StorageInfo.relative_path", name),
                   non_negative(field(info, "offset", "_StorageInfo", name), "_StorageInfo.offset", name),
-                  non_negative(field(info, "length", "_StorageInfo", name), "_StorageInfo.length", name)};
+                  non_negative(field(info, "length", "_StorageInfo", name), "_StorageInfo.length", name), {}};
+    if (const Value* t = optional_field(info, "transform_descriptors")) {
+      if (!t->is(Value::Kind::kList)) shape_error(name, "_StorageInfo.transform_descriptors is not a list");
+      for (const auto& x : t->items()) {
+        if (!x.is(Value::Kind::kStr) || !known_transform(x.as_str()))
+          throw Error(d::rules::kTransform, "item '" + fqn + "' is stored through the transform " + repr(x, 80) +
+                                                " (of DCP's extensions only " + std::string(d::kZstdTransform) +
+                                                "/1 is known)", name);
+        s.transforms.emplace_back(x.as_str());
+      }
+    }
     Stored st{fqn, std::nullopt, std::nullopt, s};
     if (off) st.offset = offsets;
     if (const Value* i = optional_field(idx, "index"); i && i->is(Value::Kind::kInt)) st.index = i->as_int();

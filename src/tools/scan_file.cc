@@ -24,6 +24,7 @@
 // verdict (pickle.load runs a payload before it reaches a broken byte). A failure
 // with nothing unsafe seen is the file's error, as for every other command.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "dcp/constants.h"
+#include "dcp/transform.h"
 #include "numpy/npy.h"
 #include "pickle/compat.h"
 #include "pickle/vm.h"
@@ -379,11 +381,33 @@ class Scanner {
 
 namespace {
 
-// A DCP data file (dcp/constants.h): its items' zip records.
+// A DCP data file (dcp/constants.h): its items' zip records, including those inside
+// zstd frames (items written through DCP's ZStandard extension), each decompressed
+// (at most max_alloc bytes) and scanned as "<file>@<offset>". A frame that does not
+// decompress is not scanned here; reading the directory then reports it.
 ScanReport scan_records(const std::filesystem::path& path, const ReadOptions& options) {
   const auto file = MappedFile::open(path);
   Scanner s(path.string(), options.limits);
-  s.records(file->bytes(), path.string());
+  const auto bytes = file->bytes();
+  s.records(bytes, path.string());
+  constexpr std::array<std::byte, 4> kZstdMagic{std::byte{0x28}, std::byte{0xB5}, std::byte{0x2F}, std::byte{0xFD}};
+  for (auto at = bytes.begin(); (at = std::search(at, bytes.end(), kZstdMagic.begin(), kZstdMagic.end())) != bytes.end();) {
+    const auto offset = static_cast<std::uint64_t>(at - bytes.begin());
+    const std::size_t frame = detail::dcp::zstd_frame_size(bytes.subspan(offset));
+    if (frame == 0) {
+      ++at;
+      continue;
+    }
+    try {
+      const auto plain = detail::dcp::undo_transforms(bytes.subspan(offset, frame), {std::string(dcp::kZstdTransform) + "/1"},
+                                                      options.limits.max_alloc, path.string(), offset);
+      s.records(plain->bytes(), path.string() + "@" + std::to_string(offset));
+    } catch (const Error&) {
+      ++at;
+      continue;
+    }
+    at += static_cast<std::ptrdiff_t>(frame);
+  }
   ScanReport r = detail::tools::summarize(path.string(), Format::kUnknown, s.refs);
   r.interpretations = s.interpretations;
   return r;

@@ -6,7 +6,10 @@
 #include <map>
 #include <set>
 
+#include <zstd.h>
+
 #include "dcp/ranks.h"
+#include "dcp/transform.h"
 #include "tensorseal/tensorseal.h"
 #include "test_util.h"
 
@@ -68,6 +71,43 @@ TEST(Dcp, PerRankMetadataReadsAsTheSameModel) {
   EXPECT_EQ(a.format, Format::kDcp);
   EXPECT_EQ(content_hash(a.root), content_hash(b.root));
   EXPECT_EQ(content_hash(read_file(dcp_dir("per_rank") / "__0.metadata").root), content_hash(b.root));
+}
+
+// DCP's ZStandard extension: what torch's zstandard.ZstdCompressor writes is a zstd
+// frame; undo_transforms gives the bytes back, bounded, and names what is wrong.
+TEST(Dcp, ZstdTransformUndoneBoundedAndChecked) {
+  using detail::dcp::known_transform;
+  using detail::dcp::undo_transforms;
+  EXPECT_TRUE(known_transform("stream.zstd/1"));
+  EXPECT_TRUE(known_transform("stream.zstd/1.2"));
+  for (const char* d : {"stream.zstd/2", "stream.zstd", "stream.zstd/", "stream.lz4/1", "zstd", "stream.zstd/10"})
+    EXPECT_FALSE(known_transform(d)) << d;
+  std::string plain;
+  for (int i = 0; i < 5000; ++i) plain += "tensorseal " + std::to_string(i % 7);
+  std::vector<std::byte> z(ZSTD_compressBound(plain.size()));
+  z.resize(ZSTD_compress(z.data(), z.size(), plain.data(), plain.size(), 3));
+  const std::vector<std::string> zstd{"stream.zstd/1"};
+  const auto back = undo_transforms(z, zstd, 1 << 20, "f", 7);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(back->bytes().data()), back->size()), plain);
+  EXPECT_EQ(detail::dcp::zstd_frame_size(z), z.size());
+  auto rule_of = [&](std::span<const std::byte> raw, std::uint64_t max_alloc) {
+    try {
+      (void)undo_transforms(raw, zstd, max_alloc, "f", 7);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.offset(), 7u);
+      return e.rule();
+    }
+    return std::string("none");
+  };
+  EXPECT_EQ(rule_of(std::span(z).first(z.size() - 3), 1 << 20), "dcp/transform-data");  // truncated
+  std::vector<std::byte> trailing = z;
+  trailing.push_back(std::byte{1});
+  EXPECT_EQ(rule_of(trailing, 1 << 20), "dcp/transform-data");
+  std::vector<std::byte> bad_magic = z;
+  bad_magic[0] ^= std::byte{0xFF};
+  EXPECT_EQ(rule_of(bad_magic, 1 << 20), "dcp/transform-data");
+  EXPECT_EQ(rule_of(z, plain.size() - 1), "dcp/max-alloc");
+  EXPECT_EQ(rule_of(z, plain.size()), "none");
 }
 
 TEST(Dcp, MetadataRankNames) {

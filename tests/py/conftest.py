@@ -63,7 +63,16 @@ def dcp_saved(tmp_path_factory) -> dict[int, pathlib.Path]:
             cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world),
                    "--standalone", str(DCP_PRODUCER), str(d)]
         env = dict(os.environ, OMP_NUM_THREADS="1")
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        # torch's gloo has aborted a rank (SIGABRT, "terminate called without an active
+        # exception") on this loaded 2-core machine now and then: such a crash of the
+        # producer, not a failed assertion in it, is retried twice at most.
+        for attempt in (1, 2, 3):
+            r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+            crashed = "Signal 6 (SIGABRT)" in r.stderr or "Signal 11 (SIGSEGV)" in r.stderr or r.returncode < 0
+            if r.returncode == 0 or not crashed or attempt == 3:
+                break
+            shutil.rmtree(d)
+            d.mkdir()
         assert r.returncode == 0, r.stderr[-3000:]
         out[world] = d
     return out

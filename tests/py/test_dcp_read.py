@@ -373,11 +373,89 @@ def test_older_torch_names_of_tensor_properties(saved, copy2):
     assert r.returncode == 0 and "sharded_tensor.metadata.TensorProperties" in r.stdout, r.stdout
 
 
-def test_transform_descriptors_are_refused(copy2):
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_zstd_extension_reads_as_the_same_model(saved, world):
+    """FileSystemWriter(_extensions=[ZStandard()]): every item's bytes are a zstd stream
+    and its _StorageInfo names the transform; read as the same values and content."""
+    d = saved[world] / "dtensor_zstd"
+    with open(d / ".metadata", "rb") as f:
+        md = pickle.load(f)  # the producer's own file, in a test
+    assert {tuple(v.transform_descriptors) for v in md.storage_data.values()} == {("stream.zstd/1",)}
+    ref = torch.load(saved[world] / "dtensor.pt", weights_only=False)
+    assert_same(ref, tensorseal.load(d))
+    assert tseal_hash(d) == tseal_hash(saved[world] / "dtensor")
+    r = run_tseal("explain", d, saved[world] / "dtensor")
+    assert "torch_save+stream.zstd/1" in r.stdout, r.stdout
+    assert run_tseal("verify", d).returncode == 0
+
+
+def test_corrupt_zstd_item(saved, tmp_path):
+    d = tmp_path / "z"
+    shutil.copytree(saved[2] / "dtensor_zstd", d)
+    md = load_md(d)
+    k = next(k for k in md.storage_data if k.fqn == "row")
+    info = md.storage_data[k]
+    data = bytearray((d / info.relative_path).read_bytes())
+    data[info.offset] ^= 0xFF  # the zstd magic number
+    (d / info.relative_path).write_bytes(bytes(data))
+    refuse(d, "dcp/transform-data")
+    # A flipped byte inside the stream (torch writes frames without zstd's checksum)
+    # decompresses to other bytes, which the zip's CRC-32 catches.
+    data[info.offset] ^= 0xFF
+    data[info.offset + info.length // 2] ^= 0xFF
+    (d / info.relative_path).write_bytes(bytes(data))
+    with pytest.raises(tensorseal.CorruptFileError):
+        tensorseal.load(d)
+    # a stream cut short
+    shutil.rmtree(d)
+    shutil.copytree(saved[2] / "dtensor_zstd", d)
+    md.storage_data[k].length -= 5
+    save_md(d, md)
+    refuse(d, "dcp/transform-data")
+
+
+def test_zstd_item_larger_than_max_alloc(tmp_path):
+    """16 MiB of zeros compress to a few KiB: the decompressed size, not the stored
+    one, is held against max_alloc."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint._extension import ZStandard
+    d = tmp_path / "z"
+    dcp.save({"w": torch.zeros(4 * 1024 * 1024)}, storage_writer=dcp.FileSystemWriter(str(d), _extensions=[ZStandard()]))
+    assert sum(p.stat().st_size for p in d.glob("*.distcp")) < 1024 * 1024
+    with pytest.raises(tensorseal.LimitError) as e:
+        tensorseal.load(d, limits={"max_alloc": 1024 * 1024})
+    assert e.value.rule == "dcp/max-alloc" and "decompresses" in str(e.value), str(e.value)
+    assert torch.equal(tensorseal.load(d)["w"], torch.zeros(4 * 1024 * 1024))
+
+
+def test_a_command_inside_a_zstd_item_is_found_and_never_run(tmp_path):
+    """A non-tensor item pickles os.system; compressed, its bytes hide the global from a
+    plain byte search, so scan decompresses every zstd frame of the data files."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint._extension import ZStandard
+    d, marker = tmp_path / "z", tmp_path / "ran"
+    dcp.save({"w": torch.ones(3), "cfg": Boom(marker)},
+             storage_writer=dcp.FileSystemWriter(str(d), _extensions=[ZStandard()]))
+    assert b"system" not in b"".join(p.read_bytes() for p in d.glob("*.distcp"))
+    r = run_tseal("scan", "--json", d)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    import json
+    found = [f for f in json.loads(r.stdout)["findings"] if f["verdict"] == "dangerous"]
+    assert [(f["module"], f["name"]) for f in found] == [("posix", "system")], found
+    assert "__0_0.distcp@" in found[0]["where"]
+    got = tensorseal.load(d)  # the restricted VM: an inert Opaque, nothing imported or run
+    assert torch.equal(got["w"], torch.ones(3)) and isinstance(got["cfg"], tensorseal.Opaque)
+    r = run_tseal("canon", d, "-o", tmp_path / "c")
+    assert r.returncode == 1 and "posix.system" in r.stderr, r.stderr
+    assert not marker.exists() and not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("descriptor", ["stream.lz4/1", "stream.zstd/2", "zstd"])
+def test_unknown_transform_descriptors_are_refused(copy2, descriptor):
     d = copy2()
     md = load_md(d)
     k = next(k for k in md.storage_data if k.fqn == "row")
-    md.storage_data[k].transform_descriptors = ["zstd"]  # DCP's compression extension
+    md.storage_data[k].transform_descriptors = [descriptor]
     save_md(d, md)
     refuse(d, "dcp/transform", tensorseal.UnsupportedError)
 

@@ -6,6 +6,7 @@ Under `torchrun --nproc_per_node N` it writes, into OUT_DIR:
                    CPU DeviceMesh, plain tensors, non-tensor items (default torch_save format)
   dtensor_st/      the same state, SerializationFormat.SAFETENSORS
   per_rank/        the same state, use_collectives=False: one __<rank>.metadata per rank
+  dtensor_zstd/    the same state through DCP's ZStandard extension (every item a zstd stream)
                    (each rank's own shards and its own copy of every replicated item)
   model_optim/     a small transformer's model + AdamW optimizer state (step tensors),
                    via torch.distributed.checkpoint.state_dict (FSDP2 fully_shard where it runs)
@@ -74,6 +75,8 @@ def main(out: pathlib.Path) -> None:
     dcp.save(state, storage_writer=dcp.FileSystemWriter(str(out / "dtensor_st"),
                                                         serialization_format=SerializationFormat.SAFETENSORS))
     dcp.save(state, checkpoint_id=str(out / "per_rank"), use_collectives=False)
+    from torch.distributed.checkpoint._extension import ZStandard
+    dcp.save(state, storage_writer=dcp.FileSystemWriter(str(out / "dtensor_zstd"), _extensions=[ZStandard()]))
     if rank == 0:
         torch.save(full_state(), out / "reference.pt")
 
