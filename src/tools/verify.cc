@@ -70,6 +70,9 @@ VerifyResult verify_file(const std::filesystem::path& path, const VerifyOptions&
       if (fact.topic == torchfmt::topics::kCrcNotRecorded.id)
         r.warnings.push_back("the archive records no CRC-32 checksums (saved with "
                              "torch.serialization.set_crc32_options(False)): corruption of its records cannot be detected");
+      if (fact.topic == torchfmt::topics::kCrcSkipped.id)
+        r.warnings.push_back("storage records " + fact.value + " record no CRC-32 checksum (saved under "
+                             "torch.serialization.skip_data): their corruption cannot be detected");
       if (fact.topic == torchfmt::topics::kUnexpectedRecords.id)
         r.warnings.push_back("the archive holds records torch never reads (" + fact.value +
                              "); another loader might: tseal scan checks them");

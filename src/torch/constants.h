@@ -76,10 +76,13 @@ inline constexpr Topic kNestedFile{"pickle.nested_file",
 inline constexpr Topic kCrcNotRecorded{"zip.crc_not_recorded",
     "one archive records no CRC-32 checksums (torch.serialization.set_crc32_options(False)): its records cannot "
     "be checked for corruption"};
+inline constexpr Topic kCrcSkipped{"zip.crc_skipped",
+    "some storage records carry no CRC-32 (written by torch.save under torch.serialization.skip_data, their bytes "
+    "filled in later): those records cannot be checked for corruption"};
 inline constexpr Topic kUnexpectedRecords{"torch.unexpected_records",
     "the archive holds records torch's loader never reads (another loader, e.g. numpy.load or a script, might)"};
 inline constexpr Topic kAll[] = {kFileVersion, kRecord,  kSerializationId, kByteorder,      kSysInfo,
-                                 kStorageKey,  kStorageSlack, kNestedFile, kCrcNotRecorded, kUnexpectedRecords};
+                                 kStorageKey,  kStorageSlack, kNestedFile, kCrcNotRecorded, kCrcSkipped, kUnexpectedRecords};
 }  // namespace topics
 
 }  // namespace tensorseal::torchfmt

@@ -71,6 +71,19 @@ Checkpoint read_torch_zip(const Input& in) {
   const auto file = in.bytes();
   zip::Archive ar = zip::read(file, in.name, limits);
   if (ar.entries.empty()) throw Error(tr::kNoDataPkl, "empty zip archive", in.name, 0);
+  // torch.save under torch.serialization.skip_data() writes each storage record's size
+  // but not its bytes (write_record_metadata), with 0 for its CRC-32, so that the bytes
+  // can be filled in place later; torch.load never checks them. A storage record
+  // (<prefix>/data/<key>) with bytes and a CRC of 0 is such a record: not recorded.
+  std::string skipped;
+  for (auto& e : ar.entries) {
+    const auto at = e.name.find('/');
+    if (e.crc_recorded && e.crc32 == 0 && e.size > 0 && at != std::string::npos &&
+        std::string_view(e.name).substr(at + 1).starts_with(tc::kDataDir)) {
+      e.crc_recorded = false;
+      skipped += (skipped.empty() ? "" : ",") + e.name.substr(at + 1);
+    }
+  }
   zip::refuse_case_collision(ar, in.name);
 
   // The prefix is the folder of the first entry; every entry must live under it.
@@ -109,6 +122,7 @@ Checkpoint read_torch_zip(const Input& in) {
   Checkpoint c;
   c.format = Format::kTorchZip;
   if (!ar.crcs_recorded) c.facts.push_back(fact(tc::topics::kCrcNotRecorded, "crc32", "not recorded"));
+  else if (!skipped.empty()) c.facts.push_back(fact(tc::topics::kCrcSkipped, "crc32", skipped));
   {
     std::string unexpected;
     for (const auto& [name, e] : records)
