@@ -180,6 +180,17 @@ def make_object(callable: Any, args: Any, kwargs: Any, how: int, state: Any, has
             sparse = _sparse_tensor(args)
             if sparse is not None:
                 return sparse
+        if (callable.module, callable.name) == ("torch._utils", "_rebuild_meta_tensor_no_storage") and \
+                kwargs is None and isinstance(args, tuple) and len(args) == 4 and isinstance(args[0], torch.dtype):
+            # The core checked the arguments (torch/rebuild.cc); a meta tensor has no data.
+            dtype, size, stride, requires_grad = args
+            return torch.empty_strided(tuple(size), tuple(stride), dtype=dtype, device="meta",
+                                       requires_grad=bool(requires_grad))
+        if (callable.module, callable.name) in (("torch._utils", "_rebuild_parameter"),
+                                                ("torch._utils", "_rebuild_parameter_with_state")) and \
+                kwargs is None and isinstance(args, tuple) and len(args) in (3, 4) and \
+                isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+            return torch.nn.Parameter(args[0], requires_grad=bool(args[1]))
         if (callable.module, callable.name) == ("torch._utils", "_rebuild_nested_tensor") and kwargs is None and \
                 isinstance(args, tuple) and len(args) == 4 and all(isinstance(x, torch.Tensor) for x in args):
             # The core checked every component lies inside the buffer (torch/rebuild.cc).
@@ -306,8 +317,21 @@ def _describe_nested(t: Any) -> "ObjectDesc":
                        t._nested_tensor_storage_offsets()))
 
 
+def _describe_meta(t: Any) -> "ObjectDesc":
+    """A tensor on the meta device (no data) as Tensor.__reduce_ex__ gives it:
+    _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad); a Parameter as
+    _rebuild_parameter(<that>, requires_grad, OrderedDict())."""
+    if isinstance(t, torch.nn.Parameter):
+        return ObjectDesc(Global("torch._utils", "_rebuild_parameter"),
+                          (t.data, bool(t.requires_grad), collections.OrderedDict()))
+    return ObjectDesc(Global("torch._utils", "_rebuild_meta_tensor_no_storage"),
+                      (t.dtype, tuple(t.size()), tuple(t.stride()), bool(t.requires_grad)))
+
+
 def _describe_torch(t: Any) -> TensorDesc:
     attributes = dict(t.__dict__) or None  # before detach/cpu, which give a new object
+    if t.device.type == "meta":  # plain ones are _describe_meta's
+        raise TypeError(f"cannot save a {type(t).__name__} on the meta device with attributes or a non-strided layout")
     if t.device.type != "cpu":
         t = t.detach().cpu()
     if t.is_conj():
@@ -399,6 +423,10 @@ def classify(obj: Any) -> Any:
     if type(obj) in (set, frozenset):
         return SetDesc(type(obj) is frozenset, list(obj))
     if torch is not None:
+        if isinstance(obj, torch.Tensor) and obj.device.type == "meta" and obj.layout == torch.strided and \
+                not obj.is_nested and not obj.is_quantized and type(obj) in (torch.Tensor, torch.nn.Parameter) and \
+                not obj.__dict__:
+            return _describe_meta(obj)
         if isinstance(obj, torch.Tensor) and obj.layout in _SPARSE_TORCH_LAYOUTS():
             return _describe_sparse(obj)
         if isinstance(obj, torch.Tensor) and obj.is_nested and obj.layout == torch.strided and \

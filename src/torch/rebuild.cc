@@ -278,6 +278,25 @@ struct Resolution {
     return Value(std::shared_ptr<const Tensor>(out));
   }
 
+  // _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad): a tensor on
+  // torch's meta device (shape and dtype, no data). It stays the call (nothing to read);
+  // arguments torch could not build a tensor from are refused.
+  void check_meta(const Object& o, const std::string& fn) {
+    const auto& a = tuple_args(o, fn, in, 4, 4);
+    if (o.kwargs || o.state || !o.list_items.empty() || !o.dict_items.empty()) bad_args(fn, "unexpected object state", in);
+    if (!dtype_of_global(a[0])) bad_args(fn, "dtype argument is not a torch dtype", in);
+    const auto size = int_list(a[1], fn, "size", in), stride = int_list(a[2], fn, "stride", in);
+    if (size.size() != stride.size()) bad_args(fn, "size and stride differ in length", in);
+    if (size.size() > in.options->limits.max_ndim) bad_args(fn, "too many dimensions", in);
+    for (std::size_t i = 0; i < size.size(); ++i)
+      if (size[i] < 0 || stride[i] < 0) bad_args(fn, "a negative size or stride", in);
+    if (!a[3].is(Value::Kind::kBool)) bad_args(fn, "requires_grad is not a bool", in);
+  }
+
+  static bool is_meta_call(const Value& v) {
+    return v.is(Value::Kind::kObject) && callable_name(v.as_object()) == "torch._utils._rebuild_meta_tensor_no_storage";
+  }
+
   Value as_parameter(const Value& data, bool requires_grad, const std::string& fn) {
     if (!data.is(Value::Kind::kTensor)) bad_args(fn, "data is not a tensor", in);
     auto t = std::make_shared<Tensor>(*data.as_tensor());
@@ -384,11 +403,20 @@ struct Resolution {
       check_nested(o, fn);
       return std::nullopt;
     }
+    if (fn == "torch._utils._rebuild_meta_tensor_no_storage") {
+      check_meta(o, fn);
+      return std::nullopt;
+    }
     if (fn == "torch._utils._rebuild_parameter" || fn == "torch._utils._rebuild_parameter_with_state") {
       // (data, requires_grad, backward_hooks[, state])
       const auto& a = tuple_args(o, fn, in, 3, 4);
       if (!(a[2].is_none() || (a[2].is(Value::Kind::kDict) && a[2].as_dict().items.empty())))
         throw Error(tr::kUnsupportedRebuild, fn + " with backward hooks is not supported", in.name);
+      if (is_meta_call(a[0])) {  // a Parameter on the meta device: stays the call
+        if (a.size() == 4 && !a[3].is_none() && !(a[3].is(Value::Kind::kDict) && a[3].as_dict().items.empty()))
+          throw Error(tr::kUnsupportedRebuild, fn + ": attributes on a meta Parameter are not supported", in.name);
+        return std::nullopt;
+      }
       const Value p = as_parameter(a[0], truthy(a[1]), fn);
       return a.size() == 4 ? with_attributes(p, a[3], fn) : p;
     }

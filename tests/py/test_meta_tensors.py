@@ -1,0 +1,90 @@
+"""Tensors on torch's meta device (shape and dtype, no data: model skeletons, deferred
+init) as torch pickles them: _rebuild_meta_tensor_no_storage(dtype, size, stride,
+requires_grad), inside _rebuild_parameter for Parameters. Read as torch reads them,
+written back in torch's form, one content hash across containers. Made by real torch."""
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+
+import tensorseal
+import tensorseal.torch
+from conftest import run_tseal
+
+
+def state():
+    return {
+        "w": torch.empty(3, 4, device="meta"),
+        "t": torch.empty(4, 0, dtype=torch.bfloat16, device="meta").t(),
+        "p": torch.nn.Parameter(torch.empty(2, 5, device="meta")),
+        "frozen": torch.nn.Parameter(torch.empty(7, device="meta", dtype=torch.int64), requires_grad=False),
+        "x": torch.arange(3),
+    }
+
+
+def assert_same(a, b, where):
+    assert type(a) is type(b), where
+    if isinstance(a, torch.Tensor):
+        assert (a.device.type, a.dtype, a.shape, a.stride(), a.requires_grad) == \
+            (b.device.type, b.dtype, b.shape, b.stride(), b.requires_grad), where
+        if a.device.type != "meta":
+            assert torch.equal(a, b), where
+    else:
+        assert a.keys() == b.keys(), where
+        for k in a:
+            assert_same(a[k], b[k], f"{where}.{k}")
+
+
+def test_meta_tensors_read_as_torch_reads_them(tmp_path):
+    sd = state()
+    files = {"zip": tmp_path / "a.pt", "legacy": tmp_path / "b.pt", "pickle": tmp_path / "c.pkl"}
+    torch.save(sd, files["zip"])
+    torch.save(sd, files["legacy"], _use_new_zipfile_serialization=False)
+    files["pickle"].write_bytes(pickle.dumps(sd, protocol=2))
+    for kind, f in files.items():
+        ref = pickle.loads(f.read_bytes()) if kind == "pickle" else torch.load(f, weights_only=True)
+        assert_same(tensorseal.load(f), ref, kind)
+        assert_same(ref, sd, kind)
+    assert len({tensorseal.hash(f) for f in files.values()}) == 1
+
+
+def test_meta_tensors_written_in_torchs_form(tmp_path):
+    sd = state()
+    mine, theirs, canon = tmp_path / "mine.pt", tmp_path / "theirs.pt", tmp_path / "canon.pt"
+    tensorseal.torch.save(sd, mine)
+    torch.save(sd, theirs)
+    assert_same(torch.load(mine, weights_only=True), sd, "mine")
+    assert run_tseal("canon", theirs, "-o", canon).returncode == 0
+    assert canon.read_bytes() == mine.read_bytes()
+    assert tensorseal.hash(mine) == tensorseal.hash(theirs) == tensorseal.hash(sd)
+    back = tmp_path / "back.pt"
+    tensorseal.torch.save(tensorseal.load(theirs), back)
+    assert back.read_bytes() == mine.read_bytes()
+
+
+class BadMeta:
+    def __init__(self, *args):
+        self.args = args
+
+    def __reduce__(self):
+        return (torch._utils._rebuild_meta_tensor_no_storage, self.args)
+
+
+@pytest.mark.parametrize("args", [(torch.float32, (3, 4), (1,), False), (torch.float32, (-1,), (1,), False),
+                                  ("float32", (3,), (1,), False), (torch.float32, (3,), (1,), "yes")],
+                         ids=["stride_length", "negative_size", "dtype_a_string", "requires_grad_a_string"])
+def test_malformed_meta_tensors_are_refused(args, tmp_path):
+    p = tmp_path / "bad.pt"
+    torch.save({"m": BadMeta(*args)}, p)
+    with pytest.raises(tensorseal.Error, match=r"\[torch/bad-rebuild-args\] torch._utils._rebuild_meta_tensor_no_storage"):
+        tensorseal.load(p)
+
+
+def test_a_meta_tensor_with_attributes_is_refused_on_save(tmp_path):
+    m = torch.empty(2, device="meta")
+    m.tag = "x"
+    with pytest.raises(TypeError, match="meta"):
+        tensorseal.torch.save({"m": m}, tmp_path / "m.pt")
+    assert list(tmp_path.iterdir()) == []
