@@ -96,19 +96,16 @@ void Items::check_digest(const DcpRecord* r, const Value& v, const StorageInfo& 
                 file(s.relative_path).name, s.offset);
 }
 
-Value Items::torch_item(const StorageInfo& s, const std::string& what) {
+Value Items::torch_item(const StorageInfo& s, const std::string& what) { return bytes_item(s, what).second; }
+
+std::pair<std::shared_ptr<const Storage>, Value> Items::bytes_item(const StorageInfo& s, const std::string& what) {
   const DcpRecord* r = checked(s, what);
-  Input sub = window(s);
+  Input sub = window(s);  // once: a compressed item is decompressed here
   if (!is_zip_record(sub.bytes()))
     throw Error(d::rules::kItemFormat, what + " is not a torch.save archive", file(s.relative_path).name, s.offset);
   Value v = take(meta_.read_nested(sub), where(s));
   check_digest(r, v, s, what);
-  return v;
-}
-
-std::pair<std::span<const std::byte>, Value> Items::bytes_item(const StorageInfo& s, const std::string& what) {
-  Value v = torch_item(s, what);
-  return {window(s).bytes(), std::move(v)};
+  return {sub.whole, std::move(v)};
 }
 
 std::shared_ptr<const Tensor> Items::chunk(const StorageInfo& s, const std::string& fqn, const std::string& what) {

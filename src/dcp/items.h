@@ -26,8 +26,9 @@ class Items {
 
   // A BYTE_IO item or a torch_save chunk: a torch.save zip, read.
   Value torch_item(const StorageInfo& s, const std::string& what);
-  // The bytes of a BYTE_IO item (checksum-checked) and its value.
-  std::pair<std::span<const std::byte>, Value> bytes_item(const StorageInfo& s, const std::string& what);
+  // The bytes of a BYTE_IO item (checksum-checked, decompressed if stored so; they
+  // live as long as the returned Storage) and its value.
+  std::pair<std::shared_ptr<const Storage>, Value> bytes_item(const StorageInfo& s, const std::string& what);
   // The chunk of tensor `fqn` stored at `s`: a torch.save zip, or (safetensors
   // serialization) the tensor `fqn` of the safetensors file starting at s.offset.
   std::shared_ptr<const Tensor> chunk(const StorageInfo& s, const std::string& fqn, const std::string& what);

@@ -313,7 +313,7 @@ std::string DcpReader::bytes_item(const std::string& fqn, bool weights_only) {
     c.globals.assign(m.sink.globals.begin() + static_cast<std::ptrdiff_t>(before), m.sink.globals.end());
     require_safe(scan(c));
   }
-  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return std::string(reinterpret_cast<const char*>(bytes->bytes().data()), bytes->size());
 }
 
 }  // namespace tensorseal

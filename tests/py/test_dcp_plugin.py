@@ -261,6 +261,18 @@ def test_unsafe_bytes_item_is_refused_before_the_planner_unpickles_it(tmp_path):
     assert not marker.exists()
 
 
+def test_stock_zstd_directory_loads_through_the_plugin_reader(tmp_path):
+    """A directory torch wrote through its ZStandard extension: tensors and a
+    non-tensor item (handed to the planner as decompressed torch.save bytes) load."""
+    from torch.distributed.checkpoint._extension import ZStandard
+    d = tmp_path / "z"
+    state = {"w": torch.arange(12.0).reshape(3, 4), "note": "x" * 1000 + "y"}
+    dcp.save(state, storage_writer=dcp.FileSystemWriter(str(d), _extensions=[ZStandard()]), no_dist=True)
+    target = {"w": torch.zeros(3, 4), "note": ""}
+    dcp.load(target, storage_reader=tensorseal.dcp.FileSystemReader(d), no_dist=True)
+    assert torch.equal(target["w"], state["w"]) and target["note"] == state["note"]
+
+
 def test_overwrite_false_refuses_and_unrelated_directories_are_never_replaced(tmp_path):
     d = tmp_path / "ckpt"
     dcp.save({"w": torch.ones(2)}, storage_writer=tensorseal.dcp.FileSystemWriter(d), no_dist=True)
