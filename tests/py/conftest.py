@@ -33,6 +33,20 @@ def run_tseal(*args: str, check: bool = False) -> subprocess.CompletedProcess:
     return subprocess.run([tseal_bin(), *map(str, args)], capture_output=True, text=True, check=check)
 
 
+def assert_saved_in_torchs_form(obj, theirs, mine, tmp_path) -> None:
+    """`theirs` is torch.save(obj), `mine` tensorseal.torch.save(obj): torch's file
+    canonicalised is `mine` byte for byte, all three hash alike, and what tensorseal
+    loads from torch's file saves back to the same bytes."""
+    import tensorseal
+    import tensorseal.torch
+    canon, back = tmp_path / "canon.pt", tmp_path / "back.pt"
+    assert run_tseal("canon", theirs, "-o", canon).returncode == 0
+    assert canon.read_bytes() == mine.read_bytes()
+    assert tensorseal.hash(mine) == tensorseal.hash(theirs) == tensorseal.hash(obj)
+    tensorseal.torch.save(tensorseal.load(theirs), back)
+    assert back.read_bytes() == mine.read_bytes()
+
+
 @pytest.fixture(scope="session")
 def old_python() -> str:
     """Debian's /usr/bin/python3 with torch 1.13 (installed by `make setup`)."""

@@ -16,7 +16,7 @@ import torch
 
 import tensorseal
 import tensorseal.torch
-from conftest import run_tseal
+from conftest import assert_saved_in_torchs_form, run_tseal
 
 warnings.filterwarnings("ignore", message=".*nested tensors is in prototype stage.*")
 
@@ -100,15 +100,7 @@ def test_nested_tensors_save_in_torchs_form(case, tmp_path):
     torch.save(obj, theirs)
     assert mine.read_bytes() == again.read_bytes()  # canonical: the same bytes
     assert_same_nested(torch.load(mine, weights_only=True)["n"], obj["n"], case)
-    # torch's file, canonicalised, is the same bytes as tensorseal's own save.
-    canon = tmp_path / "canon.pt"
-    assert run_tseal("canon", theirs, "-o", canon).returncode == 0
-    assert canon.read_bytes() == mine.read_bytes()
-    assert tensorseal.hash(mine) == tensorseal.hash(theirs) == tensorseal.hash(obj)
-    # And what tensorseal loaded saves back to the same bytes.
-    back = tmp_path / "back.pt"
-    tensorseal.torch.save(tensorseal.load(theirs), back)
-    assert back.read_bytes() == mine.read_bytes()
+    assert_saved_in_torchs_form(obj, theirs, mine, tmp_path)
 
 
 def test_inspect_lists_a_nested_tensor_at_its_own_path(tmp_path):
