@@ -387,6 +387,10 @@ struct FromPy {
       auto o = std::make_shared<Object>();
       o->callable = std::make_shared<Value>(convert(desc.attr("callable")));
       o->args = std::make_shared<Value>(convert(desc.attr("args")));
+      o->how = static_cast<Construct>(nb::cast<int>(desc.attr("how")));
+      if (o->how != Construct::kReduce && o->how != Construct::kNewObj)
+        throw Error(rules::kInvalidArgument, "ObjectDesc: construction other than REDUCE or NEWOBJ");
+      if (nb::cast<bool>(desc.attr("has_state"))) o->state = std::make_shared<Value>(convert(desc.attr("state")));
       return Value(o);
     }
     throw Error(rules::kInvalidArgument, "cannot save an object of type " + nb::cast<std::string>(desc.attr("type_name")) +

@@ -165,9 +165,31 @@ def make_global(module: str, name: str) -> Any:
     return Global(module, name)
 
 
+_NJT_MODULE = "torch.nested._internal.nested_tensor"
+_DIM_RANGE = ("torch._dynamo.decorators", "_DimRange")
+_NEWOBJ = 1  # Construct::kNewObj
+
+
 def make_object(callable: Any, args: Any, kwargs: Any, how: int, state: Any, has_state: bool,
                 list_items: list, dict_items: list) -> Any:
     # Only inert, well-known value types are materialised; everything else stays data.
+    if isinstance(callable, Global) and torch is not None and (callable.module, callable.name) == _DIM_RANGE and \
+            how == _NEWOBJ and args == () and kwargs is None and isinstance(state, list) and len(state) == 3 and \
+            not list_items and not dict_items:
+        # torch.mark_dynamic's record on a tensor (a frozen dataclass: dim, min, max),
+        # pickled as NEWOBJ + BUILD of its fields; torch.load builds it as well.
+        from torch._dynamo.decorators import _DimRange
+        return _DimRange(*state)
+    if isinstance(callable, Global) and torch is not None and not has_state and not list_items and not dict_items \
+            and (callable.module, callable.name) == ("torch._tensor", "_rebuild_from_type_v2") and kwargs is None \
+            and isinstance(args, tuple) and len(args) == 4 and args[0] == Global(_NJT_MODULE, "_rebuild_njt") and \
+            args[1] == Global(_NJT_MODULE, "NestedTensor") and isinstance(args[2], tuple) and len(args[2]) == 1 and \
+            isinstance(args[2][0], dict) and all(isinstance(args[2][0].get(k), torch.Tensor)
+                                                 for k in ("values", "offsets")):
+        # A jagged nested tensor, built as torch.load builds it (NestedTensor(**kwargs),
+        # then its attributes); the core checked the arguments (torch/rebuild.cc).
+        from torch.nested._internal.nested_tensor import NestedTensor, _rebuild_njt
+        return torch._tensor._rebuild_from_type_v2(_rebuild_njt, NestedTensor, args[2], args[3])
     if isinstance(callable, Global) and torch is not None and not has_state and not list_items and not dict_items:
         if (callable.module, callable.name) == ("torch", "Size") and isinstance(args, tuple) and len(args) == 1:
             return torch.Size(args[0])
@@ -273,6 +295,9 @@ class GlobalDesc(NamedTuple):
 class ObjectDesc(NamedTuple):
     callable: Any                 # a Global
     args: tuple
+    how: int = 0                  # Construct: 0 REDUCE, 1 NEWOBJ
+    state: Any = None             # BUILD's argument when has_state
+    has_state: bool = False
 
 
 class UnsupportedDesc(NamedTuple):
@@ -317,6 +342,29 @@ def _describe_nested(t: Any) -> "ObjectDesc":
                        t._nested_tensor_storage_offsets()))
 
 
+def _is_jagged(t: Any) -> bool:
+    return type(t).__name__ == "NestedTensor" and type(t).__module__ == _NJT_MODULE
+
+
+def _describe_jagged(t: Any) -> "ObjectDesc":
+    """A jagged nested tensor as NestedTensor.__reduce_ex__ gives it:
+    _rebuild_from_type_v2(_rebuild_njt, NestedTensor, ({values, offsets, lengths,
+    _ragged_idx, _metadata_cache, requires_grad},), {attributes})."""
+    if t.device.type != "cpu":
+        t = t.cpu()
+    rebuild, (func, cls, args, state) = t.__reduce_ex__(2)
+    if rebuild is not torch._tensor._rebuild_from_type_v2 or func.__name__ != "_rebuild_njt" or cls is not type(t):
+        raise TypeError(f"cannot save a {type(t).__name__}: its reduction is not the NestedTensor one tensorseal knows")
+    return ObjectDesc(Global("torch._tensor", "_rebuild_from_type_v2"),
+                      (Global(_NJT_MODULE, "_rebuild_njt"), Global(_NJT_MODULE, "NestedTensor"), args, state))
+
+
+def _describe_dim_range(r: Any) -> "ObjectDesc":
+    """torch.mark_dynamic's record (a frozen dataclass) as pickle writes it: NEWOBJ of the
+    class, then BUILD with its fields [dim, min, max]."""
+    return ObjectDesc(Global(*_DIM_RANGE), (), _NEWOBJ, [r.dim, r.min, r.max], True)
+
+
 def _describe_meta(t: Any) -> "ObjectDesc":
     """A tensor on the meta device (no data) as Tensor.__reduce_ex__ gives it:
     _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad); a Parameter as
@@ -355,9 +403,8 @@ def _describe_torch(t: Any) -> TensorDesc:
             raise TypeError(f"cannot save a quantized tensor with qscheme {t.qscheme()}")
         if t.dtype not in (torch.qint8, torch.quint8, torch.qint32):
             raise TypeError(f"cannot save a quantized tensor of dtype {t.dtype}")
-    if t.is_nested:  # strided ones are _describe_nested's; this is a jagged one
-        raise TypeError(f"cannot save a nested tensor of layout {t.layout} (torch.jagged nested tensors are "
-                        "not supported; torch.strided ones are)")
+    if t.is_nested:  # strided and NestedTensor (jagged) ones are described elsewhere
+        raise TypeError(f"cannot save a nested tensor of layout {t.layout} and type {type(t).__name__}")
     if _is_wrapper_subclass(t):
         raise TypeError(f"cannot save a {type(t).__name__} (a tensor subclass wrapping other tensors); "
                         "save its local tensor or full_tensor() instead")
@@ -432,6 +479,10 @@ def classify(obj: Any) -> Any:
         if isinstance(obj, torch.Tensor) and obj.is_nested and obj.layout == torch.strided and \
                 not _is_wrapper_subclass(obj):
             return _describe_nested(obj)
+        if isinstance(obj, torch.Tensor) and _is_jagged(obj):
+            return _describe_jagged(obj)
+        if (type(obj).__module__, type(obj).__name__) == _DIM_RANGE:
+            return _describe_dim_range(obj)
         if isinstance(obj, torch.Tensor):
             return _describe_torch(obj)
         if isinstance(obj, torch.layout):

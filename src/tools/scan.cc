@@ -16,7 +16,7 @@ namespace {
 
 // torch's weights_only allowlist (torch/_weights_only_unpickler.py) plus numpy's array
 // reconstruction and the inert builtins protocol 2 uses.
-constexpr std::array<std::string_view, 44> kSafe = {
+constexpr std::array<std::string_view, 47> kSafe = {
     "collections.OrderedDict", "collections.Counter",
     "torch.nn.parameter.Parameter", "torch.Size", "torch.Tensor", "torch.device",
     "torch.storage.UntypedStorage", "torch.storage.TypedStorage", "torch.UntypedStorage",
@@ -27,6 +27,9 @@ constexpr std::array<std::string_view, 44> kSafe = {
     "torch._utils._rebuild_sparse_csr_tensor", "torch._utils._rebuild_wrapper_subclass",
     "torch._utils._rebuild_meta_tensor_no_storage", "torch._utils._rebuild_device_tensor_from_numpy",
     "torch._utils._rebuild_nested_tensor", "torch._tensor._rebuild_from_type_v2",
+    // jagged nested tensors (allowed by weights_only once torch.nested / torch._dynamo are imported)
+    "torch.nested._internal.nested_tensor._rebuild_njt", "torch.nested._internal.nested_tensor.NestedTensor",
+    "torch._dynamo.decorators._DimRange",
     "torch.per_tensor_affine", "torch.per_channel_affine", "torch.per_tensor_symmetric",
     "torch.per_channel_symmetric", "torch.per_channel_affine_float_qparams",
     "_codecs.encode", "builtins.set", "builtins.frozenset", "builtins.complex", "builtins.bytearray",

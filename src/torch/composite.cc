@@ -2,6 +2,9 @@
 //   _rebuild_sparse_tensor(_get_layout('torch.sparse_coo'), (indices, values, Size, [is_coalesced]))
 //   _rebuild_sparse_tensor(_get_layout('torch.sparse_csr'|..._bsc), (compressed, plain, values, Size))
 //   _rebuild_nested_tensor(buffer, sizes, strides, offsets)
+//   _rebuild_from_type_v2(_rebuild_njt, NestedTensor, ({'values': t, 'offsets': t,
+//       'lengths': t | None, '_ragged_idx': int, '_metadata_cache': {'min_seqlen': t,
+//       'max_seqlen': t}, 'requires_grad': bool},), {attributes})   (jagged, NJT)
 #include "torch/composite.h"
 
 namespace tensorseal::detail::torch {
@@ -75,11 +78,39 @@ std::optional<Composite> nested(const Object& o) {
   return c;
 }
 
+bool is_global(const Value& v, std::string_view module, std::string_view name) {
+  return v.is(Value::Kind::kGlobal) && v.as_global().module == module && v.as_global().name == name;
+}
+
+// Checked by the reader (torch/rebuild.cc, check_jagged) before it gets here.
+std::optional<Composite> jagged(const Object& o) {
+  constexpr std::string_view kModule = "torch.nested._internal.nested_tensor";
+  const auto& a = o.args->items();
+  if (a.size() != 4 || !is_global(a[0], kModule, "_rebuild_njt") || !is_global(a[1], kModule, "NestedTensor") ||
+      !a[2].is(Value::Kind::kTuple) || a[2].items().size() != 1 || !a[2].items()[0].is(Value::Kind::kDict))
+    return std::nullopt;
+  Composite c{"jagged", DType::kFloat32, {}, {}};
+  const Dict& kwargs = a[2].items()[0].as_dict();
+  for (const char* role : {"values", "offsets", "lengths"}) {
+    const Value* v = kwargs.find(std::string_view(role));
+    if (v && v->is(Value::Kind::kTensor)) c.parts.emplace_back(role, v->as_tensor());
+    else if (std::string_view(role) != "lengths" || (v && !v->is_none())) return std::nullopt;
+  }
+  if (const Value* cache = kwargs.find(std::string_view("_metadata_cache")); cache && cache->is(Value::Kind::kDict))
+    for (const char* role : {"min_seqlen", "max_seqlen"})
+      if (const Value* v = cache->as_dict().find(std::string_view(role)); v && v->is(Value::Kind::kTensor))
+        c.parts.emplace_back(role, v->as_tensor());
+  c.dtype = c.parts[0].second->dtype;
+  c.shape = {static_cast<std::int64_t>(c.parts[1].second->numel()) - 1};
+  return c;
+}
+
 }  // namespace
 
 std::optional<Composite> composite_of(const Object& o) {
   if (is_call(o, "torch._utils", "_rebuild_sparse_tensor")) return sparse(o);
   if (is_call(o, "torch._utils", "_rebuild_nested_tensor")) return nested(o);
+  if (is_call(o, "torch._tensor", "_rebuild_from_type_v2")) return jagged(o);
   return std::nullopt;
 }
 

@@ -1,6 +1,7 @@
 // Tensors torch rebuilds from other tensors, which the value tree keeps as the rebuild
 // call (an Object whose arguments hold plain tensors): sparse layouts
-// (_rebuild_sparse_tensor) and strided nested tensors (_rebuild_nested_tensor). Reports
+// (_rebuild_sparse_tensor), strided nested tensors (_rebuild_nested_tensor) and jagged
+// ones (_rebuild_from_type_v2 of _rebuild_njt, NestedTensor). Reports
 // (inspect) list such an object as one tensor at its own path, with its parts.
 #pragma once
 
@@ -17,12 +18,13 @@
 namespace tensorseal::detail::torch {
 
 struct Composite {
-  std::string layout;                  // "sparse_coo", "sparse_csr", ..., "nested"
+  std::string layout;                  // "sparse_coo", "sparse_csr", ..., "nested", "jagged"
   DType dtype = DType::kFloat32;       // the element type (the values' / buffer's)
-  std::vector<std::int64_t> shape;     // sparse: the dense size; nested: [components]
+  std::vector<std::int64_t> shape;     // sparse: the dense size; nested, jagged: [components]
   // In torch's argument order: COO (indices, values); CSR/BSR (crow_indices,
   // col_indices, values); CSC/BSC (ccol_indices, row_indices, values); nested (buffer,
-  // sizes, strides, offsets).
+  // sizes, strides, offsets); jagged (values, offsets[, lengths][, min_seqlen][,
+  // max_seqlen]).
   std::vector<std::pair<std::string, std::shared_ptr<const Tensor>>> parts;
 };
 

@@ -359,6 +359,88 @@ struct Resolution {
     }
   }
 
+  // The elements of a small int32/int64 index tensor (jagged offsets/lengths).
+  std::vector<std::int64_t> index_elements(const Tensor& t, const std::string& fn, const char* what) {
+    if (t.shape.size() != 1) bad_args(fn, std::string(what) + " is not 1-d", in);
+    if (t.dtype == DType::kInt64) return int64_elements(t, fn, what);
+    if (t.dtype != DType::kInt32 || t.quantization || t.numpy != NumpyType::kNone)
+      bad_args(fn, std::string(what) + " is not an int32 or int64 tensor", in);
+    std::vector<std::byte> scratch;
+    const auto bytes = t.contiguous_bytes(scratch);
+    std::vector<std::int64_t> out(bytes.size() / 4);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = util::load_le<std::int32_t>(bytes.data() + 4 * i);
+    return out;
+  }
+
+  // _rebuild_from_type_v2(_rebuild_njt, NestedTensor, (kwargs,), state) is a jagged
+  // nested tensor (layout torch.jagged): NestedTensor(**kwargs) over `values`, whose dim
+  // _ragged_idx - 1 holds the components one after another, component i starting at
+  // offsets[i] and ending at offsets[i + 1] (or offsets[i] + lengths[i]). The call stays
+  // an object (composite_of lists it); keyword arguments NestedTensor does not take, and
+  // what torch would not check (a component outside `values`, decreasing offsets), are
+  // refused.
+  void check_jagged(const std::vector<Value>& a, const std::string& fn) {
+    if (!a[1].is(Value::Kind::kGlobal) || qualname(a[1].as_global()) != "torch.nested._internal.nested_tensor.NestedTensor")
+      bad_args(fn, "_rebuild_njt rebuilt as a type other than NestedTensor", in);
+    if (a[2].items().size() != 1 || !a[2].items()[0].is(Value::Kind::kDict))
+      bad_args(fn, "_rebuild_njt takes one dict of keyword arguments", in);
+    const Value* values = nullptr;
+    const Value* offsets = nullptr;
+    const Value* lengths = nullptr;
+    std::int64_t ragged_idx = 1;
+    for (const auto& [k, v] : a[2].items()[0].as_dict().items) {
+      const std::string_view key = k.is(Value::Kind::kStr) ? k.as_str() : std::string_view();
+      if (key == "values") values = &v;
+      else if (key == "offsets") offsets = &v;
+      else if (key == "lengths") lengths = v.is_none() ? nullptr : &v;
+      else if (key == "_ragged_idx") {
+        if (!v.is(Value::Kind::kInt)) bad_args(fn, "_ragged_idx is not an int", in);
+        ragged_idx = v.as_int();
+      } else if (key == "requires_grad") {
+        if (!v.is(Value::Kind::kBool)) bad_args(fn, "requires_grad is not a bool", in);
+      } else if (key == "_metadata_cache") {
+        if (v.is_none()) continue;
+        if (!v.is(Value::Kind::kDict)) bad_args(fn, "_metadata_cache is not a dict", in);
+        for (const auto& [ck, cv] : v.as_dict().items) {
+          const std::string_view name = ck.is(Value::Kind::kStr) ? ck.as_str() : std::string_view();
+          if (name != "min_seqlen" && name != "max_seqlen")
+            bad_args(fn, "_metadata_cache holds an entry other than min_seqlen / max_seqlen", in);
+          if (!cv.is(Value::Kind::kTensor)) bad_args(fn, "_metadata_cache." + std::string(name) + " is not a tensor", in);
+        }
+      } else {
+        bad_args(fn, "unknown keyword argument of _rebuild_njt", in);
+      }
+    }
+    if (!values || !values->is(Value::Kind::kTensor) || !offsets || !offsets->is(Value::Kind::kTensor) ||
+        (lengths && !lengths->is(Value::Kind::kTensor)))
+      bad_args(fn, "values and offsets (and lengths when given) are not tensors", in);
+    const Tensor& v = *values->as_tensor();
+    if (v.quantization || v.numpy != NumpyType::kNone) bad_args(fn, "values is not a plain tensor", in);
+    if (ragged_idx < 1 || ragged_idx > static_cast<std::int64_t>(v.shape.size()))
+      bad_args(fn, "_ragged_idx is outside the dimensions of values", in);
+    const std::int64_t total = v.shape[static_cast<std::size_t>(ragged_idx - 1)];
+    const auto off = index_elements(*offsets->as_tensor(), fn, "offsets");
+    if (off.empty()) bad_args(fn, "offsets is empty", in);
+    const std::size_t n = off.size() - 1;
+    for (std::int64_t o : off)
+      if (o < 0 || o > total) bad_args(fn, "an offset lies outside the " + std::to_string(total) + " rows of values", in);
+    if (lengths) {
+      const auto len = index_elements(*lengths->as_tensor(), fn, "lengths");
+      if (len.size() != n) bad_args(fn, "lengths does not have one entry per component", in);
+      for (std::size_t i = 0; i < n; ++i)
+        if (len[i] < 0 || len[i] > total - off[i])
+          bad_args(fn, "component " + std::to_string(i) + " lies outside values", in);
+    } else {
+      for (std::size_t i = 0; i < n; ++i)
+        if (off[i + 1] < off[i]) bad_args(fn, "offsets decrease at component " + std::to_string(i), in);
+    }
+    const Value& state = a[3];
+    if (!state.is_none() && !state.is(Value::Kind::kDict)) bad_args(fn, "the NestedTensor's state is not a dict", in);
+    if (state.is(Value::Kind::kDict))
+      for (const auto& [k, x] : state.as_dict().items)
+        if (!k.is(Value::Kind::kStr)) bad_args(fn, "a NestedTensor attribute's name is not a str", in);
+  }
+
   // Returns the typed replacement for a known object, or an empty optional.
   std::optional<Value> known(const Object& o) {
     const std::string fn = callable_name(o);
@@ -424,6 +506,10 @@ struct Resolution {
       // (func, type, args, state): func(*args) rebuilt as `type`.
       const auto& a = tuple_args(o, fn, in, 4, 4);
       if (!a[2].is(Value::Kind::kTuple) || !a[0].is(Value::Kind::kGlobal)) bad_args(fn, "malformed arguments", in);
+      if (qualname(a[0].as_global()) == "torch.nested._internal.nested_tensor._rebuild_njt") {
+        check_jagged(a, fn);
+        return std::nullopt;  // stays the call; composite_of lists it
+      }
       auto inner = std::make_shared<Object>();
       inner->callable = std::make_shared<Value>(a[0]);
       inner->args = std::make_shared<Value>(a[2]);

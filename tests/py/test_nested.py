@@ -2,7 +2,7 @@
 _rebuild_nested_tensor(buffer, sizes, strides, offsets) over four plain tensors: read as
 the nested tensors torch.load gives, written back in torch's own form, listed by inspect
 as one tensor at their own path, and refused when a component lies outside its buffer.
-Jagged (NJT) ones are a tensor subclass: saving one is refused by name. Files come from
+Jagged (NJT) ones are test_jagged.py's. Files come from
 torch.save (zip and legacy) and pickle.dumps of torch.nested.nested_tensor results."""
 from __future__ import annotations
 
@@ -175,13 +175,6 @@ def test_malformed_nested_tensors_are_refused(case, tmp_path):
         tensorseal.load(p)
     r = run_tseal("inspect", p)
     assert r.returncode == 2 and "torch/bad-rebuild-args" in r.stderr and str(p) in r.stderr
-
-
-def test_a_jagged_nested_tensor_is_refused_by_name_on_save(tmp_path):
-    nj = torch.nested.nested_tensor([torch.arange(3.0), torch.arange(2.0)], layout=torch.jagged)
-    with pytest.raises(TypeError, match="jagged"):
-        tensorseal.torch.save({"n": nj}, tmp_path / "j.pt")
-    assert list(tmp_path.iterdir()) == []
 
 
 def test_safetensors_files_keep_a_nested_tensor_only_as_tensorseal_structure(tmp_path):

@@ -2,7 +2,8 @@
 
 hypothesis builds checkpoints as training code does — nested dicts/lists/tuples of
 tensors of every common dtype, views (transposes, slices, expands, conj and neg views),
-quantized tensors (per tensor and per channel), sparse COO/CSR/CSC tensors,
+quantized tensors (per tensor and per channel), sparse COO/CSR/CSC tensors, nested
+tensors (strided and jagged), meta tensors,
 tied tensors, Parameters, requires_grad, Python attributes on tensors, numpy arrays and scalars, Python scalars
 (big ints, complex, -0.0, NaN), strings, bytes, None — and torch.save writes each in a
 random format (zip or legacy) and pickle protocol (2-5). Then:
@@ -36,6 +37,10 @@ DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int
           torch.float8_e5m2, torch.uint16, torch.uint32, torch.uint64]
 
 
+NESTED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int8,
+                 torch.uint8, torch.bool, torch.complex64)
+
+
 def make_tensor(dtype: torch.dtype, shape: tuple, seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     n = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
@@ -51,7 +56,7 @@ def tensors(draw) -> torch.Tensor:
     shape = tuple(draw(st.lists(st.integers(0, 4), min_size=0, max_size=3)))
     t = make_tensor(dtype, shape, draw(st.integers(0, 2**31)))
     view = draw(st.sampled_from(["plain", "transpose", "slice", "expand", "conj", "conj_imag", "param", "grad",
-                                 "quantized", "sparse"]))
+                                 "quantized", "sparse", "nested", "jagged", "meta"]))
     if view == "transpose" and t.dim() >= 2:
         t = t.transpose(0, 1)
     elif view == "slice" and t.dim() >= 1 and t.shape[0] > 1:
@@ -69,6 +74,12 @@ def tensors(draw) -> torch.Tensor:
     elif view == "sparse" and t.dim() == 2 and t.dtype in (torch.float32, torch.float64, torch.int64):
         kind = draw(st.sampled_from(["coo", "csr", "csc"]))
         t = {"coo": t.to_sparse, "csr": t.to_sparse_csr, "csc": t.to_sparse_csc}[kind]()
+    elif view in ("nested", "jagged") and t.dim() >= 1 and t.shape[0] > 1 and t.dtype in NESTED_DTYPES:
+        k = draw(st.integers(1, t.shape[0] - 1))
+        layout = torch.jagged if view == "jagged" else torch.strided
+        t = torch.nested.nested_tensor([t[:k], t[k:]], layout=layout)
+    elif view == "meta":
+        t = t.to("meta")
     elif view == "quantized" and t.dim() >= 1 and t.dtype in (torch.float32, torch.float64):
         x = torch.nan_to_num(t.float(), 0.0, 1.0, -1.0).clamp(-100, 100)
         qdtype = draw(st.sampled_from([torch.qint8, torch.quint8, torch.qint32]))
@@ -79,7 +90,8 @@ def tensors(draw) -> torch.Tensor:
             n = x.shape[axis]
             t = torch.quantize_per_channel(x, torch.rand(n, dtype=torch.float64) + 0.01, torch.arange(n) % 5,
                                            axis, qdtype)
-    if t.layout == torch.strided and not t.is_quantized and draw(st.integers(0, 5)) == 0:
+    if t.layout == torch.strided and not t.is_quantized and not t.is_nested and t.device.type == "cpu" and \
+            draw(st.integers(0, 5)) == 0:
         # Python attributes (torch pickles the __dict__: _rebuild_from_type_v2 /
         # _rebuild_parameter_with_state), e.g. FSDP's _has_been_cloned
         t.__dict__.update(draw(st.dictionaries(st.sampled_from(["_has_been_cloned", "tag", "n"]),
@@ -121,6 +133,16 @@ def checkpoints(draw) -> dict:
     return root
 
 
+def has_strided_nested(tree) -> bool:
+    if isinstance(tree, torch.Tensor):
+        return tree.is_nested and tree.layout == torch.strided
+    if isinstance(tree, dict):
+        return any(has_strided_nested(v) for v in tree.values())
+    if isinstance(tree, (list, tuple)):
+        return any(has_strided_nested(v) for v in tree)
+    return False
+
+
 def bits(t: torch.Tensor) -> bytes:
     t = t.detach().resolve_conj().resolve_neg()
     flat = torch.empty(t.numel(), dtype=t.dtype)
@@ -135,6 +157,14 @@ def same(ours, theirs, path="root"):
         assert ours.qscheme() == theirs.qscheme(), path
         assert torch.equal(ours.int_repr(), theirs.int_repr()), path
         assert torch.equal(ours.dequantize(), theirs.dequantize()), path
+    elif isinstance(theirs, torch.Tensor) and theirs.is_nested:
+        assert type(ours) is type(theirs) and ours.layout == theirs.layout and ours.dtype == theirs.dtype, path
+        assert ours.requires_grad == theirs.requires_grad and ours.__dict__.keys() == theirs.__dict__.keys(), path
+        a, b = ours.detach().unbind(), theirs.detach().unbind()
+        assert len(a) == len(b) and all(x.shape == y.shape and bits(x) == bits(y) for x, y in zip(a, b)), path
+    elif isinstance(theirs, torch.Tensor) and theirs.device.type == "meta":
+        assert ours.device.type == "meta" and ours.dtype == theirs.dtype and ours.shape == theirs.shape, path
+        assert ours.stride() == theirs.stride() and ours.requires_grad == theirs.requires_grad, path
     elif isinstance(theirs, torch.Tensor) and theirs.layout != torch.strided:
         assert ours.layout == theirs.layout and ours.dtype == theirs.dtype and ours.shape == theirs.shape, path
         assert bits(ours.to_dense()) == bits(theirs.to_dense()), path
@@ -175,6 +205,13 @@ def test_torch_save_reads_like_torch_load_and_canonicalises(ckpt, legacy, protoc
             # class (float8, uint16/32/64); test_weights_only_allowance covers those.
             assert legacy
             reject()
+        except RuntimeError:
+            # torch's legacy loader rebuilds a strided nested tensor before it has read the
+            # storages' bytes (test_nested.py covers those files).
+            assert legacy and has_strided_nested(ckpt)
+            reject()
+        if legacy and has_strided_nested(ckpt):
+            reject()  # ... and when it does not fail, it may have built garbage
         same(tensorseal.load(src), want)
         r = run_tseal("canon", src, "-o", out, "--allow-unsafe")
         assert r.returncode == 0, r.stderr
