@@ -62,7 +62,7 @@ Runner add_inspect(CLI::App& app) {
                       !t.alias_of.empty() ? "(same tensor as " + t.alias_of + ")"
                       : t.parts.empty()   ? t.sha256
                                           : "(" + t.layout + " of " + std::to_string(t.parts.size()) +
-                                                " tensors: see --json)"});
+                                                (t.parts.size() == 1 ? " tensor" : " tensors") + ": see --json)"});
     print_table(rows);
     return kExitOk;
   };

@@ -170,9 +170,63 @@ _DIM_RANGE = ("torch._dynamo.decorators", "_DimRange")
 _NEWOBJ = 1  # Construct::kNewObj
 
 
+# The classes of a DTensor's spec that torch.save pickles (NEWOBJ, then BUILD with their
+# state) and torch's weights_only unpickler allows once torch.distributed.tensor is
+# imported: built the same way here; never any other class.
+_DTENSOR_CLASSES = {
+    ("torch.distributed.device_mesh", "DeviceMesh"), ("torch.distributed._mesh_layout", "_MeshLayout"),
+    ("torch.distributed._mesh_layout", "_FlatLayout"), ("torch.distributed.tensor._dtensor_spec", "DTensorSpec"),
+    ("torch.distributed.tensor._dtensor_spec", "TensorMeta"),
+    ("torch.distributed.tensor._dtensor_spec", "ShardOrderEntry"),
+    ("torch.distributed.tensor.placement_types", "Shard"), ("torch.distributed.tensor.placement_types", "Replicate"),
+    ("torch.distributed.tensor.placement_types", "Partial"),
+    ("torch.distributed.tensor.placement_types", "_StridedShard"),
+}
+_DTENSOR_TYPES = {("torch.distributed.tensor", "DTensor"), ("torch.distributed.tensor._api", "DTensor"),
+                  ("torch.distributed._tensor.api", "DTensor"), ("torch.distributed._tensor", "DTensor")}
+
+
+def _torch_class(module: str, name: str) -> Any:
+    """A class of the fixed tables above (imported as torch.load needs it imported)."""
+    import importlib
+    return getattr(importlib.import_module(module), name)
+
+
+def _build(inst: Any, state: Any) -> Any:
+    """pickle's BUILD (pickle.py load_build), for the classes of _DTENSOR_CLASSES."""
+    setstate = getattr(inst, "__setstate__", None)
+    if setstate is not None:
+        setstate(state)
+        return inst
+    slots = None
+    if isinstance(state, tuple) and len(state) == 2:
+        state, slots = state
+    if state:
+        inst.__dict__.update(state)
+    if slots:
+        for k, v in slots.items():
+            setattr(inst, k, v)
+    return inst
+
+
 def make_object(callable: Any, args: Any, kwargs: Any, how: int, state: Any, has_state: bool,
                 list_items: list, dict_items: list) -> Any:
     # Only inert, well-known value types are materialised; everything else stays data.
+    if isinstance(callable, Global) and torch is not None and (callable.module, callable.name) in _DTENSOR_CLASSES \
+            and how == _NEWOBJ and isinstance(args, tuple) and kwargs is None and not list_items and not dict_items:
+        cls = _torch_class(callable.module, callable.name)
+        inst = cls.__new__(cls, *args)
+        return _build(inst, state) if has_state else inst
+    if isinstance(callable, Global) and torch is not None and not has_state and not list_items and not dict_items \
+            and (callable.module, callable.name) == ("torch._tensor", "_rebuild_from_type_v2") and kwargs is None \
+            and isinstance(args, tuple) and len(args) == 4 and args[0] == Global("torch._utils", "_rebuild_wrapper_subclass") \
+            and isinstance(args[1], Global) and (args[1].module, args[1].name) in _DTENSOR_TYPES and \
+            isinstance(args[2], tuple) and len(args[2]) == 8 and args[2][0] == args[1]:
+        # A DTensor saved by torch.save, built as torch.load builds it; the core checked
+        # the arguments (torch/rebuild.cc).
+        cls = _torch_class(args[1].module, args[1].name)
+        return torch._tensor._rebuild_from_type_v2(torch._utils._rebuild_wrapper_subclass, cls,
+                                                   (cls,) + tuple(args[2][1:]), args[3])
     if isinstance(callable, Global) and torch is not None and (callable.module, callable.name) == _DIM_RANGE and \
             how == _NEWOBJ and args == () and kwargs is None and isinstance(state, list) and len(state) == 3 and \
             not list_items and not dict_items:
@@ -365,6 +419,30 @@ def _describe_dim_range(r: Any) -> "ObjectDesc":
     return ObjectDesc(Global(*_DIM_RANGE), (), _NEWOBJ, [r.dim, r.min, r.max], True)
 
 
+def _describe_dtensor(t: Any) -> "ObjectDesc":
+    """A DTensor as torch.save pickles it (Tensor.__reduce_ex__ of a wrapper subclass):
+    _rebuild_from_type_v2(_rebuild_wrapper_subclass, DTensor, (DTensor, dtype, size,
+    stride, offset, layout, device, requires_grad), (None, {_local_tensor, _spec}))."""
+    rebuild, (func, cls, args, state) = t.__reduce_ex__(2)
+    if rebuild is not torch._tensor._rebuild_from_type_v2 or func is not torch._utils._rebuild_wrapper_subclass:
+        raise TypeError(f"cannot save a {type(t).__name__}: its reduction is not the DTensor one tensorseal knows")
+    g = Global(cls.__module__, cls.__qualname__)
+    return ObjectDesc(Global("torch._tensor", "_rebuild_from_type_v2"),
+                      (Global("torch._utils", "_rebuild_wrapper_subclass"), g, (g,) + tuple(args[1:]), state))
+
+
+def _describe_pickled(obj: Any) -> "ObjectDesc":
+    """An object of _DTENSOR_CLASSES as pickle writes it (protocol 2 reduction:
+    copyreg.__newobj__, i.e. NEWOBJ of the class, then BUILD with its state)."""
+    import copyreg
+    r = obj.__reduce_ex__(2)
+    if r[0] is not copyreg.__newobj__ or r[1][0] is not type(obj) or any(x is not None for x in r[3:]):
+        raise TypeError(f"cannot save a {type(obj).__name__}: its reduction is not the one tensorseal knows")
+    state = r[2] if len(r) > 2 else None
+    return ObjectDesc(Global(type(obj).__module__, type(obj).__qualname__), tuple(r[1][1:]), _NEWOBJ, state,
+                      state is not None)
+
+
 def _describe_meta(t: Any) -> "ObjectDesc":
     """A tensor on the meta device (no data) as Tensor.__reduce_ex__ gives it:
     _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad); a Parameter as
@@ -481,6 +559,10 @@ def classify(obj: Any) -> Any:
             return _describe_nested(obj)
         if isinstance(obj, torch.Tensor) and _is_jagged(obj):
             return _describe_jagged(obj)
+        if isinstance(obj, torch.Tensor) and (type(obj).__module__, type(obj).__qualname__) in _DTENSOR_TYPES:
+            return _describe_dtensor(obj)
+        if (type(obj).__module__, type(obj).__qualname__) in _DTENSOR_CLASSES:
+            return _describe_pickled(obj)
         if (type(obj).__module__, type(obj).__name__) == _DIM_RANGE:
             return _describe_dim_range(obj)
         if isinstance(obj, torch.Tensor):

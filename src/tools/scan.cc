@@ -16,7 +16,7 @@ namespace {
 
 // torch's weights_only allowlist (torch/_weights_only_unpickler.py) plus numpy's array
 // reconstruction and the inert builtins protocol 2 uses.
-constexpr std::array<std::string_view, 47> kSafe = {
+constexpr std::array<std::string_view, 58> kSafe = {
     "collections.OrderedDict", "collections.Counter",
     "torch.nn.parameter.Parameter", "torch.Size", "torch.Tensor", "torch.device",
     "torch.storage.UntypedStorage", "torch.storage.TypedStorage", "torch.UntypedStorage",
@@ -30,6 +30,13 @@ constexpr std::array<std::string_view, 47> kSafe = {
     // jagged nested tensors (allowed by weights_only once torch.nested / torch._dynamo are imported)
     "torch.nested._internal.nested_tensor._rebuild_njt", "torch.nested._internal.nested_tensor.NestedTensor",
     "torch._dynamo.decorators._DimRange",
+    // DTensors (allowed by weights_only once torch.distributed.tensor is imported)
+    "torch.distributed.tensor.DTensor", "torch.distributed.device_mesh.DeviceMesh",
+    "torch.distributed._mesh_layout._MeshLayout", "torch.distributed._mesh_layout._FlatLayout",
+    "torch.distributed.tensor._dtensor_spec.DTensorSpec", "torch.distributed.tensor._dtensor_spec.TensorMeta",
+    "torch.distributed.tensor._dtensor_spec.ShardOrderEntry", "torch.distributed.tensor.placement_types.Shard",
+    "torch.distributed.tensor.placement_types.Replicate", "torch.distributed.tensor.placement_types.Partial",
+    "torch.distributed.tensor.placement_types._StridedShard",
     "torch.per_tensor_affine", "torch.per_channel_affine", "torch.per_tensor_symmetric",
     "torch.per_channel_symmetric", "torch.per_channel_affine_float_qparams",
     "_codecs.encode", "builtins.set", "builtins.frozenset", "builtins.complex", "builtins.bytearray",

@@ -5,6 +5,9 @@
 //   _rebuild_from_type_v2(_rebuild_njt, NestedTensor, ({'values': t, 'offsets': t,
 //       'lengths': t | None, '_ragged_idx': int, '_metadata_cache': {'min_seqlen': t,
 //       'max_seqlen': t}, 'requires_grad': bool},), {attributes})   (jagged, NJT)
+//   _rebuild_from_type_v2(_rebuild_wrapper_subclass, DTensor, (DTensor, dtype, size,
+//       stride, storage_offset, layout, device, requires_grad),
+//       (None, {'_local_tensor': t, '_spec': DTensorSpec}))         (dtensor: __slots__)
 #include "torch/composite.h"
 
 namespace tensorseal::detail::torch {
@@ -105,12 +108,48 @@ std::optional<Composite> jagged(const Object& o) {
   return c;
 }
 
+// Checked by the reader (torch/rebuild.cc, check_dtensor) before it gets here.
+std::optional<Composite> dtensor(const Object& o) {
+  const auto& a = o.args->items();
+  if (a.size() != 4 || !is_global(a[0], "torch._utils", "_rebuild_wrapper_subclass") ||
+      !a[1].is(Value::Kind::kGlobal) || !is_dtensor_type(a[1].as_global()) || !a[2].is(Value::Kind::kTuple) ||
+      a[2].items().size() != 8)
+    return std::nullopt;
+  const Value* local = state_entry(a[3], "_local_tensor");
+  const Value& size = a[2].items()[2];
+  if (!local || !local->is(Value::Kind::kTensor) || !(size.is(Value::Kind::kTuple) || size.is(Value::Kind::kList)))
+    return std::nullopt;
+  Composite c{"dtensor", local->as_tensor()->dtype, {}, {{"local_tensor", local->as_tensor()}}};
+  for (const auto& x : size.items()) {
+    if (!x.is(Value::Kind::kInt)) return std::nullopt;
+    c.shape.push_back(x.as_int());
+  }
+  return c;
+}
+
 }  // namespace
+
+const Value* state_entry(const Value& state, std::string_view name) {
+  if (state.is(Value::Kind::kDict)) return state.as_dict().find(name);
+  if (!state.is(Value::Kind::kTuple) || state.items().size() != 2) return nullptr;
+  for (const auto& part : state.items())
+    if (part.is(Value::Kind::kDict))
+      if (const Value* v = part.as_dict().find(name)) return v;
+  return nullptr;
+}
+
+bool is_dtensor_type(const Global& g) {
+  return g.name == "DTensor" && (g.module == "torch.distributed.tensor" || g.module == "torch.distributed.tensor._api" ||
+                                 g.module == "torch.distributed._tensor.api" || g.module == "torch.distributed._tensor");
+}
 
 std::optional<Composite> composite_of(const Object& o) {
   if (is_call(o, "torch._utils", "_rebuild_sparse_tensor")) return sparse(o);
   if (is_call(o, "torch._utils", "_rebuild_nested_tensor")) return nested(o);
-  if (is_call(o, "torch._tensor", "_rebuild_from_type_v2")) return jagged(o);
+  if (is_call(o, "torch._tensor", "_rebuild_from_type_v2")) {
+    if (auto c = jagged(o)) return c;
+    return dtensor(o);
+  }
   return std::nullopt;
 }
 

@@ -6,6 +6,7 @@
 
 #include "pickle/compat.h"
 #include "pickle/vm.h"
+#include "torch/composite.h"
 #include "torch/constants.h"
 #include "torch/lazy_bits.h"
 #include "util/checked.h"
@@ -441,6 +442,36 @@ struct Resolution {
         if (!k.is(Value::Kind::kStr)) bad_args(fn, "a NestedTensor attribute's name is not a str", in);
   }
 
+  // _rebuild_from_type_v2(_rebuild_wrapper_subclass, DTensor, (DTensor, dtype, size,
+  // stride, storage_offset, layout, device, requires_grad), (None, {'_local_tensor': t,
+  // '_spec': DTensorSpec})) is a torch.distributed DTensor saved by torch.save (its
+  // attributes are __slots__, hence the pair of dicts): this rank's local
+  // tensor plus its place in the global `size`. It stays the call (composite_of lists
+  // it); arguments torch.save does not write are refused.
+  void check_dtensor(const std::vector<Value>& a, const std::string& fn) {
+    const auto& w = a[2].items();
+    if (w.size() != 8 || !w[0].is(Value::Kind::kGlobal) || qualname(w[0].as_global()) != qualname(a[1].as_global()))
+      bad_args(fn, "_rebuild_wrapper_subclass of a DTensor takes (DTensor, dtype, size, stride, offset, layout, "
+                   "device, requires_grad)", in);
+    const auto dtype = dtype_of_global(w[1]);
+    if (!dtype) bad_args(fn, "dtype argument is not a torch dtype", in);
+    const auto size = int_list(w[2], fn, "size", in), stride = int_list(w[3], fn, "stride", in);
+    if (size.size() != stride.size() || size.size() > in.options->limits.max_ndim)
+      bad_args(fn, "size and stride differ in length or have too many dimensions", in);
+    for (std::size_t i = 0; i < size.size(); ++i)
+      if (size[i] < 0 || stride[i] < 0) bad_args(fn, "a negative size or stride", in);
+    if (!w[4].is(Value::Kind::kInt) || !w[7].is(Value::Kind::kBool)) bad_args(fn, "malformed offset or requires_grad", in);
+    const Value* local = state_entry(a[3], "_local_tensor");
+    const Value* spec = state_entry(a[3], "_spec");
+    if (!local || !local->is(Value::Kind::kTensor) || !spec || !spec->is(Value::Kind::kObject))
+      bad_args(fn, "the DTensor's state has no _local_tensor tensor and _spec object", in);
+    const Tensor& t = *local->as_tensor();
+    if (t.dtype != *dtype || t.quantization || t.numpy != NumpyType::kNone || t.shape.size() != size.size())
+      bad_args(fn, "the local tensor's dtype or number of dimensions is not the DTensor's", in);
+    for (std::size_t i = 0; i < size.size(); ++i)
+      if (t.shape[i] > size[i]) bad_args(fn, "the local tensor is larger than the DTensor", in);
+  }
+
   // Returns the typed replacement for a known object, or an empty optional.
   std::optional<Value> known(const Object& o) {
     const std::string fn = callable_name(o);
@@ -508,6 +539,11 @@ struct Resolution {
       if (!a[2].is(Value::Kind::kTuple) || !a[0].is(Value::Kind::kGlobal)) bad_args(fn, "malformed arguments", in);
       if (qualname(a[0].as_global()) == "torch.nested._internal.nested_tensor._rebuild_njt") {
         check_jagged(a, fn);
+        return std::nullopt;  // stays the call; composite_of lists it
+      }
+      if (qualname(a[0].as_global()) == "torch._utils._rebuild_wrapper_subclass" && a[1].is(Value::Kind::kGlobal) &&
+          is_dtensor_type(a[1].as_global())) {
+        check_dtensor(a, fn);
         return std::nullopt;  // stays the call; composite_of lists it
       }
       auto inner = std::make_shared<Object>();

@@ -1,5 +1,6 @@
 """Tensors whose meaning is more than (storage, dtype, shape, strides) and that tensorseal
-does not carry — wrapper subclasses such as DTensor or torch's TwoTensor —
+does not carry — wrapper subclasses such as torch's TwoTensor (DTensors are carried:
+test_dtensor_torch_save.py) —
 are refused by every writer and by hash(obj) with a clear TypeError, never written as a
 plain tensor that loses their scale / offsets / shards (torch then fails or, worse,
 reads other values). Made by real torch."""
@@ -42,18 +43,3 @@ def test_refused_everywhere(tmp_path, name, t, words):
         tensorseal.safetensors.save_file({"x": t}, tmp_path / "d.safetensors")
     assert str(mine.value) == str(theirs.value)
     assert list(tmp_path.iterdir()) == []
-
-
-def test_dtensor_is_refused(tmp_path):
-    import torch.distributed as dist
-    from torch.distributed.tensor import DTensor, Replicate, init_device_mesh
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
-    try:
-        mesh = init_device_mesh("cpu", (1,))
-        d = DTensor.from_local(torch.randn(4), mesh, [Replicate()])
-        with pytest.raises(TypeError, match="DTensor"):
-            tensorseal.save({"x": d}, tmp_path / "x.pt")
-        tensorseal.save({"x": d.to_local()}, tmp_path / "x.pt")  # what the message says to do
-        assert torch.equal(torch.load(tmp_path / "x.pt")["x"], d.to_local())
-    finally:
-        dist.destroy_process_group()

@@ -16,6 +16,8 @@ Under `torchrun --nproc_per_node N` it writes, into OUT_DIR:
   fsdp1.pt         dcp_to_torch_save(fsdp1/) (rank 0)
   fsdp1_full.pt    the FSDP1 model's FULL_STATE_DICT by torch.save (rank 0): tensors
                    with FSDP's `_has_been_cloned` attribute
+  torch_save_rank<r>.pt   each rank's torch.save of the dtensor/ state (its DTensors)
+  fsdp2_rank<r>.pt        each rank's torch.save of model_optim/'s state dicts
 Single process (no torchrun): the same layouts with world size 1 (no fsdp1*).
 The state is a pure function of fixed seeds, so every world size saves the same values."""
 from __future__ import annotations
@@ -79,6 +81,8 @@ def main(out: pathlib.Path) -> None:
     dcp.save(state, storage_writer=dcp.FileSystemWriter(str(out / "dtensor_zstd"), _extensions=[ZStandard()]))
     if rank == 0:
         torch.save(full_state(), out / "reference.pt")
+    if distributed:
+        torch.save(state, out / f"torch_save_rank{rank}.pt")
 
     model = Tiny()
     if distributed:
@@ -96,6 +100,8 @@ def main(out: pathlib.Path) -> None:
     from torch.distributed.checkpoint.state_dict import get_state_dict
     msd, osd = get_state_dict(model, optim)
     dcp.save({"model": msd, "optim": osd}, checkpoint_id=str(out / "model_optim"))
+    if distributed:
+        torch.save({"model": msd, "optim": osd}, out / f"fsdp2_rank{rank}.pt")
     if distributed:
         fsdp1(out, rank)
         dist.barrier()
