@@ -512,6 +512,23 @@ struct Resolution {
       if (a[0].is(Value::Kind::kStorage)) require_quantized_dtype(a[0].as_storage()->dtype, fn);
       return quantized(tensor_from(fn, a[0], a[1], a[2], a[3], a[5], std::nullopt), a[4], fn);
     }
+    if (fn == "torch._utils._rebuild_sparse_csr_tensor") {
+      // torch 1.10-1.13's spelling of a CSR tensor: (layout, (crow_indices, col_indices,
+      // values, size)), exactly the arguments torch 2 gives _rebuild_sparse_tensor (which
+      // no longer has this function). Folded into that call: one tensor, one content
+      // hash, and a canonical rewrite torch 2 loads.
+      const auto& a = tuple_args(o, fn, in, 2, 2);
+      if (o.kwargs || o.state || !o.list_items.empty() || !o.dict_items.empty()) bad_args(fn, "unexpected object state", in);
+      const bool csr = a[0].is(Value::Kind::kObject) && callable_name(a[0].as_object()) == "torch.serialization._get_layout" &&
+                       a[0].as_object().args && a[0].as_object().args->is(Value::Kind::kTuple) &&
+                       a[0].as_object().args->items().size() == 1 && a[0].as_object().args->items()[0].is(Value::Kind::kStr) &&
+                       a[0].as_object().args->items()[0].as_str() == "torch.sparse_csr";
+      if (!csr) bad_args(fn, "layout is not torch.sparse_csr (the only one torch rebuilt here)", in);
+      if (!a[1].is(Value::Kind::kTuple) || a[1].items().size() != 4) bad_args(fn, "data is not (crow, col, values, size)", in);
+      auto folded = std::make_shared<Object>(o);
+      folded->callable = std::make_shared<Value>(Value::global("torch._utils", "_rebuild_sparse_tensor"));
+      return Value(std::shared_ptr<Object>(std::move(folded)));
+    }
     if (fn == "torch._utils._rebuild_nested_tensor") {
       check_nested(o, fn);
       return std::nullopt;

@@ -242,3 +242,53 @@ def test_backward_hooks_on_a_quantized_tensor_are_refused(tmp_path):
     with pytest.raises(tensorseal.UnsupportedError) as e:
         tensorseal.load(p)
     assert e.value.rule == "torch/unsupported-rebuild" and "backward hooks" in str(e.value)
+
+
+def test_torch113_csr_files_read_as_torch_113_reads_them(tmp_path, old_python):
+    """torch 1.10-1.13 pickled a CSR tensor as _rebuild_sparse_csr_tensor(layout, data),
+    which torch 2 no longer has; the arguments are those torch 2 gives
+    _rebuild_sparse_tensor. Read as that call: the CSR tensor torch 1.13 loads, the
+    content hash of the same tensor saved by torch 2, a canonical file torch 2 loads."""
+    code = ("import sys, torch; e = torch.tensor([[0., 2., 0.], [1., 0., 3.]]).to_sparse_csr(); "
+            "torch.save({'csr': e}, sys.argv[1]); "
+            "torch.save({'csr': e}, sys.argv[2], _use_new_zipfile_serialization=False)")
+    old_zip, old_legacy = tmp_path / "old.pt", tmp_path / "old_legacy.pt"
+    r = subprocess.run([old_python, "-c", code, str(old_zip), str(old_legacy)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert b"_rebuild_sparse_csr_tensor" in old_legacy.read_bytes()
+    want = torch.tensor([[0.0, 2.0, 0.0], [1.0, 0.0, 3.0]]).to_sparse_csr()
+    new = tmp_path / "new.pt"
+    torch.save({"csr": want}, new)
+    for f in (old_zip, old_legacy):
+        got = tensorseal.load(f)["csr"]
+        assert got.layout == torch.sparse_csr and torch.equal(got.to_dense(), want.to_dense())
+        assert tensorseal.hash(f) == tensorseal.hash(new)
+        out = tmp_path / f"canon_{f.name}"
+        assert run_tseal("canon", f, "-o", out).returncode == 0
+        assert out.read_bytes() == run_canon_bytes(new, tmp_path)
+        assert torch.equal(torch.load(out, weights_only=True)["csr"].to_dense(), want.to_dense())
+
+
+def run_canon_bytes(f, tmp_path) -> bytes:
+    out = tmp_path / f"canon_of_{f.name}"
+    assert run_tseal("canon", f, "-o", out).returncode == 0
+    return out.read_bytes()
+
+
+@pytest.mark.parametrize("case", ["coo_layout", "three_parts"])
+def test_malformed_torch113_csr_calls_are_refused(case, tmp_path, old_python):
+    """torch 1.13's pickler with the rebuild call torch never writes for a tensor."""
+    code = ("import sys, torch\n"
+            "e = torch.eye(2).to_sparse_csr()\n"
+            "parts = (e.crow_indices(), e.col_indices(), e.values(), e.size())\n"
+            "class Bad:\n"
+            "    def __reduce__(self):\n"
+            "        if sys.argv[2] == 'coo_layout':\n"
+            "            return (torch._utils._rebuild_sparse_csr_tensor, (torch.sparse_coo, parts))\n"
+            "        return (torch._utils._rebuild_sparse_csr_tensor, (torch.sparse_csr, parts[:3]))\n"
+            "torch.save({'x': Bad()}, sys.argv[1])\n")
+    p = tmp_path / f"{case}.pt"
+    r = subprocess.run([old_python, "-c", code, str(p), case], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    with pytest.raises(tensorseal.Error, match=r"\[torch/bad-rebuild-args\] torch._utils._rebuild_sparse_csr_tensor: "):
+        tensorseal.load(p)
