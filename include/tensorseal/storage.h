@@ -61,8 +61,21 @@ class Storage {
   // A window of another storage (shares its lifetime, no copy).
   [[nodiscard]] static std::shared_ptr<Storage> slice(std::shared_ptr<const Storage> parent,
                                                       std::uint64_t offset, std::uint64_t size);
+  // Bytes that are `pieces` one after another (windows of memory `owners` keep alive),
+  // not one buffer: a value a reader assembles from parts (a DCP tensor from its
+  // chunks). Streaming consumers read pieces() (Tensor::for_each_run) without a copy;
+  // the first bytes() call builds one buffer with `join` (once, thread-safe; it must
+  // return a storage of exactly the pieces' bytes) and keeps it.
+  [[nodiscard]] static std::shared_ptr<Storage> pieced(std::vector<std::span<const std::byte>> pieces,
+                                                       std::vector<std::shared_ptr<const void>> owners,
+                                                       std::function<std::shared_ptr<const Storage>()> join,
+                                                       DType dtype = DType::kUInt8);
 
-  std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
+  // The bytes as one buffer (for a pieced storage: joined on first use, which may throw
+  // the join's error).
+  std::span<const std::byte> bytes() const { return pieced_ ? joined() : std::span<const std::byte>{data_, size_}; }
+  // The pieces of a pieced storage, in order; empty for every other storage.
+  std::span<const std::span<const std::byte>> pieces() const noexcept;
   std::uint64_t size() const noexcept { return size_; }
   bool is_mapped() const noexcept { return file_ != nullptr; }
   // The file this storage maps, or null when owned.
@@ -98,6 +111,9 @@ class Storage {
 
  private:
   Storage() = default;
+  struct Pieced;
+  std::span<const std::byte> joined() const;
+  std::shared_ptr<Pieced> pieced_;         // set for pieced storages only
   std::shared_ptr<const void> keepalive_;  // owner of the bytes (vector, file or parent)
   std::shared_ptr<const MappedFile> file_;
   const std::byte* data_ = nullptr;

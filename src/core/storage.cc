@@ -1,8 +1,47 @@
 #include "tensorseal/storage.h"
 
+#include <mutex>
+
 #include "tensorseal/error.h"
 
 namespace tensorseal {
+
+struct Storage::Pieced {
+  std::vector<std::span<const std::byte>> pieces;
+  std::vector<std::shared_ptr<const void>> owners;
+  std::function<std::shared_ptr<const Storage>()> join;
+  std::once_flag once;
+  std::shared_ptr<const Storage> whole;  // set by the first joined()
+};
+
+std::shared_ptr<Storage> Storage::pieced(std::vector<std::span<const std::byte>> pieces,
+                                         std::vector<std::shared_ptr<const void>> owners,
+                                         std::function<std::shared_ptr<const Storage>()> join, DType dtype) {
+  auto s = std::shared_ptr<Storage>(new Storage());
+  for (const auto& p : pieces) s->size_ += p.size();
+  s->pieced_ = std::make_shared<Pieced>();
+  s->pieced_->pieces = std::move(pieces);
+  s->pieced_->owners = std::move(owners);
+  s->pieced_->join = std::move(join);
+  s->dtype = dtype;
+  return s;
+}
+
+std::span<const std::span<const std::byte>> Storage::pieces() const noexcept {
+  if (!pieced_) return {};
+  return pieced_->pieces;
+}
+
+std::span<const std::byte> Storage::joined() const {
+  std::call_once(pieced_->once, [this] {
+    auto whole = pieced_->join();
+    if (!whole || whole->size() != size_)
+      throw Error(rules::kInternal, "a pieced storage joined into " + std::to_string(whole ? whole->size() : 0) +
+                                        " bytes instead of " + std::to_string(size_));
+    pieced_->whole = std::move(whole);
+  });
+  return pieced_->whole->bytes();
+}
 
 std::shared_ptr<Storage> Storage::owned(std::vector<std::byte> bytes, DType dtype) {
   auto holder = std::make_shared<std::vector<std::byte>>(std::move(bytes));
@@ -49,7 +88,7 @@ std::shared_ptr<Storage> Storage::slice(std::shared_ptr<const Storage> parent, s
                     " runs past the end of its buffer (" + std::to_string(parent->size()) + " bytes)",
                 {}, offset);
   auto s = std::shared_ptr<Storage>(new Storage());
-  s->data_ = parent->data_ + offset;
+  s->data_ = parent->bytes().data() + offset;
   s->size_ = size;
   s->file_ = parent->file_;
   s->file_offset_ = parent->file_offset_ + offset;

@@ -97,13 +97,29 @@ std::pair<std::uint64_t, std::uint64_t> Tensor::storage_extent() const noexcept 
 void Tensor::for_each_run(const std::function<void(std::span<const std::byte>)>& sink) const {
   const std::uint64_t n = numel();
   if (n == 0) return;
-  const auto bytes = storage->bytes();
   const auto bits = info(dtype).bits;
   if (bits % 8 != 0 || is_contiguous()) {
     const std::uint64_t item = bits % 8 == 0 ? bits / 8 : 0;
-    sink(bytes.subspan(static_cast<std::uint64_t>(storage_offset) * item, nbytes()));
+    std::uint64_t at = static_cast<std::uint64_t>(storage_offset) * item, left = nbytes();
+    if (const auto pieces = storage->pieces(); !pieces.empty()) {
+      // The pieces that hold [at, at + left), cut to it: no join.
+      for (const auto& p : pieces) {
+        if (left == 0) break;
+        if (at >= p.size()) {
+          at -= p.size();
+          continue;
+        }
+        const std::uint64_t take = std::min<std::uint64_t>(p.size() - at, left);
+        sink(p.subspan(at, take));
+        at = 0;
+        left -= take;
+      }
+      return;
+    }
+    sink(storage->bytes().subspan(at, left));
     return;
   }
+  const auto bytes = storage->bytes();
   const std::uint64_t item = bits / 8;
   // Find the innermost block of dimensions that is contiguous: its elements form one run.
   std::size_t nd = shape.size();
@@ -137,9 +153,8 @@ void Tensor::for_each_run(const std::function<void(std::span<const std::byte>)>&
 std::span<const std::byte> Tensor::contiguous_bytes(std::vector<std::byte>& scratch) const {
   if (numel() == 0) return {};
   if (is_contiguous() || info(dtype).bits % 8 != 0) {
-    std::span<const std::byte> out;
-    for_each_run([&](std::span<const std::byte> r) { out = r; });
-    return out;
+    const std::uint64_t item = info(dtype).bits % 8 == 0 ? info(dtype).bits / 8 : 0;
+    return storage->bytes().subspan(static_cast<std::uint64_t>(storage_offset) * item, nbytes());
   }
   scratch.clear();
   scratch.reserve(nbytes());

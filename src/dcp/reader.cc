@@ -100,6 +100,66 @@ void place(const Tensor& t, const Chunk& c, const std::vector<std::int64_t>& siz
   }
 }
 
+// Pieces of a tensor cut finer than this (mean bytes) are joined at once instead.
+constexpr std::uint64_t kMinMeanPiece = 4096;
+constexpr std::size_t kMaxPieces = std::size_t{1} << 20;
+
+// The tensor's row-major bytes as runs of its chunks' bytes, in order: with k the last
+// dimension some chunk does not span whole, every chunk row over dimensions < k is one
+// run (dimension k and all after it). Null when a chunk's bytes are not a window of a
+// mapped data file (decompressed: kept only while assembling) or not contiguous, or when
+// the runs would be more than kMaxPieces or smaller than kMinMeanPiece on average.
+std::optional<std::vector<std::span<const std::byte>>> runs_of(const Entry& e,
+                                                                const std::vector<std::shared_ptr<const Tensor>>& parts,
+                                                                std::uint64_t item) {
+  const std::size_t n = e.size.size();
+  std::size_t k = 0;
+  for (const auto& c : e.chunks)
+    if (volume(c.sizes) != 0)
+      for (std::size_t d = 0; d < n; ++d)
+        if (c.sizes[d] != e.size[d]) k = std::max(k, d);
+  std::uint64_t inner = 1;  // elements of dimensions after k
+  for (std::size_t d = k + 1; d < n; ++d) inner *= static_cast<std::uint64_t>(e.size[d]);
+  std::uint64_t count = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (volume(e.chunks[i].sizes) == 0) continue;
+    if (!parts[i]->storage->is_mapped() || !parts[i]->is_contiguous()) return std::nullopt;
+    count += volume(std::vector<std::int64_t>(e.chunks[i].sizes.begin(), e.chunks[i].sizes.begin() + k));
+  }
+  if (count == 0 || count > kMaxPieces || volume(e.size) * item / count < kMinMeanPiece) return std::nullopt;
+  std::vector<std::pair<std::uint64_t, std::span<const std::byte>>> runs;  // (first element, bytes)
+  runs.reserve(count);
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const Chunk& c = e.chunks[i];
+    if (volume(c.sizes) == 0) continue;
+    std::vector<std::byte> unused;
+    const auto src = parts[i]->contiguous_bytes(unused);
+    const std::uint64_t run = static_cast<std::uint64_t>(c.sizes[k]) * inner * item;
+    std::vector<std::int64_t> idx(k, 0);
+    for (std::uint64_t r = 0; r * run < src.size(); ++r) {
+      std::uint64_t at = 0;  // the run's first element in the tensor
+      for (std::size_t d = 0; d < n; ++d)
+        at = at * static_cast<std::uint64_t>(e.size[d]) +
+             static_cast<std::uint64_t>(d < k ? idx[d] + c.offsets[d] : d == k ? c.offsets[d] : 0);
+      runs.emplace_back(at, src.subspan(r * run, run));
+      for (std::size_t d = k; d-- > 0;) {
+        if (++idx[d] < c.sizes[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::span<const std::byte>> out;
+  out.reserve(runs.size());
+  std::uint64_t next = 0;
+  for (const auto& [at, bytes] : runs) {
+    if (at != next) return std::nullopt;  // not a tiling (check_tiling refused those already)
+    next += bytes.size() / item;
+    out.push_back(bytes);
+  }
+  return out;
+}
+
 Value assemble(const Entry& e, Items& items, const Input& meta) {
   check_tiling(e, meta.name);
   std::vector<std::shared_ptr<const Tensor>> parts;
@@ -134,10 +194,18 @@ Value assemble(const Entry& e, Items& items, const Input& meta) {
   if (volume(e.size) > meta.options->limits.max_alloc / item)
     throw Error(d::rules::kMaxAlloc, "tensor '" + e.fqn + "' of " + std::to_string(volume(e.size)) +
                                         " elements exceeds max_alloc", meta.name);
-  io::Scratch buf = io::scratch(bytes, e.dtype);
-  for (std::size_t i = 0; i < parts.size(); ++i)
-    if (volume(e.chunks[i].sizes) != 0) place(*parts[i], e.chunks[i], e.size, item, buf.data);
-  return Value(make_contiguous(e.dtype, e.size, std::move(buf.storage)));
+  auto join = [parts, chunks = e.chunks, size = e.size, bytes, item, dtype = e.dtype]() -> std::shared_ptr<const Storage> {
+    io::Scratch buf = io::scratch(bytes, dtype);
+    for (std::size_t i = 0; i < parts.size(); ++i)
+      if (volume(chunks[i].sizes) != 0) place(*parts[i], chunks[i], size, item, buf.data);
+    return std::move(buf.storage);
+  };
+  if (auto runs = runs_of(e, parts, item)) {
+    // Streamed from the chunks' mapped bytes (hash, writers); joined only on demand.
+    std::vector<std::shared_ptr<const void>> owners(parts.begin(), parts.end());
+    return Value(make_contiguous(e.dtype, e.size, Storage::pieced(std::move(*runs), std::move(owners), join, e.dtype)));
+  }
+  return Value(make_contiguous(e.dtype, e.size, join()));
 }
 
 // DCP's set_element: str parts are dict keys, int parts list indices (lists grow

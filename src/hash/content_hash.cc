@@ -76,13 +76,16 @@ constexpr std::string_view kTensorDomain = "tensorseal/tensor/v1\n";
 struct Job {
   std::size_t leaf;                  // index into leaves
   std::size_t chunk;                 // chunk index within the leaf
-  std::span<const std::byte> bytes;  // empty for gathered tensors
+  std::span<const std::byte> bytes;  // empty for gathered tensors and split chunks
+  bool split = false;                // the chunk spans runs of Leaf::runs: copied together first
 };
 
 struct Leaf {
   const Tensor* tensor = nullptr;   // null for bare storages
   const Storage* storage = nullptr;
   std::uint64_t nbytes = 0;
+  std::vector<std::span<const std::byte>> runs;  // a contiguous tensor over a pieced storage
+  std::vector<std::uint64_t> run_ends;           // offset after each run
   std::vector<std::string> chunk_digests;
   std::string digest;
 };
@@ -187,12 +190,26 @@ class ContentHasher {
       bool contiguous = true;
       if (l.storage) bytes = l.storage->bytes();
       else if (l.tensor->is_contiguous() || info(l.tensor->dtype).bits % 8 != 0) {
-        l.tensor->for_each_run([&](std::span<const std::byte> r) { bytes = r; });
+        l.tensor->for_each_run([&](std::span<const std::byte> r) { l.runs.push_back(r); });
+        if (l.runs.size() == 1) bytes = l.runs[0];
       } else contiguous = false;
       if (!contiguous) {
         jobs.push_back({i, 0, {}});
         continue;
       }
+      if (l.runs.size() > 1) {  // pieces: a chunk inside one run is hashed in place
+        for (const auto& run : l.runs) l.run_ends.push_back((l.run_ends.empty() ? 0 : l.run_ends.back()) + run.size());
+        std::size_t r = 0;
+        std::uint64_t run_start = 0;
+        for (std::uint64_t c = 0; c < chunks; ++c) {
+          const std::uint64_t lo = c * kChunk, n = std::min(kChunk, l.nbytes - lo);
+          while (lo >= run_start + l.runs[r].size()) run_start += l.runs[r++].size();
+          if (lo + n <= run_start + l.runs[r].size()) jobs.push_back({i, c, l.runs[r].subspan(lo - run_start, n)});
+          else jobs.push_back({i, c, {}, true});
+        }
+        continue;
+      }
+      l.runs.clear();
       for (std::uint64_t c = 0; c < chunks; ++c)
         jobs.push_back({i, c, bytes.subspan(c * kChunk, std::min(kChunk, l.nbytes - c * kChunk))});
     }
@@ -216,6 +233,23 @@ class ContentHasher {
       }
       const Job& job = jobs[j];
       Leaf& l = leaves_[job.leaf];
+      if (job.split) {
+        const std::uint64_t lo = job.chunk * kChunk, n = std::min(kChunk, l.nbytes - lo);
+        std::vector<std::byte> joined;
+        joined.reserve(n);
+        // The first run ending after lo, then on until lo + n.
+        auto r = static_cast<std::size_t>(std::upper_bound(l.run_ends.begin(), l.run_ends.end(), lo) - l.run_ends.begin());
+        for (; r < l.runs.size() && joined.size() < n; ++r) {
+          const std::uint64_t at = l.run_ends[r] - l.runs[r].size();
+          const std::uint64_t from = lo > at ? lo - at : 0;
+          const std::uint64_t to = std::min<std::uint64_t>(l.runs[r].size(), lo + n - at);
+          joined.insert(joined.end(), l.runs[r].begin() + static_cast<std::ptrdiff_t>(from),
+                        l.runs[r].begin() + static_cast<std::ptrdiff_t>(to));
+        }
+        l.chunk_digests[job.chunk] = Digest::oneshot(opt_.algo, joined);
+        if (meter) meter->add(n);
+        return;
+      }
       if (fused[j] != kNoPiece) pieces[fused[j]].crc = util::crc32(0, job.bytes);  // then hashed from cache
       if (!job.bytes.empty() || l.tensor == nullptr || l.tensor->is_contiguous()) {
         l.chunk_digests[job.chunk] = Digest::oneshot(opt_.algo, job.bytes);

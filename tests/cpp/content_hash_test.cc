@@ -528,5 +528,44 @@ TEST(ContentHash, TensorSha256IsPlainSha256OfElementBytes) {
   }
 }
 
+// A tensor over a pieced storage (DCP chunks streamed, Storage::pieced) hashes as the
+// same tensor over one buffer: 1 MiB units inside one piece are hashed in place, units
+// across pieces are copied together first; nothing joins the storage.
+TEST(ContentHash, PiecedStorageHashesAsOneBufferWithoutJoining) {
+  std::vector<std::byte> all(3 * (1u << 20) + 12345);
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::byte>((i * 131) ^ (i >> 9));
+  auto owner = std::make_shared<std::vector<std::byte>>(all);
+  const std::span<const std::byte> b(*owner);
+  // Pieces: 1.5 MiB, 7 bytes, 600 KiB, then the rest (cuts inside and across units).
+  const std::size_t cuts[] = {0, 3u << 19, (3u << 19) + 7, (3u << 19) + 7 + 600 * 1024, all.size()};
+  std::vector<std::span<const std::byte>> pieces;
+  for (std::size_t i = 0; i + 1 < std::size(cuts); ++i) pieces.push_back(b.subspan(cuts[i], cuts[i + 1] - cuts[i]));
+  int joins = 0;
+  auto pieced = Storage::pieced(pieces, {owner}, [&] { ++joins; return Storage::owned(all); });
+  auto whole = Storage::owned(all);
+  const std::int64_t n = static_cast<std::int64_t>(all.size() / 4);
+  for (unsigned threads : {1u, 2u}) {
+    EXPECT_EQ(hash(Value(make_contiguous(DType::kFloat32, {n}, pieced)), HashAlgo::kSha256, threads),
+              hash(Value(make_contiguous(DType::kFloat32, {n}, whole)), HashAlgo::kSha256, threads));
+  }
+  EXPECT_EQ(joins, 0);
+  std::size_t runs = 0;
+  make_contiguous(DType::kFloat32, {n}, pieced)->for_each_run([&](std::span<const std::byte>) { ++runs; });
+  EXPECT_EQ(runs, 4u);
+  // A view starting inside the first piece and ending inside the third: cut runs.
+  Tensor mid = *make_contiguous(DType::kUInt8, {1 << 20}, pieced);
+  mid.storage_offset = 1 << 19;
+  std::vector<std::byte> got;
+  mid.for_each_run([&](std::span<const std::byte> r) { got.insert(got.end(), r.begin(), r.end()); });
+  EXPECT_EQ(got, std::vector<std::byte>(all.begin() + (1 << 19), all.begin() + (1 << 19) + (1 << 20)));
+  EXPECT_EQ(joins, 0);
+  // Whoever needs one buffer gets it, joined once.
+  std::vector<std::byte> scratch;
+  const auto cb = mid.contiguous_bytes(scratch);
+  EXPECT_EQ(std::vector<std::byte>(cb.begin(), cb.end()), got);
+  EXPECT_EQ(pieced->bytes().size(), all.size());
+  EXPECT_EQ(joins, 1);
+}
+
 }  // namespace
 }  // namespace tensorseal
