@@ -52,8 +52,8 @@ inline std::span<const std::byte> as_bytes(const std::string& s) {
 
 // An Input over a copy of the bytes, as read_bytes builds it, for calling one
 // format's reader directly (no detection; nested files go through the dispatch).
-inline detail::Input input_of(std::span<const std::byte> bytes, const ReadOptions& options) {
-  detail::Input in;
+inline detail::io::Input input_of(std::span<const std::byte> bytes, const ReadOptions& options) {
+  detail::io::Input in;
   in.name = "fuzz";
   in.whole = Storage::owned(std::vector<std::byte>(bytes.begin(), bytes.end()));
   in.options = &options;
@@ -124,7 +124,7 @@ inline std::string render_index(const SafetensorsIndex& idx) {
 inline Outcome index_agreement(const std::string& file, const ReadOptions& options) {
   auto outcome = [&](bool fast) {
     try {
-      return render_index(detail::index_safetensors(input_of(as_bytes(file), options), fast));
+      return render_index(detail::safetensors::index_safetensors(input_of(as_bytes(file), options), fast));
     } catch (const Error& e) {
       return std::string("error ") + e.what();
     }
@@ -133,7 +133,7 @@ inline Outcome index_agreement(const std::string& file, const ReadOptions& optio
   if (fast != slow) return Outcome::kRoundTripMismatch;
   std::string full;
   try {
-    (void)detail::read_safetensors(input_of(as_bytes(file), options));
+    (void)detail::safetensors::read_safetensors(input_of(as_bytes(file), options));
   } catch (const Error& e) {
     full = std::string("error ") + e.what();
   }
@@ -205,9 +205,9 @@ inline Outcome run_reader_target(std::string_view target, std::span<const std::b
   static const ReadOptions options = small_options();
   try {
     if (target == "torch_zip")
-      return exercise(detail::read_torch_zip(input_of(data, options)), Format::kTorchZip, options);
+      return exercise(detail::torch::read_torch_zip(input_of(data, options)), Format::kTorchZip, options);
     if (target == "torch_legacy")
-      return exercise(detail::read_torch_legacy(input_of(data, options)), Format::kTorchZip, options);
+      return exercise(detail::torch::read_torch_legacy(input_of(data, options)), Format::kTorchZip, options);
     if (target == "nested_pickle") {
       if (data.size() > (1u << 22)) return Outcome::kRejected;
       const std::string p = nested_pickle_of(data);
@@ -221,7 +221,8 @@ inline Outcome run_reader_target(std::string_view target, std::span<const std::b
     if (target == "safetensors_header") {
       const std::string f = safetensors_file_of(data);
       if (f.empty()) return Outcome::kRejected;
-      return exercise(detail::read_safetensors(input_of(as_bytes(f), options)), Format::kSafetensors, options);
+      return exercise(detail::safetensors::read_safetensors(input_of(as_bytes(f), options)), Format::kSafetensors,
+                      options);
     }
     // read_bytes and anything else: detection + every reader.
     const Checkpoint c = read_bytes(data, "fuzz", options);

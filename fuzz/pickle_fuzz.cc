@@ -14,7 +14,6 @@
 #include "tensorseal/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  namespace pk = tensorseal::detail::pickle;
   tensorseal::Limits limits;
   limits.max_pickle_bytes = 1 << 20;
   limits.max_pickle_ops = 100'000;
@@ -23,11 +22,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   limits.max_memo = 10'000;
   limits.max_string = 1 << 16;
   limits.max_alloc = 1 << 24;
-  pk::Hooks hooks;
-  hooks.reduce = [](const tensorseal::Object& o, std::uint64_t) { return pk::stdlib_reduce(o); };
+  tensorseal::detail::pickle::Hooks hooks;
+  hooks.reduce = [](const tensorseal::Object& o, std::uint64_t) {
+    return tensorseal::detail::pickle::stdlib_reduce(o);
+  };
   try {
-    pk::Parsed p = pk::parse({reinterpret_cast<const std::byte*>(data), size}, "fuzz", 0, limits, hooks);
-    pk::Writer w({});
+    tensorseal::detail::pickle::Parsed p =
+        tensorseal::detail::pickle::parse({reinterpret_cast<const std::byte*>(data), size}, "fuzz", 0, limits, hooks);
+    tensorseal::detail::pickle::Writer w({});
     (void)w.finish(p.value);
   } catch (const tensorseal::Error&) {
   }

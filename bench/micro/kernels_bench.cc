@@ -44,14 +44,14 @@ std::vector<std::byte> random_bytes(std::size_t n, unsigned seed = 1) {
 
 void BM_ChunkSha256(benchmark::State& state) {
   const auto data = random_bytes(kChunk);
-  for (auto _ : state) benchmark::DoNotOptimize(detail::Digest::oneshot(HashAlgo::kSha256, data));
+  for (auto _ : state) benchmark::DoNotOptimize(detail::hash::Digest::oneshot(HashAlgo::kSha256, data));
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kChunk));
 }
 BENCHMARK(BM_ChunkSha256);
 
 void BM_ChunkXxh3(benchmark::State& state) {
   const auto data = random_bytes(kChunk);
-  for (auto _ : state) benchmark::DoNotOptimize(detail::Digest::oneshot(HashAlgo::kXxh3, data));
+  for (auto _ : state) benchmark::DoNotOptimize(detail::hash::Digest::oneshot(HashAlgo::kXxh3, data));
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kChunk));
 }
 BENCHMARK(BM_ChunkXxh3);
@@ -81,7 +81,7 @@ BENCHMARK(BM_ContentHash)->Args({0, 1})->Args({0, 2})->Args({1, 1})->Args({1, 2}
 
 void BM_Crc32Isal(benchmark::State& state) {
   const auto data = random_bytes(kChunk);
-  for (auto _ : state) benchmark::DoNotOptimize(util::crc32(0, data));
+  for (auto _ : state) benchmark::DoNotOptimize(detail::util::crc32(0, data));
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kChunk));
 }
 BENCHMARK(BM_Crc32Isal);
@@ -104,14 +104,14 @@ BENCHMARK(BM_Crc32Zlib);
 // diff's inner loop shape: decode both sides' elements to double and accumulate |a-b|.
 void BM_ElementDecode(benchmark::State& state) {
   const DType dt = state.range(0) == 0 ? DType::kFloat32 : state.range(0) == 1 ? DType::kFloat16 : DType::kBFloat16;
-  const tools::ElementCodec& c = tools::codec(dt);
+  const detail::tools::ElementCodec& c = detail::tools::codec(dt);
   const std::size_t n = std::size_t{1} << 20;
   const auto a = random_bytes(n * c.size, 3), b = random_bytes(n * c.size, 4);
   for (auto _ : state) {
     double acc = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      const double x = tools::component_value(c, a.data() + i * c.size);
-      const double y = tools::component_value(c, b.data() + i * c.size);
+      const double x = detail::tools::component_value(c, a.data() + i * c.size);
+      const double y = detail::tools::component_value(c, b.data() + i * c.size);
       if (x == x && y == y) acc += std::abs(x - y);
     }
     benchmark::DoNotOptimize(acc);

@@ -15,7 +15,7 @@ namespace {
 // Compares what a writer streams with `expected`: remembers the first differing
 // offset and counts every byte (the writer always runs to its end, so the canonical
 // size is known exactly). Keeps nothing.
-class CompareSink final : public detail::Sink {
+class CompareSink final : public detail::io::Sink {
  public:
   explicit CompareSink(std::span<const std::byte> expected) : expected_(expected) {}
 
@@ -77,7 +77,7 @@ WriteOptions canonical_write_options(const Checkpoint& c, Format f, unsigned thr
 
 std::string canonical_bytes(const Checkpoint& c, unsigned threads) {
   const auto& r = single_file_row(c);
-  detail::StringSink sink;
+  detail::io::StringSink sink;
   r.write(c.root, canonical_write_options(c, r.info.format, threads), sink);
   return std::move(sink.out);
 }
@@ -86,11 +86,11 @@ CanonCheck check_canonical(const Checkpoint& c, std::span<const std::byte> bytes
                            const Progress& progress) {
   const auto& r = single_file_row(c);
   CompareSink sink(bytes);
-  util::ProgressMeter meter(&progress, progress ? detail::content_hash_bytes(c.root) : 0);
-  detail::ProgressSink counted(sink, meter);
+  detail::util::ProgressMeter meter(&progress, progress ? detail::hash::content_hash_bytes(c.root) : 0);
+  detail::io::ProgressSink counted(sink, meter);
   try {
     r.write(c.root, canonical_write_options(c, r.info.format, threads),
-            meter.active() ? static_cast<detail::Sink&>(counted) : sink);
+            meter.active() ? static_cast<detail::io::Sink&>(counted) : sink);
   } catch (const Error& e) {
     throw e.located(c.file);
   }

@@ -37,27 +37,28 @@ constexpr std::array<Names, 2> kDcpAliases{"distcp", "torch-dcp"};
 // index file a directory is read through (a JSON object, which no row above accepts).
 constexpr std::array kRows{
     FormatRow{{Format::kNpz, "npz", {}, kNpzExtensions, "numpy.savez archive of .npy arrays", true, Format::kNpz},
-              detect_npz, read_npz, write_npz},
+              numpy::detect_npz, numpy::read_npz, numpy::write_npz},
     FormatRow{{Format::kTorchZip, "torch-zip", kTorchZipAliases, kTorchZipExtensions,
                "torch.save zip archive (torch >= 1.6)", true, Format::kTorchZip},
-              detect_torch_zip, read_torch_zip, write_torch_zip},
+              torch::detect_torch_zip, torch::read_torch_zip, torch::write_torch_zip},
     FormatRow{{Format::kNpy, "npy", {}, kNpyExtensions, "numpy.save array", true, Format::kNpy},
-              detect_npy, read_npy, write_npy},
+              numpy::detect_npy, numpy::read_npy, numpy::write_npy},
     FormatRow{{Format::kTorchLegacy, "torch-legacy", kTorchLegacyAliases, {},
                "torch.save legacy stream (_use_new_zipfile_serialization=False)", true, Format::kTorchZip},
-              detect_torch_legacy, read_torch_legacy, write_torch_legacy},
+              torch::detect_torch_legacy, torch::read_torch_legacy, torch::write_torch_legacy},
     FormatRow{{Format::kSafetensors, "safetensors", {}, kSafetensorsExtensions, "safetensors file", true,
                Format::kSafetensors},
-              detect_safetensors, read_safetensors, write_safetensors},
+              safetensors::detect_safetensors, safetensors::read_safetensors, safetensors::write_safetensors},
     FormatRow{{Format::kDcp, "dcp", kDcpAliases, {},
                "torch.distributed.checkpoint directory (.metadata + *.distcp)", true, Format::kDcp, true},
-              detect_dcp, read_dcp, nullptr, write_dcp, find_dcp_metadata},
+              dcp::detect_dcp, dcp::read_dcp, nullptr, dcp::write_dcp, dcp::find_dcp_metadata},
     FormatRow{{Format::kPickle, "pickle", {}, {}, "plain pickle stream (pickle.dumps)", false, Format::kTorchZip},
-              detect_pickle, read_pickle_file, nullptr},
+              torch::detect_pickle, torch::read_pickle_file, nullptr},
     FormatRow{{Format::kHfShards, "hf-shards", kHfShardsAliases, {},
                "Hugging Face shard directory (*.index.json + safetensors or .bin shards)", true, Format::kHfShards,
                true},
-              detect_hf_shards, read_hf_shards, nullptr, write_hf_shards, find_shard_index},
+              shards::detect_hf_shards, shards::read_hf_shards, nullptr, shards::write_hf_shards,
+              shards::find_shard_index},
 };
 
 std::string known_formats() {
@@ -100,7 +101,7 @@ bool importable(std::string_view name) {
 // any file that is not a zip: the first global it would import, if any. A global
 // counts even when the stream breaks later: pickle.load imports (and may call) it
 // before it reaches the broken byte.
-std::optional<GlobalRef> pickle_import_at_start(const Input& in) {
+std::optional<GlobalRef> pickle_import_at_start(const io::Input& in) {
   std::optional<GlobalRef> found;
   detail::pickle::Hooks hooks;
   hooks.on_global = [&found](const GlobalRef& g) {
@@ -118,16 +119,16 @@ std::optional<GlobalRef> pickle_import_at_start(const Input& in) {
 // there, not a pickle themselves).
 bool pickle_loaders_read(Format f) { return f == Format::kSafetensors || f == Format::kNpy; }
 
-Checkpoint read_row(const FormatRow& r, const Input& in) {
+Checkpoint read_row(const FormatRow& r, const io::Input& in) {
   if (in.read_nested != nullptr) return r.read(in);
-  Input with_nested = in;
+  io::Input with_nested = in;
   with_nested.read_nested = detect_and_read;
   return r.read(with_nested);
 }
 
 }  // namespace
 
-Checkpoint detect_and_read(const Input& in) {
+Checkpoint detect_and_read(const io::Input& in) {
   for (const auto& r : kRows) {
     if (!r.detect(in.bytes())) continue;
     if (pickle_loaders_read(r.info.format))
@@ -142,7 +143,7 @@ Checkpoint detect_and_read(const Input& in) {
   throw Error(rules::kUnknownFormat, "not a checkpoint tensorseal knows (" + known_formats() + ")", in.name, 0);
 }
 
-Checkpoint read_input(const Input& in) {
+Checkpoint read_input(const io::Input& in) {
   const Format wanted = in.options ? in.options->format : Format::kUnknown;
   if (wanted == Format::kUnknown) return detect_and_read(in);
   const FormatRow* r = row(wanted);

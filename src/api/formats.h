@@ -17,8 +17,8 @@ namespace tensorseal::detail::api {
 struct FormatRow {
   FormatInfo info;
   bool (*detect)(std::span<const std::byte> head) noexcept;
-  Checkpoint (*read)(const Input& in);
-  void (*write)(const Value& root, const WriteOptions& options, Sink& sink);  // null: not writable
+  Checkpoint (*read)(const io::Input& in);
+  void (*write)(const Value& root, const WriteOptions& options, io::Sink& sink);  // null: not writable
   // Formats that are directories: writes the whole directory (atomically) instead.
   void (*write_dir)(const Value& root, const WriteOptions& options, const std::filesystem::path& dir) = nullptr;
   // Formats that are directories: the file of `dir` that read_file reads (what
@@ -33,10 +33,10 @@ const FormatRow* row(Format f) noexcept;
 
 // Reads `in` as in.options->format, or detects it (detect_and_read); sets
 // in.read_nested (to detect_and_read) for nested files when the caller left it unset.
-Checkpoint read_input(const Input& in);
+Checkpoint read_input(const io::Input& in);
 // Detects the format of `in` and runs its reader. Refuses (detect/ambiguous) a file
 // that a pickle loader would also read as a pickle importing something.
-Checkpoint detect_and_read(const Input& in);
+Checkpoint detect_and_read(const io::Input& in);
 
 // read_file(path, options), leaving the container checksums of tensor data on the
 // storages (Input::defer_checksums): the caller must run content_hash over the root

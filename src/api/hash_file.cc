@@ -33,7 +33,7 @@ std::vector<FileHash> hash_files(const std::vector<std::filesystem::path>& paths
   for (std::size_t first = 0; first < paths.size(); first += kBatch) {
     const std::size_t n = std::min(kBatch, paths.size() - first);
     std::vector<Checkpoint> read(n);
-    util::parallel_for(n, options.threads, [&](std::size_t i) {
+    detail::util::parallel_for(n, options.threads, [&](std::size_t i) {
       try {
         read[i] = detail::api::read_file_deferred(paths[first + i], ro);
       } catch (...) {
@@ -55,7 +55,7 @@ std::vector<FileHash> hash_files(const std::vector<std::filesystem::path>& paths
         options.progress(done_before + done, done_before + total);
       };
     std::vector<std::exception_ptr> errors;
-    std::vector<std::string> digests = detail::content_hash_many(roots, o, errors);
+    std::vector<std::string> digests = detail::hash::content_hash_many(roots, o, errors);
     done_before += batch_total;
     for (std::size_t k = 0; k < which.size(); ++k) {
       out[which[k]].digest = std::move(digests[k]);

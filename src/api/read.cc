@@ -5,7 +5,7 @@
 namespace tensorseal {
 
 Checkpoint read_mapped(std::shared_ptr<const MappedFile> file, const ReadOptions& options) {
-  Checkpoint c = detail::api::read_input(detail::input_of(file, options));
+  Checkpoint c = detail::api::read_input(detail::io::input_of(file, options));
   c.file = file->path();
   if (!options.in_memory) c.mapping = std::move(file);  // else the bytes were copied: the file is let go
   return c;
@@ -24,7 +24,7 @@ namespace detail::api {
 
 Checkpoint read_file_deferred(const std::filesystem::path& path, const ReadOptions& options) {
   const auto file = checkpoint_file(path, options.format);
-  Input in = input_of(MappedFile::open(file), options);
+  io::Input in = io::input_of(MappedFile::open(file), options);
   in.defer_checksums = true;
   Checkpoint c = read_input(in);
   c.file = path.string();
@@ -34,7 +34,7 @@ Checkpoint read_file_deferred(const std::filesystem::path& path, const ReadOptio
 }  // namespace detail::api
 
 Checkpoint read_bytes(std::span<const std::byte> bytes, std::string name, const ReadOptions& options) {
-  detail::Input in;
+  detail::io::Input in;
   in.name = name;
   in.whole = Storage::owned(std::vector<std::byte>(bytes.begin(), bytes.end()));
   in.options = &options;

@@ -8,7 +8,7 @@
 namespace tensorseal {
 namespace {
 
-void write_to(const Value& root, Format format, const WriteOptions& options, detail::Sink& sink) {
+void write_to(const Value& root, Format format, const WriteOptions& options, detail::io::Sink& sink) {
   const auto* r = detail::api::row(format);
   if (r != nullptr && r->write_dir != nullptr)
     throw Error(rules::kInvalidArgument, std::string(format_name(format)) + " is a directory, not one file");
@@ -28,11 +28,11 @@ void write_file(const Value& root, const std::filesystem::path& path, Format for
     }
     return;
   }
-  detail::AtomicFileSink sink(path, options.fsync);
-  util::ProgressMeter meter(&options.progress, options.progress ? detail::content_hash_bytes(root) : 0);
-  detail::ProgressSink counted(sink, meter);
+  detail::io::AtomicFileSink sink(path, options.fsync);
+  detail::util::ProgressMeter meter(&options.progress, options.progress ? detail::hash::content_hash_bytes(root) : 0);
+  detail::io::ProgressSink counted(sink, meter);
   try {
-    write_to(root, format, options, meter.active() ? static_cast<detail::Sink&>(counted) : sink);
+    write_to(root, format, options, meter.active() ? static_cast<detail::io::Sink&>(counted) : sink);
   } catch (const Error& e) {
     throw e.located(path.string());
   }
@@ -41,11 +41,11 @@ void write_file(const Value& root, const std::filesystem::path& path, Format for
 }
 
 void write_text_file(const std::filesystem::path& path, std::string_view bytes, bool fsync) {
-  detail::write_file_atomically(path, bytes, fsync);
+  detail::io::write_file_atomically(path, bytes, fsync);
 }
 
 std::string write_bytes(const Value& root, Format format, const WriteOptions& options) {
-  detail::StringSink sink;
+  detail::io::StringSink sink;
   write_to(root, format, options, sink);
   return std::move(sink.out);
 }

@@ -53,7 +53,7 @@ std::string Error::printable(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   while (!s.empty()) {
-    const auto bad = util::first_invalid_utf8(s);
+    const auto bad = detail::util::first_invalid_utf8(s);
     const std::size_t good = bad ? *bad : s.size();
     for (std::size_t i = 0; i < good; ++i) {
       const auto c = static_cast<unsigned char>(s[i]);
@@ -62,7 +62,7 @@ std::string Error::printable(std::string_view s) {
           out += ' ';
         } else {
           out += "\\x";
-          util::append_hex(out, c);
+          detail::util::append_hex(out, c);
         }
       } else {
         out += static_cast<char>(c);
@@ -71,7 +71,7 @@ std::string Error::printable(std::string_view s) {
     if (!bad) break;
     const auto c = static_cast<unsigned char>(s[good]);
     out += "\\x";
-    util::append_hex(out, c);
+    detail::util::append_hex(out, c);
     s.remove_prefix(good + 1);
   }
   return out;

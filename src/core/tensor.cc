@@ -51,12 +51,12 @@ void Tensor::validate() const {
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0) throw Error(rules::kBadShape, "negative dimension " + std::to_string(shape[i]));
     if (strides[i] < 0) throw Error(rules::kBadShape, "negative stride " + std::to_string(strides[i]));
-    auto m = util::mul(n, static_cast<std::uint64_t>(shape[i]));
+    auto m = detail::util::mul(n, static_cast<std::uint64_t>(shape[i]));
     if (!m) throw Error(rules::kSizeOverflow, "element count overflows 64 bits");
     n = *m;
   }
   const auto bits = info(dtype).bits;
-  if (!util::mul(n, bits)) throw Error(rules::kSizeOverflow, "byte size overflows 64 bits");
+  if (!detail::util::mul(n, bits)) throw Error(rules::kSizeOverflow, "byte size overflows 64 bits");
   if (n == 0) return;
   if (bits % 8 != 0) {
     // Packed sub-byte elements can only be described contiguously from byte 0.
@@ -70,13 +70,13 @@ void Tensor::validate() const {
   }
   std::uint64_t last = static_cast<std::uint64_t>(storage_offset);
   for (std::size_t i = 0; i < shape.size(); ++i) {
-    auto step = util::mul(static_cast<std::uint64_t>(shape[i] - 1), static_cast<std::uint64_t>(strides[i]));
-    auto sum = step ? util::add(last, *step) : std::nullopt;
+    auto step = detail::util::mul(static_cast<std::uint64_t>(shape[i] - 1), static_cast<std::uint64_t>(strides[i]));
+    auto sum = step ? detail::util::add(last, *step) : std::nullopt;
     if (!sum) throw Error(rules::kSizeOverflow, "view extent overflows 64 bits");
     last = *sum;
   }
-  auto end = util::add(last, 1);
-  auto end_bytes = end ? util::mul(*end, bits / 8) : std::nullopt;
+  auto end = detail::util::add(last, 1);
+  auto end_bytes = end ? detail::util::mul(*end, bits / 8) : std::nullopt;
   if (!end_bytes) throw Error(rules::kSizeOverflow, "view extent overflows 64 bits");
   if (*end_bytes > storage->size())
     throw Error(rules::kViewOutOfBounds, "view reaches byte " + std::to_string(*end_bytes) +

@@ -311,7 +311,7 @@ void repr_quoted(std::string_view s, std::string& out, std::size_t max_len) {
     if (c == '\'' || c == '\\') { out += '\\'; out += c; }
     else if (u < 0x20 || u == 0x7f) {
       out += "\\x";
-      util::append_hex(out, u);
+      detail::util::append_hex(out, u);
     } else out += c;
   }
   out += '\'';

@@ -32,7 +32,7 @@
 #include "core/topic.h"
 #include "tensorseal/error.h"
 
-namespace tensorseal::dcp {
+namespace tensorseal::detail::dcp {
 
 inline constexpr std::string_view kMetadataFile = ".metadata";
 inline constexpr std::string_view kDataSuffix = ".distcp";
@@ -128,4 +128,4 @@ inline constexpr Topic kAll[] = {kSaveId, kCheckpointPath, kFiles, kItemOrder, k
                                  kMetadataFiles};
 }  // namespace topics
 
-}  // namespace tensorseal::dcp
+}  // namespace tensorseal::detail::dcp

@@ -8,7 +8,6 @@
 #include "pickle/writer.h"
 
 namespace tensorseal::detail::dcp {
-namespace d = tensorseal::dcp;
 
 namespace {
 
@@ -36,12 +35,12 @@ Value size_value(const std::vector<std::int64_t>& dims) {
 Value or_none(const std::optional<std::string>& s) { return s ? Value::str(*s) : Value(); }
 
 Value properties(const Entry& e) {
-  return object(d::kMetadataModule, "TensorProperties", Construct::kNewObj, Value::tuple(),
+  return object(dcp::kMetadataModule, "TensorProperties", Construct::kNewObj, Value::tuple(),
                 Value::tuple({Value::global("torch", std::string(name(e.dtype))),
                               object("torch.serialization", "_get_layout", Construct::kReduce,
                                      Value::tuple({Value::str("torch.strided")}), Value()),
                               Value(e.requires_grad),
-                              object(d::kMetadataModule, "_MEM_FORMAT_ENCODING", Construct::kReduce,
+                              object(dcp::kMetadataModule, "_MEM_FORMAT_ENCODING", Construct::kReduce,
                                      Value::tuple({Value(e.memory_format)}), Value()),
                               Value(e.pin_memory)}));
 }
@@ -58,33 +57,33 @@ std::string encode_metadata(const Metadata& md) {
   for (const Entry& e : md.entries) {
     Value meta;
     if (!e.is_tensor) {
-      meta = object(d::kMetadataModule, "BytesStorageMetadata", Construct::kNewObj, Value::tuple(), Value());
+      meta = object(dcp::kMetadataModule, "BytesStorageMetadata", Construct::kNewObj, Value::tuple(), Value());
     } else {
       std::vector<Value> chunks;
       for (const Chunk& c : e.chunks)
-        chunks.push_back(dataclass(d::kMetadataModule, "ChunkStorageMetadata",
+        chunks.push_back(dataclass(dcp::kMetadataModule, "ChunkStorageMetadata",
                                    {{"offsets", size_value(c.offsets)}, {"sizes", size_value(c.sizes)}}));
-      meta = dataclass(d::kMetadataModule, "TensorStorageMetadata",
+      meta = dataclass(dcp::kMetadataModule, "TensorStorageMetadata",
                        {{"properties", properties(e)}, {"size", size_value(e.size)}, {"chunks", Value::list(chunks)}});
     }
     sdm.as_dict().items.emplace_back(Value::str(e.fqn), std::move(meta));
     if (!e.path.empty()) planner.as_dict().items.emplace_back(Value::str(e.fqn), Value::tuple(e.path));
   }
   for (const Stored& s : md.storage_order) {
-    Value key = dataclass(d::kMetadataModule, "MetadataIndex",
+    Value key = dataclass(dcp::kMetadataModule, "MetadataIndex",
                           {{"fqn", Value::str(s.fqn)},
                            {"offset", s.offset ? size_value(*s.offset) : Value()},
                            {"index", s.index ? Value(*s.index) : Value()}});
-    Value info = dataclass(d::kFilesystemModule, "_StorageInfo",
+    Value info = dataclass(dcp::kFilesystemModule, "_StorageInfo",
                            {{"relative_path", Value::str(s.storage.relative_path)},
                             {"offset", Value(static_cast<std::int64_t>(s.storage.offset))},
                             {"length", Value(static_cast<std::int64_t>(s.storage.length))}});
     sd.as_dict().items.emplace_back(std::move(key), std::move(info));
   }
-  Value storage_meta = dataclass(d::kMetadataModule, "StorageMeta",
+  Value storage_meta = dataclass(dcp::kMetadataModule, "StorageMeta",
                                  {{"checkpoint_id", or_none(md.checkpoint_id)}, {"save_id", or_none(md.save_id)},
                                   {"load_id", Value()}, {"modules", Value::list()}});
-  Value root = dataclass(d::kMetadataModule, "Metadata",
+  Value root = dataclass(dcp::kMetadataModule, "Metadata",
                          {{"state_dict_metadata", std::move(sdm)}, {"planner_data", std::move(planner)},
                           {"storage_data", std::move(sd)}, {"storage_meta", std::move(storage_meta)},
                           {"version", or_none(md.version)}});

@@ -10,7 +10,6 @@
 #include "tensorseal/hash.h"
 
 namespace tensorseal::detail::dcp {
-namespace d = tensorseal::dcp;
 namespace fs = std::filesystem;
 
 namespace {
@@ -24,46 +23,46 @@ bool is_zip_record(std::span<const std::byte> b) {
 
 std::string where(const StorageInfo& s) { return s.relative_path + "@" + std::to_string(s.offset); }
 
-Items::Items(const Input& meta, const Metadata& md, Checkpoint& out) : meta_(meta), out_(out) {
+Items::Items(const io::Input& meta, const Metadata& md, Checkpoint& out) : meta_(meta), out_(out) {
   std::error_code ec;
-  const fs::path p = meta.directory / d::kManifestFile;
+  const fs::path p = meta.directory / dcp::kManifestFile;
   if (!fs::exists(fs::symlink_status(p, ec))) return;
-  const fs::path real = io::file_inside(meta.directory, std::string(d::kManifestFile), d::rules::kStoragePath,
-                                        d::rules::kStorageMissing, "manifest", meta.name);
+  const fs::path real = io::file_inside(meta.directory, std::string(dcp::kManifestFile), rules::kStoragePath,
+                                        rules::kStorageMissing, "manifest", meta.name);
   auto file = MappedFile::open(real);
   const std::string name = real.string();
   for (auto& r : parse_manifest(file->bytes(), name)) {
     const std::string key = where(r.storage);
     if (!manifest_.emplace(key, std::move(r)).second)
-      throw Error(d::rules::kManifest, "lists item " + key + " twice", name);
+      throw Error(rules::kManifest, "lists item " + key + " twice", name);
   }
   // One record per storage_data entry, naming the same item.
   if (manifest_.size() != md.storage_order.size())
-    throw Error(d::rules::kManifest, "lists " + std::to_string(manifest_.size()) + " items, .metadata " +
+    throw Error(rules::kManifest, "lists " + std::to_string(manifest_.size()) + " items, .metadata " +
                                          std::to_string(md.storage_order.size()), name);
   for (const auto& st : md.storage_order) {
     const auto it = manifest_.find(where(st.storage));
     if (it == manifest_.end() || it->second.storage.length != st.storage.length || it->second.fqn != st.fqn ||
         it->second.offsets != st.offset)
-      throw Error(d::rules::kManifest, "has no record matching item '" + st.fqn + "' at " + where(st.storage), name);
+      throw Error(rules::kManifest, "has no record matching item '" + st.fqn + "' at " + where(st.storage), name);
   }
 }
 
-Input Items::raw_window(const StorageInfo& s) {
-  const Input& f = file(s.relative_path);
+io::Input Items::raw_window(const StorageInfo& s) {
+  const io::Input& f = file(s.relative_path);
   if (s.offset > f.size() || s.length > f.size() - s.offset)
-    throw Error(d::rules::kStorageBounds,
+    throw Error(rules::kStorageBounds,
                 "item [" + std::to_string(s.offset) + ", +" + std::to_string(s.length) + ") ends past the file's " +
                     std::to_string(f.size()) + " bytes",
                 f.name, s.offset);
-  Input sub = f;
+  io::Input sub = f;
   sub.whole = f.window(s.offset, s.length);
   sub.name = f.name + "@" + std::to_string(s.offset);
   return sub;
 }
 
-Input Items::window(const StorageInfo& s) {
-  Input sub = raw_window(s);
+io::Input Items::window(const StorageInfo& s) {
+  io::Input sub = raw_window(s);
   if (!s.transforms.empty())
     sub.whole = undo_transforms(sub.bytes(), s.transforms, meta_.options->limits.max_alloc,
                                 file(s.relative_path).name, s.offset);
@@ -75,11 +74,11 @@ const DcpRecord* Items::checked(const StorageInfo& s, const std::string& what) {
   const std::string key = where(s);
   const auto it = manifest_.find(key);
   if (it == manifest_.end())
-    throw Error(d::rules::kManifest, "has no record of " + what, (meta_.directory / d::kManifestFile).string());
+    throw Error(rules::kManifest, "has no record of " + what, (meta_.directory / dcp::kManifestFile).string());
   if (verified_.count(key) == 0) {
-    const Input sub = raw_window(s);  // the checksum covers the bytes in the file
+    const io::Input sub = raw_window(s);  // the checksum covers the bytes in the file
     if (item_checksum(sub.bytes()) != it->second.checksum)
-      throw Error(d::rules::kChecksum, what + ": its bytes do not match the manifest's checksum " + it->second.checksum,
+      throw Error(rules::kChecksum, what + ": its bytes do not match the manifest's checksum " + it->second.checksum,
                   file(s.relative_path).name, s.offset);
     verified_.insert(key);
   }
@@ -92,7 +91,7 @@ void Items::check_digest(const DcpRecord* r, const Value& v, const StorageInfo& 
   o.algo = HashAlgo::kXxh3;
   o.threads = 1;
   if (content_hash(v, o) != r->digest)
-    throw Error(d::rules::kDigest, what + ": its content does not match the manifest's digest " + r->digest,
+    throw Error(rules::kDigest, what + ": its content does not match the manifest's digest " + r->digest,
                 file(s.relative_path).name, s.offset);
 }
 
@@ -100,16 +99,16 @@ Value Items::torch_item(const StorageInfo& s, const std::string& what) { return 
 
 std::pair<std::shared_ptr<const Storage>, Value> Items::bytes_item(const StorageInfo& s, const std::string& what) {
   const DcpRecord* r = checked(s, what);
-  Input sub = window(s);  // once: a compressed item is decompressed here
+  io::Input sub = window(s);  // once: a compressed item is decompressed here
   if (!is_zip_record(sub.bytes()))
-    throw Error(d::rules::kItemFormat, what + " is not a torch.save archive", file(s.relative_path).name, s.offset);
+    throw Error(rules::kItemFormat, what + " is not a torch.save archive", file(s.relative_path).name, s.offset);
   Value v = take(meta_.read_nested(sub), where(s));
   check_digest(r, v, s, what);
   return {sub.whole, std::move(v)};
 }
 
 std::shared_ptr<const Tensor> Items::chunk(const StorageInfo& s, const std::string& fqn, const std::string& what) {
-  const Input& f = file(s.relative_path);
+  const io::Input& f = file(s.relative_path);
   if (s.offset > f.size()) window(s);  // throws the bounds error
   const auto head = f.bytes().subspan(s.offset);
   Value v;
@@ -121,41 +120,41 @@ std::shared_ptr<const Tensor> Items::chunk(const StorageInfo& s, const std::stri
   } else if (is_zip_record(head)) {
     v = torch_item(s, what);
     formats_.insert("torch_save");
-  } else if (detect_safetensors(head)) {
+  } else if (safetensors::detect_safetensors(head)) {
     formats_.insert("safetensors");
     const std::string key = where(s);
     auto it = blobs_.find(key);
     if (it == blobs_.end()) {
-      Input sub = f;
+      io::Input sub = f;
       sub.whole = f.window(s.offset, f.size() - s.offset);
       sub.name = f.name + "@" + std::to_string(s.offset);
       it = blobs_.emplace(key, take(meta_.read_nested(sub), key)).first;
     }
     const Value* t = it->second.is(Value::Kind::kDict) ? it->second.as_dict().find(fqn) : nullptr;
     if (t == nullptr)
-      throw Error(d::rules::kItemFormat, what + ": the safetensors data holds no tensor '" + fqn + "'", f.name,
+      throw Error(rules::kItemFormat, what + ": the safetensors data holds no tensor '" + fqn + "'", f.name,
                   s.offset);
     v = *t;
   } else {
-    throw Error(d::rules::kItemFormat, what + " is neither a torch.save archive nor safetensors data", f.name,
+    throw Error(rules::kItemFormat, what + " is neither a torch.save archive nor safetensors data", f.name,
                 s.offset);
   }
   if (!v.is(Value::Kind::kTensor))
-    throw Error(d::rules::kItemFormat, what + " holds a " + std::string(kind_name(v.kind())) + ", not a tensor",
+    throw Error(rules::kItemFormat, what + " holds a " + std::string(kind_name(v.kind())) + ", not a tensor",
                 f.name, s.offset);
   const auto& t = v.as_tensor();
   if (s.transforms.empty() && !is_zip_record(head) && t->nbytes() != s.length)
-    throw Error(d::rules::kChunkMismatch, what + " has " + std::to_string(t->nbytes()) + " bytes, storage_data says " +
+    throw Error(rules::kChunkMismatch, what + " has " + std::to_string(t->nbytes()) + " bytes, storage_data says " +
                                               std::to_string(s.length), f.name, s.offset);
   return t;
 }
 
-const Input& Items::file(const std::string& rel) {
+const io::Input& Items::file(const std::string& rel) {
   auto it = files_.find(rel);
   if (it != files_.end()) return it->second;
-  const fs::path p = io::file_inside(meta_.directory, rel, d::rules::kStoragePath, d::rules::kStorageMissing,
+  const fs::path p = io::file_inside(meta_.directory, rel, rules::kStoragePath, rules::kStorageMissing,
                                      "data file", meta_.name);
-  Input in = input_of(MappedFile::open(p), *meta_.options);
+  io::Input in = io::input_of(MappedFile::open(p), *meta_.options);
   in.nesting = meta_.nesting;
   in.read_nested = meta_.read_nested;
   return files_.emplace(rel, std::move(in)).first->second;

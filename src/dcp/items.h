@@ -22,7 +22,7 @@ class Items {
   // `meta` is the .metadata Input (on disk, with read_nested); facts and globals of
   // every item read land in `out`. Reads the manifest beside .metadata when present and
   // checks it lists exactly the items of `md` (dcp/manifest).
-  Items(const Input& meta, const Metadata& md, Checkpoint& out);
+  Items(const io::Input& meta, const Metadata& md, Checkpoint& out);
 
   // A BYTE_IO item or a torch_save chunk: a torch.save zip, read.
   Value torch_item(const StorageInfo& s, const std::string& what);
@@ -32,23 +32,23 @@ class Items {
   // The chunk of tensor `fqn` stored at `s`: a torch.save zip, or (safetensors
   // serialization) the tensor `fqn` of the safetensors file starting at s.offset.
   std::shared_ptr<const Tensor> chunk(const StorageInfo& s, const std::string& fqn, const std::string& what);
-  const Input& file(const std::string& rel);
+  const io::Input& file(const std::string& rel);
 
   bool has_manifest() const { return !manifest_.empty(); }
   const std::set<std::string>& formats() const { return formats_; }
 
  private:
   // The item's bytes as in the file (bounds-checked), and with its transforms undone.
-  Input raw_window(const StorageInfo& s);
-  Input window(const StorageInfo& s);
+  io::Input raw_window(const StorageInfo& s);
+  io::Input window(const StorageInfo& s);
   // The manifest's record of item `s` (null without a manifest); checks its checksum once.
   const DcpRecord* checked(const StorageInfo& s, const std::string& what);
   void check_digest(const DcpRecord* r, const Value& v, const StorageInfo& s, const std::string& what);
   Value take(Checkpoint c, const std::string& at);
 
-  const Input& meta_;
+  const io::Input& meta_;
   Checkpoint& out_;
-  std::map<std::string, Input> files_;
+  std::map<std::string, io::Input> files_;
   std::map<std::string, Value> blobs_;
   std::set<std::string> formats_;
   std::map<std::string, DcpRecord> manifest_;  // by where()

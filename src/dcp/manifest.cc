@@ -8,11 +8,10 @@
 #include "util/hex.h"
 
 namespace tensorseal::detail::dcp {
-namespace d = tensorseal::dcp;
 using json = nlohmann::ordered_json;
 
 std::string item_checksum(std::span<const std::byte> bytes) {
-  return "xxh3:" + util::to_hex(Digest::oneshot(HashAlgo::kXxh3, bytes));
+  return "xxh3:" + util::to_hex(hash::Digest::oneshot(HashAlgo::kXxh3, bytes));
 }
 
 std::string encode_manifest(const std::vector<DcpRecord>& records) {
@@ -29,23 +28,23 @@ std::string encode_manifest(const std::vector<DcpRecord>& records) {
     items.push_back(std::move(row));
   }
   json j = json::object();
-  j["format"] = d::kManifestFormat;
-  j["version"] = d::kManifestVersion;
+  j["format"] = dcp::kManifestFormat;
+  j["version"] = dcp::kManifestVersion;
   j["items"] = std::move(items);
   return j.dump(1, ' ', false, json::error_handler_t::strict) + "\n";
 }
 
 std::vector<DcpRecord> parse_manifest(std::span<const std::byte> bytes, const std::string& name) {
-  auto bad = [&](const std::string& what) -> void { throw Error(d::rules::kManifest, what, name); };
+  auto bad = [&](const std::string& what) -> void { throw Error(rules::kManifest, what, name); };
   json j;
   try {
     j = json::parse(reinterpret_cast<const char*>(bytes.data()), reinterpret_cast<const char*>(bytes.data()) + bytes.size());
   } catch (const json::parse_error& e) {
-    throw Error(d::rules::kManifest, std::string("not JSON: ") + e.what(), name, e.byte > 0 ? e.byte - 1 : 0);
+    throw Error(rules::kManifest, std::string("not JSON: ") + e.what(), name, e.byte > 0 ? e.byte - 1 : 0);
   }
-  if (!j.is_object() || j.value("format", json()) != d::kManifestFormat) bad("not a tensorseal.dcp manifest");
-  if (j.value("version", json()) != d::kManifestVersion)
-    bad("manifest version " + j.value("version", json()).dump() + " is not " + std::to_string(d::kManifestVersion));
+  if (!j.is_object() || j.value("format", json()) != dcp::kManifestFormat) bad("not a tensorseal.dcp manifest");
+  if (j.value("version", json()) != dcp::kManifestVersion)
+    bad("manifest version " + j.value("version", json()).dump() + " is not " + std::to_string(dcp::kManifestVersion));
   if (!j.contains("items") || !j["items"].is_array()) bad("no items list");
   std::vector<DcpRecord> out;
   for (const auto& row : j["items"]) {

@@ -15,17 +15,16 @@
 #include "tensorseal/error.h"
 
 namespace tensorseal::detail::dcp {
-namespace d = tensorseal::dcp;
 
 namespace {
 
 [[noreturn]] void shape_error(const std::string& name, const std::string& what) {
-  throw Error(d::rules::kMetadataShape, what, name);
+  throw Error(rules::kMetadataShape, what, name);
 }
 
 bool allowed(const GlobalRef& g) {
   const std::string full = g.module + "." + g.name;
-  if (std::find(d::kMetadataGlobals.begin(), d::kMetadataGlobals.end(), full) != d::kMetadataGlobals.end())
+  if (std::find(dcp::kMetadataGlobals.begin(), dcp::kMetadataGlobals.end(), full) != dcp::kMetadataGlobals.end())
     return true;
   return g.module == "torch" && dtype_from_name(g.name).has_value();
 }
@@ -53,8 +52,8 @@ std::optional<Value> reduce(const Object& o) {
     if (c.is_global("torch", "Size") && args.size() == 1 && is_int_tuple(args[0])) return Value::tuple(args[0].items());
     if (c.is_global("torch.serialization", "_get_layout") && args.size() == 1 && args[0].is(Value::Kind::kStr))
       return Value::str(std::string(args[0].as_str()));
-    if ((c.is_global(d::kMetadataModule, "_MEM_FORMAT_ENCODING") ||
-         c.is_global(d::kLegacyPropertiesModule, "MEM_FORMAT_ENCODING")) &&
+    if ((c.is_global(dcp::kMetadataModule, "_MEM_FORMAT_ENCODING") ||
+         c.is_global(dcp::kLegacyPropertiesModule, "MEM_FORMAT_ENCODING")) &&
         args.size() == 1 && args[0].is(Value::Kind::kInt))
       return args[0];
     if ((c.is_global("pathlib", "PosixPath") || c.is_global("pathlib", "WindowsPath"))) {
@@ -125,7 +124,7 @@ void properties_of(const Object& props, Entry& e, const std::string& name) {
   if (st.size() > 1) {
     const Value& layout = st[1];
     if (!(layout.is(Value::Kind::kStr) && layout.as_str() == "torch.strided") && !layout.is_global("torch", "strided"))
-      throw Error(d::rules::kMetadataShape, "tensor layout " + repr(layout, 60) + " is not strided (not supported)",
+      throw Error(rules::kMetadataShape, "tensor layout " + repr(layout, 60) + " is not strided (not supported)",
                   name);
   }
   if (st.size() > 2 && st[2].is(Value::Kind::kBool)) e.requires_grad = st[2].as_bool();
@@ -146,11 +145,11 @@ std::string item_key(const std::string& fqn, const std::optional<std::vector<std
 
 bool looks_like_metadata(std::span<const std::byte> head) noexcept {
   if (head.size() < 2 || head[0] != std::byte{0x80} || static_cast<unsigned>(head[1]) < 2) return false;
-  const std::string_view s(reinterpret_cast<const char*>(head.data()), std::min(head.size(), d::kDetectWindow));
-  const auto m = s.find(d::kMetadataModule);
+  const std::string_view s(reinterpret_cast<const char*>(head.data()), std::min(head.size(), dcp::kDetectWindow));
+  const auto m = s.find(dcp::kMetadataModule);
   if (m == std::string_view::npos) return false;
-  const auto c = s.find(d::kMetadataClass, m + d::kMetadataModule.size());
-  return c != std::string_view::npos && c <= m + d::kMetadataModule.size() + 4;
+  const auto c = s.find(dcp::kMetadataClass, m + dcp::kMetadataModule.size());
+  return c != std::string_view::npos && c <= m + dcp::kMetadataModule.size() + 4;
 }
 
 Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& name, const Limits& limits) {
@@ -158,7 +157,7 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
   hooks.reduce = [](const Object& o, std::uint64_t) { return reduce(o); };
   hooks.on_global = [&](const GlobalRef& g) {
     if (!allowed(g))
-      throw Error(d::rules::kMetadataGlobal,
+      throw Error(rules::kMetadataGlobal,
                   "references " + g.module + "." + g.name +
                       ", which is not a torch.distributed.checkpoint metadata class (pickle.load would import and run it)",
                   name, where_offset(g.where));
@@ -167,23 +166,23 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
   Metadata md;
   md.globals = std::move(p.globals);
 
-  const Object& root = instance(p.value, d::kMetadataModule, "Metadata", name);
+  const Object& root = instance(p.value, dcp::kMetadataModule, "Metadata", name);
   const Value& sdm = field(root, "state_dict_metadata", "Metadata", name);
   if (!sdm.is(Value::Kind::kDict)) shape_error(name, "state_dict_metadata is not a dict");
   if (sdm.as_dict().items.size() > limits.max_entries)
-    throw Error(d::rules::kTooMany, std::to_string(sdm.as_dict().items.size()) + " entries exceed max_entries", name);
+    throw Error(rules::kTooMany, std::to_string(sdm.as_dict().items.size()) + " entries exceed max_entries", name);
 
   // storage_data: (fqn, chunk offsets | none) -> where the bytes are.
   std::map<std::string, StorageInfo> storage;
   const Value& sd = field(root, "storage_data", "Metadata", name);
   if (!sd.is(Value::Kind::kDict)) shape_error(name, "storage_data is not a dict");
   for (const auto& [k, v] : sd.as_dict().items) {
-    const Object& idx = instance(k, d::kMetadataModule, "MetadataIndex", name);
+    const Object& idx = instance(k, dcp::kMetadataModule, "MetadataIndex", name);
     const std::string fqn = text(field(idx, "fqn", "MetadataIndex", name), "MetadataIndex.fqn", name);
     std::vector<std::int64_t> offsets;
     const Value* off = optional_field(idx, "offset");
     if (off) offsets = ints(*off, "MetadataIndex.offset", name);
-    const Object& info = instance(v, d::kFilesystemModule, "_StorageInfo", name);
+    const Object& info = instance(v, dcp::kFilesystemModule, "_StorageInfo", name);
     StorageInfo s{text(field(info, "relative_path", "_StorageInfo", name), "_StorageInfo.relative_path", name),
                   non_negative(field(info, "offset", "_StorageInfo", name), "_StorageInfo.offset", name),
                   non_negative(field(info, "length", "_StorageInfo", name), "_StorageInfo.length", name), {}};
@@ -191,8 +190,8 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
       if (!t->is(Value::Kind::kList)) shape_error(name, "_StorageInfo.transform_descriptors is not a list");
       for (const auto& x : t->items()) {
         if (!x.is(Value::Kind::kStr) || !known_transform(x.as_str()))
-          throw Error(d::rules::kTransform, "item '" + fqn + "' is stored through the transform " + repr(x, 80) +
-                                                " (of DCP's extensions only " + std::string(d::kZstdTransform) +
+          throw Error(rules::kTransform, "item '" + fqn + "' is stored through the transform " + repr(x, 80) +
+                                                " (of DCP's extensions only " + std::string(dcp::kZstdTransform) +
                                                 "/1 is known)", name);
         s.transforms.emplace_back(x.as_str());
       }
@@ -213,18 +212,18 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
     Entry e;
     e.fqn = text(k, "a state_dict_metadata key", name);
     if (v.is(Value::Kind::kObject) && v.as_object().callable &&
-        v.as_object().callable->is_global(d::kMetadataModule, "BytesStorageMetadata")) {
+        v.as_object().callable->is_global(dcp::kMetadataModule, "BytesStorageMetadata")) {
       const auto it = storage.find(item_key(e.fqn, std::nullopt));
       if (it == storage.end())
-        throw Error(d::rules::kStorageMissing, "bytes item '" + e.fqn + "' has no storage_data entry", name);
+        throw Error(rules::kStorageMissing, "bytes item '" + e.fqn + "' has no storage_data entry", name);
       e.storage.push_back(it->second);
     } else {
-      const Object& tm = instance(v, d::kMetadataModule, "TensorStorageMetadata", name);
+      const Object& tm = instance(v, dcp::kMetadataModule, "TensorStorageMetadata", name);
       e.is_tensor = true;
       const Value& props = field(tm, "properties", "TensorStorageMetadata", name);
       const bool legacy = props.is(Value::Kind::kObject) && props.as_object().callable &&
-                          props.as_object().callable->is_global(d::kLegacyPropertiesModule, "TensorProperties");
-      properties_of(instance(props, legacy ? d::kLegacyPropertiesModule : d::kMetadataModule, "TensorProperties", name),
+                          props.as_object().callable->is_global(dcp::kLegacyPropertiesModule, "TensorProperties");
+      properties_of(instance(props, legacy ? dcp::kLegacyPropertiesModule : dcp::kMetadataModule, "TensorProperties", name),
                     e, name);
       e.size = ints(field(tm, "size", "TensorStorageMetadata", name), "TensorStorageMetadata.size", name);
       for (auto s : e.size)
@@ -233,18 +232,18 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
       if (!chunks.is(Value::Kind::kList)) shape_error(name, "TensorStorageMetadata.chunks is not a list");
       chunks_total += chunks.items().size();
       if (chunks_total > limits.max_entries)
-        throw Error(d::rules::kTooMany, "more than max_entries tensor chunks", name);
+        throw Error(rules::kTooMany, "more than max_entries tensor chunks", name);
       for (const auto& c : chunks.items()) {
-        const Object& co = instance(c, d::kMetadataModule, "ChunkStorageMetadata", name);
+        const Object& co = instance(c, dcp::kMetadataModule, "ChunkStorageMetadata", name);
         Chunk ch{ints(field(co, "offsets", "ChunkStorageMetadata", name), "ChunkStorageMetadata.offsets", name),
                  ints(field(co, "sizes", "ChunkStorageMetadata", name), "ChunkStorageMetadata.sizes", name)};
         if (ch.offsets.size() != e.size.size() || ch.sizes.size() != e.size.size())
-          throw Error(d::rules::kChunkMismatch, "a chunk of tensor '" + e.fqn + "' has " +
+          throw Error(rules::kChunkMismatch, "a chunk of tensor '" + e.fqn + "' has " +
                                                    std::to_string(ch.offsets.size()) + " dimensions, the tensor " +
                                                    std::to_string(e.size.size()), name);
         const auto it = storage.find(item_key(e.fqn, ch.offsets));
         if (it == storage.end())
-          throw Error(d::rules::kStorageMissing, "chunk at " + shape_text(ch.offsets) + " of tensor '" + e.fqn +
+          throw Error(rules::kStorageMissing, "chunk at " + shape_text(ch.offsets) + " of tensor '" + e.fqn +
                                                      "' has no storage_data entry", name);
         e.storage.push_back(it->second);
         e.chunks.push_back(std::move(ch));
@@ -264,7 +263,7 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
   }
 
   if (const Value* sm = optional_field(root, "storage_meta")) {
-    const Object& meta = instance(*sm, d::kMetadataModule, "StorageMeta", name);
+    const Object& meta = instance(*sm, dcp::kMetadataModule, "StorageMeta", name);
     if (const Value* s = optional_field(meta, "save_id"); s && s->is(Value::Kind::kStr)) md.save_id = std::string(s->as_str());
     if (const Value* s = optional_field(meta, "checkpoint_id"); s && s->is(Value::Kind::kStr))
       md.checkpoint_id = std::string(s->as_str());

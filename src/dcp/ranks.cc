@@ -10,12 +10,11 @@
 #include "tensorseal/storage.h"
 
 namespace tensorseal::detail::dcp {
-namespace d = tensorseal::dcp;
 namespace fs = std::filesystem;
 
 std::optional<std::uint32_t> metadata_rank(std::string_view n) noexcept {
-  if (!n.starts_with(d::kRankPrefix) || !n.ends_with(d::kMetadataFile)) return std::nullopt;
-  const std::string_view digits = n.substr(d::kRankPrefix.size(), n.size() - d::kRankPrefix.size() - d::kMetadataFile.size());
+  if (!n.starts_with(dcp::kRankPrefix) || !n.ends_with(dcp::kMetadataFile)) return std::nullopt;
+  const std::string_view digits = n.substr(dcp::kRankPrefix.size(), n.size() - dcp::kRankPrefix.size() - dcp::kMetadataFile.size());
   if (digits.empty() || digits.size() > 9) return std::nullopt;
   std::uint32_t r = 0;
   for (char c : digits) {
@@ -52,7 +51,7 @@ void merge(Metadata& out, Metadata rank, const std::string& file, std::map<std::
     else if (have.is_tensor && have.size != e.size) differs = "size " + shape_text(have.size) + " and " + shape_text(e.size);
     else if (path_text(have.path) != path_text(e.path)) differs = "its nested path";
     if (!differs.empty())
-      throw Error(d::rules::kRankMetadata, "'" + e.fqn + "' differs from a lower rank's: " + differs, file);
+      throw Error(rules::kRankMetadata, "'" + e.fqn + "' differs from a lower rank's: " + differs, file);
     if (!e.is_tensor) continue;  // a bytes item several ranks wrote: the lowest rank's
     for (std::size_t i = 0; i < e.chunks.size(); ++i) {
       const bool replica = std::any_of(have.chunks.begin(), have.chunks.end(),
@@ -79,18 +78,18 @@ Metadata read_rank_metadata(const fs::path& dir, const std::string& name, const 
     const std::string n = it->path().filename().string();
     if (auto r = metadata_rank(n)) {
       if (ranks.size() >= limits.max_entries)
-        throw Error(d::rules::kTooMany, "more than " + std::to_string(limits.max_entries) + " rank metadata files", name);
+        throw Error(rules::kTooMany, "more than " + std::to_string(limits.max_entries) + " rank metadata files", name);
       ranks.emplace(*r, n);
     }
   }
-  if (ec) throw Error(d::rules::kStorageMissing, "cannot list the directory: " + ec.message(), dir.string());
+  if (ec) throw Error(rules::kStorageMissing, "cannot list the directory: " + ec.message(), dir.string());
   if (ranks.empty() || ranks.begin()->first != 0)
-    throw Error(d::rules::kRankMetadata, "no __0.metadata: the per-rank layout starts at rank 0", name);
+    throw Error(rules::kRankMetadata, "no __0.metadata: the per-rank layout starts at rank 0", name);
   if (ranks.rbegin()->first + 1 != ranks.size()) {
     std::uint32_t missing = 0;
     while (ranks.count(missing)) ++missing;
-    throw Error(d::rules::kRankMetadata,
-                std::string(d::kRankPrefix) + std::to_string(missing) + std::string(d::kMetadataFile) + " is missing: " +
+    throw Error(rules::kRankMetadata,
+                std::string(dcp::kRankPrefix) + std::to_string(missing) + std::string(dcp::kMetadataFile) + " is missing: " +
                     std::to_string(ranks.size()) + " rank metadata files up to rank " +
                     std::to_string(ranks.rbegin()->first),
                 (dir / ranks.begin()->second).string());
@@ -99,7 +98,7 @@ Metadata read_rank_metadata(const fs::path& dir, const std::string& name, const 
   Metadata out;
   std::map<std::string, std::size_t> at;
   for (const auto& [r, file] : ranks) {
-    const fs::path real = io::file_inside(dir, file, d::rules::kStoragePath, d::rules::kStorageMissing,
+    const fs::path real = io::file_inside(dir, file, rules::kStoragePath, rules::kStorageMissing,
                                           "rank metadata", name);
     const auto mapped = MappedFile::open(real);
     const std::string shown = (dir / file).string();

@@ -22,8 +22,7 @@
 #include "io/scratch.h"
 #include "util/text.h"
 
-namespace tensorseal::detail {
-namespace d = tensorseal::dcp;
+namespace tensorseal::detail::dcp {
 namespace fs = std::filesystem;
 using util::join;
 using core::fact;
@@ -51,7 +50,7 @@ void check_tiling(const Entry& e, const std::string& file) {
   for (const auto& c : e.chunks)
     for (std::size_t k = 0; k < n; ++k)
       if (c.offsets[k] < 0 || c.sizes[k] < 0 || c.offsets[k] > e.size[k] || c.sizes[k] > e.size[k] - c.offsets[k])
-        throw Error(d::rules::kChunkOutside, "chunk at " + shape_text(c.offsets) + " of size " + shape_text(c.sizes) +
+        throw Error(rules::kChunkOutside, "chunk at " + shape_text(c.offsets) + " of size " + shape_text(c.sizes) +
                                                  " lies outside tensor '" + e.fqn + "' of size " + shape_text(e.size),
                     file);
   for (std::size_t i = 0; i < e.chunks.size(); ++i) {
@@ -64,14 +63,14 @@ void check_tiling(const Entry& e, const std::string& file) {
       for (std::size_t k = 0; k < n && !disjoint; ++k)
         disjoint = a.offsets[k] + a.sizes[k] <= b.offsets[k] || b.offsets[k] + b.sizes[k] <= a.offsets[k];
       if (!disjoint)
-        throw Error(d::rules::kChunkOverlap, "chunks at " + shape_text(a.offsets) + " and " + shape_text(b.offsets) +
+        throw Error(rules::kChunkOverlap, "chunks at " + shape_text(a.offsets) + " and " + shape_text(b.offsets) +
                                                  " of tensor '" + e.fqn + "' overlap", file);
     }
   }
   std::uint64_t covered = 0;
   for (const auto& c : e.chunks) covered += volume(c.sizes);  // disjoint and inside: no overflow
   if (covered != volume(e.size))
-    throw Error(d::rules::kChunkGap, "the chunks of tensor '" + e.fqn + "' cover " + std::to_string(covered) + " of its " +
+    throw Error(rules::kChunkGap, "the chunks of tensor '" + e.fqn + "' cover " + std::to_string(covered) + " of its " +
                                          std::to_string(volume(e.size)) + " elements", file);
 }
 
@@ -160,7 +159,7 @@ std::optional<std::vector<std::span<const std::byte>>> runs_of(const Entry& e,
   return out;
 }
 
-Value assemble(const Entry& e, Items& items, const Input& meta) {
+Value assemble(const Entry& e, Items& items, const io::Input& meta) {
   check_tiling(e, meta.name);
   std::vector<std::shared_ptr<const Tensor>> parts;
   for (std::size_t i = 0; i < e.chunks.size(); ++i) {
@@ -168,7 +167,7 @@ Value assemble(const Entry& e, Items& items, const Input& meta) {
     const std::string what = "chunk at " + shape_text(c.offsets) + " of tensor '" + e.fqn + "'";
     auto t = items.chunk(e.storage[i], e.fqn, what);
     if (t->dtype != e.dtype || t->shape != c.sizes)
-      throw Error(d::rules::kChunkMismatch,
+      throw Error(rules::kChunkMismatch,
                   what + " is " + std::string(name(t->dtype)) + shape_text(t->shape) + ", .metadata says " +
                       std::string(name(e.dtype)) + shape_text(c.sizes),
                   items.file(e.storage[i].relative_path).name, e.storage[i].offset);
@@ -188,11 +187,11 @@ Value assemble(const Entry& e, Items& items, const Input& meta) {
   }
   const std::uint64_t item = itemsize(e.dtype);
   if (item == 0)
-    throw Error(d::rules::kChunkMismatch, "tensor '" + e.fqn + "' of sub-byte dtype " + std::string(name(e.dtype)) +
+    throw Error(rules::kChunkMismatch, "tensor '" + e.fqn + "' of sub-byte dtype " + std::string(name(e.dtype)) +
                                               " is split into chunks (not supported)", meta.name);
   const std::uint64_t bytes = volume(e.size) * item;
   if (volume(e.size) > meta.options->limits.max_alloc / item)
-    throw Error(d::rules::kMaxAlloc, "tensor '" + e.fqn + "' of " + std::to_string(volume(e.size)) +
+    throw Error(rules::kMaxAlloc, "tensor '" + e.fqn + "' of " + std::to_string(volume(e.size)) +
                                         " elements exceeds max_alloc", meta.name);
   auto join = [parts, chunks = e.chunks, size = e.size, bytes, item, dtype = e.dtype]() -> std::shared_ptr<const Storage> {
     io::Scratch buf = io::scratch(bytes, dtype);
@@ -210,9 +209,9 @@ Value assemble(const Entry& e, Items& items, const Input& meta) {
 
 // DCP's set_element: str parts are dict keys, int parts list indices (lists grow
 // with None). Paths that DCP itself could not have produced together are refused.
-void set_element(Value& root, const Entry& e, Value v, const Input& meta) {
+void set_element(Value& root, const Entry& e, Value v, const io::Input& meta) {
   auto conflict = [&](const std::string& why) {
-    throw Error(d::rules::kPathConflict, "planner_data path of '" + e.fqn + "' " + why, meta.name);
+    throw Error(rules::kPathConflict, "planner_data path of '" + e.fqn + "' " + why, meta.name);
   };
   Value* cur = &root;
   for (std::size_t i = 0; i < e.path.size(); ++i) {
@@ -251,7 +250,7 @@ bool detect_dcp(std::span<const std::byte> head) noexcept { return dcp::looks_li
 
 fs::path find_dcp_metadata(const fs::path& dir) noexcept {
   std::error_code ec;
-  const fs::path p = dir / d::kMetadataFile;
+  const fs::path p = dir / dcp::kMetadataFile;
   if (fs::is_regular_file(p, ec)) return p;
   // The per-rank layout: its lowest rank's file (read_dcp then reads every rank's, and
   // says which is missing).
@@ -267,10 +266,11 @@ fs::path find_dcp_metadata(const fs::path& dir) noexcept {
   return best;
 }
 
-Checkpoint read_dcp(const Input& in) {
+Checkpoint read_dcp(const io::Input& in) {
   if (in.directory.empty())
-    throw Error(d::rules::kNotOnDisk, "a DCP .metadata read from memory has no data files beside it", in.name);
-  if (in.read_nested == nullptr) throw Error(rules::kInternal, "DCP .metadata read without a ReadNested", in.name);
+    throw Error(rules::kNotOnDisk, "a DCP .metadata read from memory has no data files beside it", in.name);
+  if (in.read_nested == nullptr)
+    throw Error(tensorseal::rules::kInternal, "DCP .metadata read without a ReadNested", in.name);
   const bool per_rank = dcp::metadata_rank(fs::path(in.name).filename().string()).has_value();
   std::uint32_t ranks = 0;
   dcp::Metadata md = per_rank ? dcp::read_rank_metadata(in.directory, in.name, in.options->limits, &ranks)
@@ -287,7 +287,7 @@ Checkpoint read_dcp(const Input& in) {
     if (e.is_tensor && e.chunks.size() > 1) chunked.push_back(e.fqn + "=" + std::to_string(e.chunks.size()));
     if (e.path.empty()) {
       if (c.root.as_dict().find(e.fqn) != nullptr)
-        throw Error(d::rules::kPathConflict, "item '" + e.fqn + "' is set twice", in.name);
+        throw Error(rules::kPathConflict, "item '" + e.fqn + "' is set twice", in.name);
       c.root.as_dict().set(Value::str(e.fqn), std::move(v));
     } else {
       set_element(c.root, e, std::move(v), in);
@@ -305,19 +305,19 @@ Checkpoint read_dcp(const Input& in) {
   for (const auto& [f, n] : per_file) files.push_back(f + " (" + std::to_string(n) + " items)");
   c.world_size = static_cast<std::uint32_t>(std::max<std::size_t>(1, per_file.size()));
   std::vector<Fact> facts{
-      fact(d::topics::kSaveId, ".metadata", md.save_id.value_or("none")),
-      fact(d::topics::kCheckpointPath, ".metadata", md.checkpoint_id.value_or("none")),
-      fact(d::topics::kFiles, "storage_data", std::to_string(per_file.size()) + " files: " + join(files, ", ")),
-      fact(d::topics::kItemOrder, "storage_data", join(order, ",")),
-      fact(d::topics::kChunks, "state_dict_metadata", chunked.empty() ? "one chunk per tensor" : join(chunked, ",")),
-      fact(d::topics::kSerialization, "data files",
+      fact(topics::kSaveId, ".metadata", md.save_id.value_or("none")),
+      fact(topics::kCheckpointPath, ".metadata", md.checkpoint_id.value_or("none")),
+      fact(topics::kFiles, "storage_data", std::to_string(per_file.size()) + " files: " + join(files, ", ")),
+      fact(topics::kItemOrder, "storage_data", join(order, ",")),
+      fact(topics::kChunks, "state_dict_metadata", chunked.empty() ? "one chunk per tensor" : join(chunked, ",")),
+      fact(topics::kSerialization, "data files",
            items.formats().empty() ? "none" : join({items.formats().begin(), items.formats().end()}, "+")),
-      fact(d::topics::kVersion, ".metadata", md.version.value_or("none")),
-      fact(d::topics::kMetadataFiles, "directory",
+      fact(topics::kVersion, ".metadata", md.version.value_or("none")),
+      fact(topics::kMetadataFiles, "directory",
            per_rank ? std::to_string(ranks) + " per-rank files __<rank>.metadata" : "one .metadata"),
   };
   c.facts.insert(c.facts.begin(), facts.begin(), facts.end());
   return c;
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::dcp

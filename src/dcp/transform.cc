@@ -8,12 +8,11 @@
 #include "tensorseal/error.h"
 
 namespace tensorseal::detail::dcp {
-namespace d = tensorseal::dcp;
 
 bool known_transform(std::string_view s) noexcept {
-  if (!s.starts_with(d::kZstdTransform) || s.size() <= d::kZstdTransform.size() || s[d::kZstdTransform.size()] != '/')
+  if (!s.starts_with(dcp::kZstdTransform) || s.size() <= dcp::kZstdTransform.size() || s[dcp::kZstdTransform.size()] != '/')
     return false;
-  const std::string_view version = s.substr(d::kZstdTransform.size() + 1);
+  const std::string_view version = s.substr(dcp::kZstdTransform.size() + 1);
   return version == "1" || version.starts_with("1.");
 }
 
@@ -30,7 +29,7 @@ std::vector<std::byte> unzstd(std::span<const std::byte> raw, std::uint64_t max_
     ZSTD_DCtx* p = ZSTD_createDCtx();
     ~Ctx() { ZSTD_freeDCtx(p); }
   } ctx;
-  if (ctx.p == nullptr) throw Error(rules::kInternal, "ZSTD_createDCtx failed", file, offset);
+  if (ctx.p == nullptr) throw Error(tensorseal::rules::kInternal, "ZSTD_createDCtx failed", file, offset);
   // zstd's default ZSTD_d_windowLogMax (27) bounds the window a frame header may
   // demand to 128 MiB: a hostile header cannot make the decoder allocate more.
   const unsigned long long declared = ZSTD_getFrameContentSize(raw.data(), raw.size());
@@ -42,12 +41,12 @@ std::vector<std::byte> unzstd(std::span<const std::byte> raw, std::uint64_t max_
   std::uint64_t pos = 0;
   ZSTD_inBuffer in{raw.data(), raw.size(), 0};
   auto corrupt = [&](const std::string& why) -> Error {
-    return Error(d::rules::kTransformData, "the zstd stream of the item " + why, file, offset);
+    return Error(rules::kTransformData, "the zstd stream of the item " + why, file, offset);
   };
   for (;;) {
     if (pos == out.size()) {
       if (out.size() >= max_alloc)
-        throw Error(d::rules::kMaxAlloc, "the item decompresses to more than max_alloc (" + std::to_string(max_alloc) +
+        throw Error(rules::kMaxAlloc, "the item decompresses to more than max_alloc (" + std::to_string(max_alloc) +
                                              " bytes)", file, offset);
       out.resize(std::min<std::uint64_t>(max_alloc, out.size() * 2));
     }
@@ -68,7 +67,7 @@ std::shared_ptr<const Storage> undo_transforms(std::span<const std::byte> raw, c
                                                std::uint64_t max_alloc, const std::string& file, std::uint64_t offset) {
   std::vector<std::byte> bytes;
   for (std::size_t i = 0; i < transforms.size(); ++i) {
-    if (!known_transform(transforms[i])) throw Error(d::rules::kTransform, "unknown transform " + transforms[i], file, offset);
+    if (!known_transform(transforms[i])) throw Error(rules::kTransform, "unknown transform " + transforms[i], file, offset);
     bytes = unzstd(i == 0 ? raw : std::span<const std::byte>(bytes), max_alloc, file, offset);
   }
   if (transforms.empty()) bytes.assign(raw.begin(), raw.end());

@@ -37,8 +37,7 @@
 #include "tensorseal/hash.h"
 #include "torch/format.h"
 
-namespace tensorseal::detail {
-namespace d = tensorseal::dcp;
+namespace tensorseal::detail::dcp {
 namespace fs = std::filesystem;
 
 namespace {
@@ -71,10 +70,10 @@ bool is_terminal(const Value& v) {
 void flatten(const Value& v, std::vector<Value>& path, std::vector<Leaf>& out, std::set<std::string>& seen) {
   if (v.is(Value::Kind::kDict)) {
     if (v.as_dict().items.empty() && !path.empty())
-      refuse(d::rules::kWriteUnrepresentable, "'" + path_text(path) + "' is an empty dict, which DCP does not store");
+      refuse(rules::kWriteUnrepresentable, "'" + path_text(path) + "' is an empty dict, which DCP does not store");
     for (const auto& [k, x] : v.as_dict().items) {
       if (!k.is(Value::Kind::kStr))
-        refuse(d::rules::kWriteUnrepresentable, "key " + repr(k, 40) + " under '" + path_text(path) +
+        refuse(rules::kWriteUnrepresentable, "key " + repr(k, 40) + " under '" + path_text(path) +
                                                     "' is not a str (DCP would give it back as str)");
       path.push_back(k);
       flatten(x, path, out, seen);
@@ -91,17 +90,17 @@ void flatten(const Value& v, std::vector<Value>& path, std::vector<Leaf>& out, s
     return;
   }
   const std::string fqn = path_text(path);
-  if (!seen.insert(fqn).second) refuse(d::rules::kWriteUnrepresentable, "two paths flatten to '" + fqn + "'");
+  if (!seen.insert(fqn).second) refuse(rules::kWriteUnrepresentable, "two paths flatten to '" + fqn + "'");
   if (v.is(Value::Kind::kTensor)) {
     const auto& t = *v.as_tensor();
     if (t.is_parameter || t.requires_grad)
-      refuse(d::rules::kWriteUnrepresentable, "tensor '" + fqn + "' is a Parameter or requires grad; DCP stores plain tensors");
+      refuse(rules::kWriteUnrepresentable, "tensor '" + fqn + "' is a Parameter or requires grad; DCP stores plain tensors");
     if (t.numpy != NumpyType::kNone)
-      refuse(d::rules::kWriteUnrepresentable, "'" + fqn + "' is a numpy object; DCP stores plain tensors");
+      refuse(rules::kWriteUnrepresentable, "'" + fqn + "' is a numpy object; DCP stores plain tensors");
     if (t.quantization)
-      refuse(d::rules::kWriteUnrepresentable, "tensor '" + fqn + "' is quantized; DCP stores plain tensors");
+      refuse(rules::kWriteUnrepresentable, "tensor '" + fqn + "' is quantized; DCP stores plain tensors");
     if (t.attributes)
-      refuse(d::rules::kWriteUnrepresentable, "tensor '" + fqn + "' has Python attributes; DCP stores plain tensors");
+      refuse(rules::kWriteUnrepresentable, "tensor '" + fqn + "' has Python attributes; DCP stores plain tensors");
   }
   out.push_back({fqn, path, v});
 }
@@ -133,13 +132,13 @@ std::shared_ptr<const Tensor> rows(const Tensor& t, std::int64_t r0, std::int64_
 void check_dcp_target(const fs::path& target) {
   std::error_code ec;
   if (!fs::is_directory(fs::symlink_status(target, ec)))
-    throw Error(d::rules::kWriteTarget, "exists and is not a directory; refusing to replace it", target.string());
+    throw Error(rules::kWriteTarget, "exists and is not a directory; refusing to replace it", target.string());
   for (const auto& e : fs::directory_iterator(target, ec)) {
     const std::string n = e.path().filename().string();
-    if (n == d::kMetadataFile || n == d::kManifestFile || dcp::metadata_rank(n) ||
-        (n.starts_with(d::kRankPrefix) && n.ends_with(d::kDataSuffix)))
+    if (n == dcp::kMetadataFile || n == dcp::kManifestFile || dcp::metadata_rank(n) ||
+        (n.starts_with(dcp::kRankPrefix) && n.ends_with(dcp::kDataSuffix)))
       continue;
-    throw Error(d::rules::kWriteTarget,
+    throw Error(rules::kWriteTarget,
                 "the directory holds '" + n + "', which a DCP write does not produce; refusing to replace it",
                 target.string());
   }
@@ -147,7 +146,7 @@ void check_dcp_target(const fs::path& target) {
 
 void write_dcp(const Value& root, const WriteOptions& options, const fs::path& dir) {
   if (!root.is(Value::Kind::kDict))
-    refuse(d::rules::kWriteUnrepresentable, "a DCP checkpoint holds a state dict; got " + std::string(kind_name(root.kind())));
+    refuse(rules::kWriteUnrepresentable, "a DCP checkpoint holds a state dict; got " + std::string(kind_name(root.kind())));
   const std::uint32_t world = options.world_size == 0 ? 1 : options.world_size;
   std::vector<Leaf> leaves;
   std::vector<Value> path;
@@ -193,27 +192,27 @@ void write_dcp(const Value& root, const WriteOptions& options, const fs::path& d
     }
     md.entries.push_back(std::move(e));
   }
-  AtomicDirectory out(dir, options.fsync, check_dcp_target);
+  io::AtomicDirectory out(dir, options.fsync, check_dcp_target);
   std::uint64_t tensor_bytes = 0;  // progress counts tensor bytes (bytes items are small)
   for (const Leaf& leaf : leaves)
     if (leaf.value.is(Value::Kind::kTensor)) tensor_bytes += leaf.value.as_tensor()->nbytes();
   util::ProgressMeter meter(&options.progress, tensor_bytes);
   for (std::uint32_t r = 0; r < world; ++r) {
-    const std::string name = "__" + std::to_string(r) + "_0" + std::string(d::kDataSuffix);
-    AtomicFileSink file(out.file(name), options.fsync);
-    ProgressSink sink(file, meter);
+    const std::string name = "__" + std::to_string(r) + "_0" + std::string(dcp::kDataSuffix);
+    io::AtomicFileSink file(out.file(name), options.fsync);
+    io::ProgressSink sink(file, meter);
     for (const Item& it : per_rank[r]) {
       const Leaf& leaf = leaves[it.leaf];
       dcp::Entry& e = md.entries[it.leaf];
       const std::uint64_t offset = sink.position();
-      ItemSink item(sink);
+      io::ItemSink item(sink);
       dcp::Stored st{leaf.fqn, std::nullopt, std::nullopt, {}};
       if (it.bytes) {
-        write_torch_zip(leaf.value, options, item);
+        torch::write_torch_zip(leaf.value, options, item);
       } else {
         const Tensor& t = *leaf.value.as_tensor();
         auto part = t.shape.empty() ? leaf.value.as_tensor() : rows(t, it.r0, it.r1);
-        write_torch_zip(Value(part), options, item);
+        torch::write_torch_zip(Value(part), options, item);
         std::vector<std::int64_t> offsets(t.shape.size(), 0);
         if (!offsets.empty()) offsets[0] = it.r0;
         st.offset = offsets;
@@ -226,9 +225,9 @@ void write_dcp(const Value& root, const WriteOptions& options, const fs::path& d
     }
     file.commit();
   }
-  write_file_atomically(out.file(std::string(d::kMetadataFile)), dcp::encode_metadata(md), options.fsync);
+  io::write_file_atomically(out.file(std::string(dcp::kMetadataFile)), dcp::encode_metadata(md), options.fsync);
   out.commit();
   meter.finish();
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::dcp

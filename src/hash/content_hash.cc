@@ -66,7 +66,7 @@
 namespace tensorseal {
 namespace {
 
-using detail::Digest;
+using detail::hash::Digest;
 
 constexpr std::uint64_t kChunk = std::uint64_t{1} << 20;
 constexpr std::string_view kContentDomain = "tensorseal/content/v1\n";
@@ -101,7 +101,7 @@ class ContentHasher {
  public:
   // `meter`: count the bytes on a meter the caller owns (and finishes) instead of one
   // made here from options.progress.
-  explicit ContentHasher(const HashOptions& o, util::ProgressMeter* meter = nullptr) : opt_(o), meter_(meter) {}
+  explicit ContentHasher(const HashOptions& o, detail::util::ProgressMeter* meter = nullptr) : opt_(o), meter_(meter) {}
 
   // Bytes hash_leaves will read for `root` (each leaf once; no checksum gaps).
   std::uint64_t planned_bytes(const Value& root) {
@@ -216,18 +216,18 @@ class ContentHasher {
     std::vector<CrcPiece> pieces;
     std::vector<std::size_t> fused(jobs.size(), kNoPiece), crc_only;
     if (!checks_.empty()) tile_records(jobs, pieces, fused, crc_only);
-    std::optional<util::ProgressMeter> own;
-    util::ProgressMeter* meter = meter_;
+    std::optional<detail::util::ProgressMeter> own;
+    detail::util::ProgressMeter* meter = meter_;
     if (meter == nullptr && opt_.progress) {
       std::uint64_t total = 0;
       for (const Leaf& l : leaves_) total += l.nbytes;
       for (std::size_t k : crc_only) total += pieces[k].bytes.size();
       meter = &own.emplace(&opt_.progress, total);
     }
-    util::parallel_for(jobs.size() + crc_only.size(), opt_.threads, [&](std::size_t j) {
+    detail::util::parallel_for(jobs.size() + crc_only.size(), opt_.threads, [&](std::size_t j) {
       if (j >= jobs.size()) {
         CrcPiece& p = pieces[crc_only[j - jobs.size()]];
-        p.crc = util::crc32(0, p.bytes);
+        p.crc = detail::util::crc32(0, p.bytes);
         if (meter) meter->add(p.bytes.size());
         return;
       }
@@ -250,7 +250,7 @@ class ContentHasher {
         if (meter) meter->add(n);
         return;
       }
-      if (fused[j] != kNoPiece) pieces[fused[j]].crc = util::crc32(0, job.bytes);  // then hashed from cache
+      if (fused[j] != kNoPiece) pieces[fused[j]].crc = detail::util::crc32(0, job.bytes);  // then hashed from cache
       if (!job.bytes.empty() || l.tensor == nullptr || l.tensor->is_contiguous()) {
         l.chunk_digests[job.chunk] = Digest::oneshot(opt_.algo, job.bytes);
         if (meter) meter->add(job.bytes.size());
@@ -266,7 +266,8 @@ class ContentHasher {
     if (!checks_.empty()) {
       // Pieces are in order within each checksum's bytes; one without pieces is empty.
       std::vector<std::uint32_t> crcs(checks_.size(), 0);
-      for (const CrcPiece& p : pieces) crcs[p.check] = util::crc32_combine(crcs[p.check], p.crc, p.bytes.size());
+      for (const CrcPiece& p : pieces)
+        crcs[p.check] = detail::util::crc32_combine(crcs[p.check], p.crc, p.bytes.size());
       failed_.assign(checks_.size(), nullptr);
       for (std::size_t i = 0; i < checks_.size(); ++i) {
         try {
@@ -280,7 +281,7 @@ class ContentHasher {
       Digest d(opt_.algo);
       d.update(kTensorDomain);
       std::string n;
-      util::append_le<std::uint64_t>(n, l.nbytes);
+      detail::util::append_le<std::uint64_t>(n, l.nbytes);
       d.update(n);
       for (const auto& c : l.chunk_digests) d.update(c);
       l.digest = d.finish();
@@ -342,7 +343,7 @@ class ContentHasher {
     }
   }
 
-  static void put_u64(std::string& out, std::uint64_t v) { util::append_le<std::uint64_t>(out, v); }
+  static void put_u64(std::string& out, std::uint64_t v) { detail::util::append_le<std::uint64_t>(out, v); }
   static void put_str(std::string& out, char tag, std::string_view s) {
     out += tag;
     put_u64(out, s.size());
@@ -358,7 +359,7 @@ class ContentHasher {
   static void put_int(std::string& out, std::int64_t v) {
     std::string b;
     if (v != 0) {
-      util::append_le<std::int64_t>(b, v);
+      detail::util::append_le<std::int64_t>(b, v);
       while (b.size() > 1) {
         const auto top = static_cast<unsigned char>(b.back());
         const bool below_neg = static_cast<unsigned char>(b[b.size() - 2]) & 0x80;
@@ -367,7 +368,7 @@ class ContentHasher {
       }
     }
     out += 'I';
-    util::append_le<std::uint32_t>(out, static_cast<std::uint32_t>(b.size()));
+    detail::util::append_le<std::uint32_t>(out, static_cast<std::uint32_t>(b.size()));
     out += b;
   }
 
@@ -394,7 +395,7 @@ class ContentHasher {
       case K::kBigInt: {
         const auto& b = v.as_bigint().le_bytes;
         out += 'I';
-        util::append_le<std::uint32_t>(out, static_cast<std::uint32_t>(b.size()));
+        detail::util::append_le<std::uint32_t>(out, static_cast<std::uint32_t>(b.size()));
         out += b;
         return;
       }
@@ -438,8 +439,8 @@ class ContentHasher {
         const Tensor& t = *v.as_tensor();
         out += t.quantization ? 'Q' : 'X';
         put_dtype(out, t.dtype);
-        util::append_le<std::uint32_t>(out, static_cast<std::uint32_t>(t.shape.size()));
-        for (auto d : t.shape) util::append_le<std::int64_t>(out, d);
+        detail::util::append_le<std::uint32_t>(out, static_cast<std::uint32_t>(t.shape.size()));
+        for (auto d : t.shape) detail::util::append_le<std::int64_t>(out, d);
         out += static_cast<char>((t.requires_grad ? 1 : 0) | (t.is_parameter ? 2 : 0) |
                                  (t.numpy == NumpyType::kArray ? 4 : 0) | (t.numpy == NumpyType::kScalar ? 8 : 0) |
                                  (t.attributes ? 16 : 0));
@@ -489,11 +490,11 @@ class ContentHasher {
     Digest d(opt_.algo);
     d.update(kContentDomain);
     d.update(enc);
-    return std::string(opt_.algo == HashAlgo::kSha256 ? "sha256:" : "xxh3:") + util::to_hex(d.finish());
+    return std::string(opt_.algo == HashAlgo::kSha256 ? "sha256:" : "xxh3:") + detail::util::to_hex(d.finish());
   }
 
   HashOptions opt_;
-  util::ProgressMeter* meter_ = nullptr;
+  detail::util::ProgressMeter* meter_ = nullptr;
   std::vector<const Storage::PendingChecksum*> checks_;  // to verify while hashing, in leaf order
   std::vector<std::size_t> check_root_;                   // run_many: the tree of each of checks_
   std::vector<std::exception_ptr> failed_;                // per check: its error, or null
@@ -508,7 +509,7 @@ std::string content_hash(const Value& root, const HashOptions& options) {
   return ContentHasher(options).run(root);
 }
 
-namespace detail {
+namespace detail::hash {
 
 std::vector<std::string> content_hash_many(const std::vector<const Value*>& roots, const HashOptions& options,
                                            std::vector<std::exception_ptr>& errors) {
@@ -531,22 +532,23 @@ std::vector<std::string> tensor_sha256_all(const std::vector<TensorRef>& tensors
   return out;
 }
 
-}  // namespace detail
+}  // namespace detail::hash
 
 std::string tensor_sha256(const Tensor& t) {
-  detail::Digest d(HashAlgo::kSha256);
+  detail::hash::Digest d(HashAlgo::kSha256);
   t.for_each_run([&](std::span<const std::byte> r) { d.update(r); });
-  return util::to_hex(d.finish());
+  return detail::util::to_hex(d.finish());
 }
 
 std::vector<std::string> tensor_sha256_all(const std::vector<TensorRef>& tensors, unsigned threads) {
   std::vector<std::string> out(tensors.size());
-  util::parallel_for(tensors.size(), threads, [&](std::size_t i) { out[i] = tensor_sha256(*tensors[i].tensor); });
+  detail::util::parallel_for(tensors.size(), threads,
+                             [&](std::size_t i) { out[i] = tensor_sha256(*tensors[i].tensor); });
   return out;
 }
 
 std::string sha256_hex(std::span<const std::byte> bytes) {
-  return util::to_hex(detail::Digest::oneshot(HashAlgo::kSha256, bytes));
+  return detail::util::to_hex(detail::hash::Digest::oneshot(HashAlgo::kSha256, bytes));
 }
 
 }  // namespace tensorseal

@@ -11,7 +11,7 @@
 #include "tensorseal/value.h"
 #include "util/progress.h"
 
-namespace tensorseal::detail {
+namespace tensorseal::detail::hash {
 
 // content_hash of each of `roots` (trees sharing no tensors or storages), with one pool
 // of jobs over all of them; errors[i] is set (and the digest empty) for a tree whose
@@ -27,4 +27,4 @@ namespace tensorseal::detail {
 [[nodiscard]] std::vector<std::string> tensor_sha256_all(const std::vector<TensorRef>& tensors, unsigned threads,
                                                          util::ProgressMeter& meter);
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::hash

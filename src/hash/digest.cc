@@ -15,7 +15,7 @@
 
 #include "tensorseal/error.h"
 
-namespace tensorseal::detail {
+namespace tensorseal::detail::hash {
 
 Digest::Digest(HashAlgo algo) : algo_(algo) {
   if (algo_ == HashAlgo::kSha256) {
@@ -70,4 +70,4 @@ std::string Digest::oneshot(HashAlgo algo, std::span<const std::byte> data) {
   return xxh128_bytes(TENSORSEAL_XXH3_128(data.data(), data.size()));
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::hash

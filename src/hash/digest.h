@@ -9,7 +9,7 @@
 
 #include "tensorseal/hash.h"
 
-namespace tensorseal::detail {
+namespace tensorseal::detail::hash {
 
 class Digest {
  public:
@@ -32,4 +32,4 @@ class Digest {
 };
 
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::hash

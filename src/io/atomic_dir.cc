@@ -14,7 +14,7 @@
 #include "io/sink.h"
 #include "tensorseal/error.h"
 
-namespace tensorseal::detail {
+namespace tensorseal::detail::io {
 namespace fs = std::filesystem;
 namespace {
 
@@ -100,4 +100,4 @@ void AtomicDirectory::commit() {
   committed_ = true;
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::io

@@ -10,7 +10,7 @@
 #include <functional>
 #include <string>
 
-namespace tensorseal::detail {
+namespace tensorseal::detail::io {
 
 // Makes the finished directory `temp` appear at `target` in one step: fsyncs `temp`
 // (when `fsync`), swaps it with an existing `target` (renameat2 RENAME_EXCHANGE, after
@@ -42,4 +42,4 @@ class AtomicDirectory {
   std::function<void(const std::filesystem::path&)> check_replace_;
 };
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::io

@@ -12,7 +12,7 @@
 #include "io/sink.h"
 #include "tensorseal/error.h"
 
-namespace tensorseal::detail {
+namespace tensorseal::detail::io {
 namespace {
 
 constexpr std::size_t kBufferSize = 1 << 20;  // small writes are batched to 1 MiB
@@ -143,4 +143,4 @@ void write_file_atomically(const std::filesystem::path& target, std::string_view
   sink.commit();
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::io

@@ -12,7 +12,7 @@
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/storage.h"
 
-namespace tensorseal::detail {
+namespace tensorseal::detail::io {
 
 struct Input;
 // Reads a file embedded in another (torch.storage._load_from_bytes payloads): given by
@@ -53,4 +53,4 @@ inline Input input_of(const std::shared_ptr<const MappedFile>& file, const ReadO
   return in;
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::io

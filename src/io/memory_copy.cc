@@ -8,7 +8,7 @@
 #include "tensorseal/error.h"
 #include "util/parallel.h"
 
-namespace tensorseal::detail {
+namespace tensorseal::detail::io {
 
 std::shared_ptr<Storage> copy_into_memory(const MappedFile& file) {
   const std::uint64_t n = file.size();
@@ -29,4 +29,4 @@ std::shared_ptr<Storage> copy_into_memory(const MappedFile& file) {
   return Storage::external(to, n, std::move(owner));
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::io

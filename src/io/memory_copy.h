@@ -5,7 +5,7 @@
 
 #include "tensorseal/storage.h"
 
-namespace tensorseal::detail {
+namespace tensorseal::detail::io {
 
 // The bytes of `file` in anonymous memory owned by the returned storage: nothing
 // refers to the file afterwards, so it may be rewritten, truncated or deleted while
@@ -14,4 +14,4 @@ namespace tensorseal::detail {
 // buffer (one fault per 2 MiB instead of per 4 KiB where the kernel allows it).
 [[nodiscard]] std::shared_ptr<Storage> copy_into_memory(const MappedFile& file);
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::io

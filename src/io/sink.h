@@ -12,7 +12,7 @@
 
 #include "util/progress.h"
 
-namespace tensorseal::detail {
+namespace tensorseal::detail::io {
 
 class Sink {
  public:
@@ -103,4 +103,4 @@ class ProgressSink final : public Sink {
 // Writes `bytes` as the whole file `target` through an AtomicFileSink.
 void write_file_atomically(const std::filesystem::path& target, std::string_view bytes, bool fsync);
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::io

@@ -14,7 +14,7 @@
 #include "core/topic.h"
 #include "tensorseal/error.h"
 
-namespace tensorseal::numpy {
+namespace tensorseal::detail::numpy {
 
 inline constexpr std::string_view kMagic{"\x93NUMPY", 6};
 inline constexpr std::uint64_t kPrefixSizeV1 = 6 + 1 + 1 + 2;  // magic, major, minor, u16 hlen = 10
@@ -64,4 +64,4 @@ inline constexpr Topic kByteOrder{"npy.byte_order", "the array is stored in a di
 inline constexpr Topic kAll[] = {kVersion, kHeaderPadding, kFortranOrder, kByteOrder};
 }  // namespace topics
 
-}  // namespace tensorseal::numpy
+}  // namespace tensorseal::detail::numpy

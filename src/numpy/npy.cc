@@ -26,11 +26,8 @@
 #include "util/checked.h"
 #include "util/endian.h"
 
-namespace tensorseal::detail {
-namespace nr = tensorseal::numpy::rules;
-namespace np = tensorseal::numpy;
+namespace tensorseal::detail::numpy {
 
-namespace npy {
 namespace {
 
 using u64 = std::uint64_t;
@@ -62,7 +59,7 @@ class HeaderParser {
       expect(':');
       ws();
       Literal v = value(key);
-      if (!out.emplace(key, std::move(v)).second) fail(nr::kBadHeader, "key '" + key + "' appears twice", base_ + key_at);
+      if (!out.emplace(key, std::move(v)).second) fail(numpy::rules::kBadHeader, "key '" + key + "' appears twice", base_ + key_at);
       ws();
       if (peek() == ',') {
         ++i_;
@@ -82,7 +79,7 @@ class HeaderParser {
     std::string near(s_.substr(i_, 24));
     for (char& c : near)
       if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-    fail(nr::kBadHeader, "header literal: " + what + " at \"" + near + "\"", base_ + i_);
+    fail(numpy::rules::kBadHeader, "header literal: " + what + " at \"" + near + "\"", base_ + i_);
   }
   char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
   void expect(char c) {
@@ -110,11 +107,12 @@ class HeaderParser {
     if (s_.substr(i_, 5) == "False") return i_ += 5, false;
     if (c == '[') {
       if (key == "descr")
-        fail(nr::kStructured, "structured dtypes (a list descr) are not supported", base_ + i_);
+        fail(numpy::rules::kStructured, "structured dtypes (a list descr) are not supported", base_ + i_);
       bad("unexpected list");
     }
     if (c == '(') {
-      if (key == "descr") fail(nr::kStructured, "subarray dtypes (a tuple descr) are not supported", base_ + i_);
+      if (key == "descr")
+        fail(numpy::rules::kStructured, "subarray dtypes (a tuple descr) are not supported", base_ + i_);
       return tuple();
     }
     bad("expected a string, True, False or a tuple");
@@ -143,14 +141,14 @@ class HeaderParser {
   }
   std::int64_t integer() {
     const u64 at = i_;
-    if (peek() == '-') fail(nr::kBadShape, "negative dimension in the shape", base_ + at);
+    if (peek() == '-') fail(numpy::rules::kBadShape, "negative dimension in the shape", base_ + at);
     if (peek() < '0' || peek() > '9') bad("expected a dimension");
     if (peek() == '0' && i_ + 1 < s_.size() && s_[i_ + 1] >= '0' && s_[i_ + 1] <= '9') bad("leading zero in an integer");
     std::uint64_t v = 0;
     while (peek() >= '0' && peek() <= '9') {
       auto m = util::mul(v, 10);
       auto a = m ? util::add(*m, static_cast<u64>(peek() - '0')) : std::nullopt;
-      if (!a || *a > static_cast<u64>(INT64_MAX)) fail(nr::kShapeOverflow, "dimension does not fit in 64 bits", base_ + at);
+      if (!a || *a > static_cast<u64>(INT64_MAX)) fail(numpy::rules::kShapeOverflow, "dimension does not fit in 64 bits", base_ + at);
       v = *a;
       ++i_;
     }
@@ -187,21 +185,22 @@ struct RawHeader {
 
 RawHeader read_raw_header(std::span<const std::byte> b) {
   const u64 size = b.size();
-  if (size < np::kMagic.size() || util::as_chars(b.first(np::kMagic.size())) != np::kMagic)
-    fail(nr::kBadMagic, "not a .npy file (no \\x93NUMPY magic)", 0);
-  if (size < np::kMagic.size() + 2) fail(nr::kTruncatedHeader, "file ends inside the format version", size);
+  if (size < numpy::kMagic.size() || util::as_chars(b.first(numpy::kMagic.size())) != numpy::kMagic)
+    fail(numpy::rules::kBadMagic, "not a .npy file (no \\x93NUMPY magic)", 0);
+  if (size < numpy::kMagic.size() + 2)
+    fail(numpy::rules::kTruncatedHeader, "file ends inside the format version", size);
   RawHeader p;
   p.major = static_cast<int>(b[6]);
   p.minor = static_cast<int>(b[7]);
   if (!((p.major == 1 || p.major == 2 || p.major == 3) && p.minor == 0))
-    fail(nr::kBadVersion, "format version " + std::to_string(p.major) + "." + std::to_string(p.minor) + " (known: 1.0, 2.0, 3.0)", 6);
-  const u64 prefix = p.major == 1 ? np::kPrefixSizeV1 : np::kPrefixSizeV2;
-  if (size < prefix) fail(nr::kTruncatedHeader, "file ends inside the header length", 8);
+    fail(numpy::rules::kBadVersion, "format version " + std::to_string(p.major) + "." + std::to_string(p.minor) + " (known: 1.0, 2.0, 3.0)", 6);
+  const u64 prefix = p.major == 1 ? numpy::kPrefixSizeV1 : numpy::kPrefixSizeV2;
+  if (size < prefix) fail(numpy::rules::kTruncatedHeader, "file ends inside the header length", 8);
   const u64 hlen = p.major == 1 ? util::load_le<std::uint16_t>(b.data() + 8) : util::load_le<std::uint32_t>(b.data() + 8);
-  if (hlen > np::kMaxHeaderSize)
-    fail(nr::kHeaderTooLarge, "header of " + std::to_string(hlen) + " bytes exceeds " + std::to_string(np::kMaxHeaderSize), 8);
+  if (hlen > numpy::kMaxHeaderSize)
+    fail(numpy::rules::kHeaderTooLarge, "header of " + std::to_string(hlen) + " bytes exceeds " + std::to_string(numpy::kMaxHeaderSize), 8);
   if (hlen > size - prefix)
-    fail(nr::kTruncatedHeader, "header of " + std::to_string(hlen) + " bytes runs past the end (" + std::to_string(size - prefix) + " bytes left)", 8);
+    fail(numpy::rules::kTruncatedHeader, "header of " + std::to_string(hlen) + " bytes runs past the end (" + std::to_string(size - prefix) + " bytes left)", 8);
   const std::string_view text = util::as_chars(b.subspan(prefix, hlen));
   // Versions 1.0 and 2.0 are latin-1, 3.0 UTF-8; the parser accepts only ASCII inside
   // strings and the keys are ASCII, so the encodings need no decoding here.
@@ -210,7 +209,7 @@ RawHeader read_raw_header(std::span<const std::byte> b) {
   p.dict = HeaderParser(text, prefix, p.major <= 2).parse();
   for (const auto& [k, v] : p.dict)
     if (k != "descr" && k != "fortran_order" && k != "shape")
-      fail(nr::kBadHeader, "unexpected key '" + k + "' (numpy writes descr, fortran_order, shape)", prefix);
+      fail(numpy::rules::kBadHeader, "unexpected key '" + k + "' (numpy writes descr, fortran_order, shape)", prefix);
   return p;
 }
 
@@ -220,7 +219,7 @@ std::optional<std::uint64_t> object_array_data(std::span<const std::byte> head) 
   RawHeader h = read_raw_header(head);
   auto it = h.dict.find("descr");
   if (it == h.dict.end() || !std::holds_alternative<std::string>(it->second))
-    fail(nr::kBadHeader, "header has no string 'descr'", h.prefix);
+    fail(numpy::rules::kBadHeader, "header has no string 'descr'", h.prefix);
   std::string_view code = std::get<std::string>(it->second);
   if (!code.empty() && (code[0] == '<' || code[0] == '>' || code[0] == '|' || code[0] == '=')) code.remove_prefix(1);
   if (code.starts_with("O")) return h.data_offset;
@@ -238,15 +237,17 @@ Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) 
   auto& dict = raw.dict;
   auto get = [&](const char* key) -> const Literal& {
     auto it = dict.find(key);
-    if (it == dict.end()) fail(nr::kBadHeader, std::string("header has no '") + key + "'", prefix);
+    if (it == dict.end()) fail(numpy::rules::kBadHeader, std::string("header has no '") + key + "'", prefix);
     return it->second;
   };
   const Literal& descr = get("descr");
   const Literal& fortran = get("fortran_order");
   const Literal& shape_lit = get("shape");
-  if (!std::holds_alternative<std::string>(descr)) fail(nr::kBadHeader, "descr is not a string", prefix);
-  if (!std::holds_alternative<bool>(fortran)) fail(nr::kBadHeader, "fortran_order is not True or False", prefix);
-  if (!std::holds_alternative<Tuple>(shape_lit)) fail(nr::kBadShape, "shape is not a tuple of integers", prefix);
+  if (!std::holds_alternative<std::string>(descr)) fail(numpy::rules::kBadHeader, "descr is not a string", prefix);
+  if (!std::holds_alternative<bool>(fortran))
+    fail(numpy::rules::kBadHeader, "fortran_order is not True or False", prefix);
+  if (!std::holds_alternative<Tuple>(shape_lit))
+    fail(numpy::rules::kBadShape, "shape is not a tuple of integers", prefix);
   p.descr = std::get<std::string>(descr);
   p.fortran_order = std::get<bool>(fortran);
   const auto& shape = std::get<Tuple>(shape_lit).items;
@@ -254,13 +255,13 @@ Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) 
   std::string_view code = p.descr;
   if (!code.empty() && (code[0] == '<' || code[0] == '>' || code[0] == '|' || code[0] == '=')) code.remove_prefix(1);
   if (code.starts_with("O"))
-    fail(nr::kObjectArray, "object arrays ('" + p.descr + "') hold pickled Python objects and are not supported", prefix);
+    fail(numpy::rules::kObjectArray, "object arrays ('" + p.descr + "') hold pickled Python objects and are not supported", prefix);
   bool big = false;
   const auto dtype = dtype_from_numpy(p.descr, &big);
   if (!dtype || itemsize(*dtype) == 0)
-    fail(nr::kDtypeUnsupported, "dtype '" + p.descr + "' has no tensorseal equivalent", prefix);
+    fail(numpy::rules::kDtypeUnsupported, "dtype '" + p.descr + "' has no tensorseal equivalent", prefix);
   if (shape.size() > limits.max_ndim)
-    fail(nr::kTooManyDims, std::to_string(shape.size()) + " dimensions exceed the limit of " + std::to_string(limits.max_ndim), prefix);
+    fail(numpy::rules::kTooManyDims, std::to_string(shape.size()) + " dimensions exceed the limit of " + std::to_string(limits.max_ndim), prefix);
 
   // Element count, and the product of the non-zero dimensions (strides of a
   // zero-size array still have to be representable).
@@ -269,23 +270,23 @@ Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) 
     auto n = util::mul(numel, static_cast<u64>(d));
     auto s = util::mul(span, static_cast<u64>(std::max<std::int64_t>(d, 1)));
     if (!n || !s || *s > static_cast<u64>(INT64_MAX))
-      fail(nr::kShapeOverflow, "shape " + python_repr_shape(shape) + " overflows 64-bit arithmetic", prefix);
+      fail(numpy::rules::kShapeOverflow, "shape " + python_repr_shape(shape) + " overflows 64-bit arithmetic", prefix);
     numel = *n;
     span = *s;
   }
   const auto nbytes = util::mul(numel, itemsize(*dtype));
-  if (!nbytes) fail(nr::kShapeOverflow, "shape " + python_repr_shape(shape) + " of " + p.descr + " overflows 64-bit byte counts", prefix);
+  if (!nbytes) fail(numpy::rules::kShapeOverflow, "shape " + python_repr_shape(shape) + " of " + p.descr + " overflows 64-bit byte counts", prefix);
   p.data_offset = prefix + hlen;
   const u64 available = size - p.data_offset;
   if (*nbytes > available)
-    fail(nr::kTruncatedData,
+    fail(numpy::rules::kTruncatedData,
          "shape " + python_repr_shape(shape) + " of " + p.descr + " needs " + std::to_string(*nbytes) + " bytes, " +
              std::to_string(available) + " follow the header",
          size);
   // numpy's np.load ignores bytes after the array; they can only be a second payload
   // (polyglot), so tensorseal refuses them.
   if (*nbytes < available)
-    fail(nr::kTrailingData,
+    fail(numpy::rules::kTrailingData,
          std::to_string(available - *nbytes) + " bytes follow the " + std::to_string(*nbytes) + " bytes of array data",
          p.data_offset + *nbytes);
 
@@ -298,7 +299,7 @@ Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) 
   std::shared_ptr<Storage> storage;
   if (big) {
     if (*nbytes > limits.max_alloc)
-      fail(nr::kTooLarge, "big-endian data of " + std::to_string(*nbytes) + " bytes exceeds the allocation limit", p.data_offset);
+      fail(numpy::rules::kTooLarge, "big-endian data of " + std::to_string(*nbytes) + " bytes exceeds the allocation limit", p.data_offset);
     const auto src = b.subspan(p.data_offset, *nbytes);
     std::vector<std::byte> owned(src.begin(), src.end());
     util::byteswap_inplace(owned, swap_unit(*dtype));
@@ -337,17 +338,17 @@ std::string header(std::string_view descr, bool fortran_order, std::span<const s
   dict += ", 'shape': " + python_repr_shape(shape) + ", }";
   if (!shape.empty()) {
     const auto grow = std::to_string(shape[fortran_order ? shape.size() - 1 : 0]).size();
-    if (grow < np::kGrowthAxisMaxDigits) dict.append(np::kGrowthAxisMaxDigits - grow, ' ');
+    if (grow < numpy::kGrowthAxisMaxDigits) dict.append(numpy::kGrowthAxisMaxDigits - grow, ' ');
   }
   // _wrap_header: hlen = len(header) + 1 ('\n'); padlen = 64 - (prefix + hlen) % 64,
   // which is 64 (never 0) when already aligned.
   const u64 hlen = dict.size() + 1;
   auto wrap = [&](u64 prefix) {
-    const u64 pad = np::kArrayAlign - (prefix + hlen) % np::kArrayAlign;
+    const u64 pad = numpy::kArrayAlign - (prefix + hlen) % numpy::kArrayAlign;
     return std::pair(pad, hlen + pad);
   };
-  auto [pad1, total1] = wrap(np::kPrefixSizeV1);
-  std::string out(np::kMagic);
+  auto [pad1, total1] = wrap(numpy::kPrefixSizeV1);
+  std::string out(numpy::kMagic);
   if (total1 <= 0xFFFF) {
     out += '\x01';
     out += '\x00';
@@ -355,7 +356,7 @@ std::string header(std::string_view descr, bool fortran_order, std::span<const s
     out += dict;
     out.append(pad1, ' ');
   } else {
-    auto [pad2, total2] = wrap(np::kPrefixSizeV2);
+    auto [pad2, total2] = wrap(numpy::kPrefixSizeV2);
     out += '\x02';
     out += '\x00';
     util::append_le<std::uint32_t>(out, static_cast<std::uint32_t>(total2));
@@ -369,28 +370,26 @@ std::string header(std::string_view descr, bool fortran_order, std::span<const s
 std::string header_for(const Tensor& t) {
   const auto& i = info(t.dtype);
   if (i.numpy.empty())
-    throw Error(nr::kWriteDtype, "numpy has no dtype for " + std::string(i.name));
+    throw Error(numpy::rules::kWriteDtype, "numpy has no dtype for " + std::string(i.name));
   t.validate();
   return header(i.numpy, false, t.shape);
 }
 
-}  // namespace npy
 
 bool detect_npy(std::span<const std::byte> head) noexcept {
-  return head.size() >= np::kMagic.size() && util::as_chars(head.first(np::kMagic.size())) == np::kMagic;
+  return head.size() >= numpy::kMagic.size() && util::as_chars(head.first(numpy::kMagic.size())) == numpy::kMagic;
 }
 
-Checkpoint read_npy(const Input& in) {
-  npy::Parsed p;
+Checkpoint read_npy(const io::Input& in) {
+  numpy::Parsed p;
   try {
-    p = npy::parse(in.whole, in.options->limits);
+    p = numpy::parse(in.whole, in.options->limits);
   } catch (const Error& e) {
     throw e.located(in.name);
   }
   Checkpoint c;
   c.format = Format::kNpy;
   c.root = Value(std::shared_ptr<const Tensor>(p.tensor));
-  namespace topics = tensorseal::numpy::topics;
   c.facts.push_back(core::fact(topics::kVersion, "byte 6", std::to_string(p.major) + "." + std::to_string(p.minor)));
   c.facts.push_back(core::fact(topics::kHeaderPadding, "header end",
                                std::to_string(p.trailing_spaces) + " spaces, data at byte " + std::to_string(p.data_offset)));
@@ -399,12 +398,12 @@ Checkpoint read_npy(const Input& in) {
   return c;
 }
 
-void write_npy(const Value& root, const WriteOptions&, Sink& sink) {
+void write_npy(const Value& root, const WriteOptions&, io::Sink& sink) {
   if (!root.is(Value::Kind::kTensor))
-    throw Error(nr::kNotTensor, "a .npy file holds one tensor; got " + std::string(kind_name(root.kind())));
+    throw Error(rules::kNotTensor, "a .npy file holds one tensor; got " + std::string(kind_name(root.kind())));
   const Tensor& t = *root.as_tensor();
-  sink.write(npy::header_for(t));
+  sink.write(numpy::header_for(t));
   t.for_each_run([&](std::span<const std::byte> run) { sink.write(run); });
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::numpy

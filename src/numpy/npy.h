@@ -12,7 +12,7 @@
 #include "tensorseal/storage.h"
 #include "tensorseal/tensor.h"
 
-namespace tensorseal::detail::npy {
+namespace tensorseal::detail::numpy {
 
 struct Parsed {
   std::shared_ptr<Tensor> tensor;
@@ -43,4 +43,4 @@ struct Parsed {
 // numpy has no dtype for the tensor's.
 [[nodiscard]] std::string header_for(const Tensor& t);
 
-}  // namespace tensorseal::detail::npy
+}  // namespace tensorseal::detail::numpy

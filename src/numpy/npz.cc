@@ -25,9 +25,7 @@
 #include "zip/sniff.h"
 #include "zip/writer.h"
 
-namespace tensorseal::detail {
-namespace nr = tensorseal::numpy::rules;
-namespace np = tensorseal::numpy;
+namespace tensorseal::detail::numpy {
 using detail::core::fact;
 
 namespace {
@@ -44,7 +42,7 @@ bool detect_npz(std::span<const std::byte> head) noexcept {
   return first && first->ends_with(".npy");
 }
 
-Checkpoint read_npz(const Input& in) {
+Checkpoint read_npz(const io::Input& in) {
   const auto& limits = in.options->limits;
   const auto file = in.bytes();
   const zip::Archive archive = zip::read(file, in.name, limits);
@@ -54,19 +52,19 @@ Checkpoint read_npz(const Input& in) {
   Dict& d = c.root.as_dict();
   d.items.reserve(archive.entries.size());
   for (const auto& e : archive.entries) {
-    if (!e.name.ends_with(np::kMemberSuffix) || e.name.size() == np::kMemberSuffix.size())
-      throw Error(nr::kMemberName, "member '" + e.name + "' is not a '<key>.npy' array", in.name, e.local_offset);
-    const std::string key = e.name.substr(0, e.name.size() - np::kMemberSuffix.size());
+    if (!e.name.ends_with(numpy::kMemberSuffix) || e.name.size() == numpy::kMemberSuffix.size())
+      throw Error(rules::kMemberName, "member '" + e.name + "' is not a '<key>.npy' array", in.name, e.local_offset);
+    const std::string key = e.name.substr(0, e.name.size() - numpy::kMemberSuffix.size());
     std::shared_ptr<const Storage> image;
     std::vector<std::byte> scratch;
     const auto data = zip::entry_bytes(file, e, scratch, in.name, limits);
     if (in.options->verify_checksums) zip::verify_crc(e, data, in.name);
-    const bool stored = e.method == tensorseal::zip::kMethodStored;
+    const bool stored = e.method == zip::kMethodStored;
     if (stored) image = in.window(e.data_offset, e.size);
     else image = Storage::owned(std::move(scratch));
-    npy::Parsed p;
+    numpy::Parsed p;
     try {
-      p = npy::parse(image, limits);
+      p = numpy::parse(image, limits);
     } catch (const Error& err) {
       if (stored) throw in_member(err, e.name, in.name, err.offset() == kNoOffset ? kNoOffset : e.data_offset + err.offset());
       // Offsets inside inflated data do not map to file bytes: point at the member.
@@ -76,19 +74,20 @@ Checkpoint read_npz(const Input& in) {
     }
     // Keys are unique: the zip reader refuses duplicate member names.
     d.set(Value::str(key), Value(std::shared_ptr<const Tensor>(p.tensor)));
-    c.facts.push_back(fact(np::topics::kVersion, e.name, std::to_string(p.major) + "." + std::to_string(p.minor)));
-    c.facts.push_back(fact(np::topics::kHeaderPadding, e.name,
+    c.facts.push_back(fact(topics::kVersion, e.name, std::to_string(p.major) + "." + std::to_string(p.minor)));
+    c.facts.push_back(fact(topics::kHeaderPadding, e.name,
                            std::to_string(p.trailing_spaces) + " spaces, data at byte " + std::to_string(p.data_offset)));
-    if (p.fortran_order) c.facts.push_back(fact(np::topics::kFortranOrder, e.name, "True"));
-    if (p.big_endian) c.facts.push_back(fact(np::topics::kByteOrder, e.name, "big"));
+    if (p.fortran_order) c.facts.push_back(fact(topics::kFortranOrder, e.name, "True"));
+    if (p.big_endian) c.facts.push_back(fact(topics::kByteOrder, e.name, "big"));
   }
   for (Fact& f : zip::describe(archive, "")) c.facts.push_back(std::move(f));
   return c;
 }
 
-void write_npz(const Value& root, const WriteOptions&, Sink& sink) {
+void write_npz(const Value& root, const WriteOptions&, io::Sink& sink) {
   if (!root.is(Value::Kind::kDict))
-    throw Error(nr::kNotFlat, "a .npz file holds a dict of named tensors; got " + std::string(kind_name(root.kind())));
+    throw Error(rules::kNotFlat,
+                "a .npz file holds a dict of named tensors; got " + std::string(kind_name(root.kind())));
   struct Item {
     std::string_view key;
     const Tensor* tensor;
@@ -96,19 +95,19 @@ void write_npz(const Value& root, const WriteOptions&, Sink& sink) {
   std::vector<Item> items;
   for (const auto& [k, v] : root.as_dict().items) {
     if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor))
-      throw Error(nr::kNotFlat, "a .npz file holds str -> tensor entries; got " + repr(k, 60) + " -> " + std::string(kind_name(v.kind())));
+      throw Error(rules::kNotFlat, "a .npz file holds str -> tensor entries; got " + repr(k, 60) + " -> " + std::string(kind_name(v.kind())));
     if (k.as_str().empty() || k.as_str().find('\0') != std::string_view::npos)
-      throw Error(nr::kNotFlat, "key " + repr(k, 60) + " cannot name a zip member");
+      throw Error(rules::kNotFlat, "key " + repr(k, 60) + " cannot name a zip member");
     items.push_back({k.as_str(), v.as_tensor().get()});
   }
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.key < b.key; });
   zip::Writer w(sink, zip::Profile::kNumpy);
   for (const Item& it : items) {
-    const std::string head = npy::header_for(*it.tensor);
+    const std::string head = numpy::header_for(*it.tensor);
     // The local header carries the CRC: one pass to compute it, one to write.
     std::uint32_t crc = util::crc32(0, util::as_bytes(head));
     it.tensor->for_each_run([&](std::span<const std::byte> run) { crc = util::crc32(crc, run); });
-    w.begin_record(std::string(it.key) + std::string(np::kMemberSuffix), head.size() + it.tensor->nbytes(), crc);
+    w.begin_record(std::string(it.key) + std::string(numpy::kMemberSuffix), head.size() + it.tensor->nbytes(), crc);
     w.write(util::as_bytes(head));
     it.tensor->for_each_run([&](std::span<const std::byte> run) { w.write(run); });
     w.end_record();
@@ -116,4 +115,4 @@ void write_npz(const Value& root, const WriteOptions&, Sink& sink) {
   w.finish();
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::numpy

@@ -11,7 +11,7 @@
 #include "tensorseal/dtype.h"
 #include "tensorseal/error.h"
 
-namespace tensorseal::safetensors {
+namespace tensorseal::detail::safetensors {
 
 inline constexpr std::uint64_t kLengthPrefixSize = 8;        // u64 little-endian
 inline constexpr std::uint64_t kMaxHeaderSize = 100'000'000;  // safetensors' own cap
@@ -71,4 +71,4 @@ inline constexpr Topic kStructure{"safetensors.structure",
 inline constexpr Topic kAll[] = {kHeaderLength, kHeaderPadding, kKeyOrder, kMetadataOrder, kStructure};
 }  // namespace topics
 
-}  // namespace tensorseal::safetensors
+}  // namespace tensorseal::detail::safetensors

@@ -39,16 +39,15 @@
 #include "util/endian.h"
 #include "util/utf8.h"
 
-namespace tensorseal::detail {
-namespace st = tensorseal::safetensors;
+namespace tensorseal::detail::safetensors {
 using json = nlohmann::json;  // std::map-backed; the raw header keeps the file's order
 
 namespace {
 
-constexpr std::uint64_t kAt = st::kLengthPrefixSize;  // entry and metadata errors point at the header
+constexpr std::uint64_t kAt = safetensors::kLengthPrefixSize;  // entry and metadata errors point at the header
 constexpr std::size_t kAbsent = SafetensorsIndex::kAbsent;
 
-[[noreturn]] void fail(const Rule& r, std::string detail, const Input& in, std::uint64_t offset) {
+[[noreturn]] void fail(const Rule& r, std::string detail, const io::Input& in, std::uint64_t offset) {
   throw Error(r, std::move(detail), in.name, offset);
 }
 
@@ -147,7 +146,7 @@ class FastScanner {
         ws();
         if (!eat(':')) return false;
         ws();
-        if (key == st::kMetadataKey) {
+        if (key == safetensors::kMetadataKey) {
           if (out.metadata_position != kAbsent) return false;
           out.metadata_position = out.entries.size();
           out.meta = MetaForm::kObject;
@@ -333,7 +332,7 @@ class KeySet {
 // into RawEntry's forms when they end; everything else is only checked.
 class SaxHandler {
  public:
-  SaxHandler(RawHeader& out, const Input& in) : out_(out), in_(in) {}
+  SaxHandler(RawHeader& out, const io::Input& in) : out_(out), in_(in) {}
 
   bool null() { return scalar(Event::kNull, nullptr, [](Dom& d) { return d.null(); }); }
   bool boolean(bool v) { return scalar(Event::kOther, nullptr, [&](Dom& d) { return d.boolean(v); }); }
@@ -367,11 +366,11 @@ class SaxHandler {
   bool key(json::string_t& k) {
     Frame& f = frames_.back();
     if (!f.keys.insert(k))
-      fail(st::rules::kDuplicateKey, "key '" + k + "' appears twice in " +
+      fail(rules::kDuplicateKey, "key '" + k + "' appears twice in " +
                                          (frames_.size() == 1 ? "the header" : "one header object"), in_, kAt);
     switch (f.role) {
       case Role::kTop:
-        if (k == st::kMetadataKey) {
+        if (k == safetensors::kMetadataKey) {
           out_.metadata_position = out_.entries.size();
           f.slot = Slot::kMetadata;
         } else {
@@ -411,8 +410,8 @@ class SaxHandler {
   };
 
   void open() {
-    if (frames_.size() + 1 >= st::kMaxJsonDepth)
-      fail(st::rules::kHeaderJson, "header nests deeper than " + std::to_string(st::kMaxJsonDepth - 1) + " levels",
+    if (frames_.size() + 1 >= safetensors::kMaxJsonDepth)
+      fail(rules::kHeaderJson, "header nests deeper than " + std::to_string(safetensors::kMaxJsonDepth - 1) + " levels",
            in_, kAt);
   }
 
@@ -508,7 +507,7 @@ class SaxHandler {
   }
 
   RawHeader& out_;
-  const Input& in_;
+  const io::Input& in_;
   std::vector<Frame> frames_;  // open objects and arrays
   std::optional<Dom> dom_;     // capturing an entry field's value into captured_
   json captured_;
@@ -541,23 +540,23 @@ class DtypeCodes {
   std::vector<std::pair<std::string, DType>> seen_;
 };
 
-SafetensorsEntry check_entry(RawEntry& r, const Input& in, DtypeCodes& codes) {
+SafetensorsEntry check_entry(RawEntry& r, const io::Input& in, DtypeCodes& codes) {
   const std::string& name = r.name;
-  if (!r.is_object) fail(st::rules::kEntryType, "entry '" + name + "' is not a JSON object", in, kAt);
+  if (!r.is_object) fail(rules::kEntryType, "entry '" + name + "' is not a JSON object", in, kAt);
   for (auto [form, field] : {std::pair{r.dtype, "dtype"}, {r.shape, "shape"}, {r.offsets, "data_offsets"}})
-    if (form == Form::kAbsent) fail(st::rules::kEntryType, "entry '" + name + "' has no \"" + field + "\"", in, kAt);
-  if (r.dtype != Form::kExpected) fail(st::rules::kEntryType, "entry '" + name + "': dtype is not a string", in, kAt);
+    if (form == Form::kAbsent) fail(rules::kEntryType, "entry '" + name + "' has no \"" + field + "\"", in, kAt);
+  if (r.dtype != Form::kExpected) fail(rules::kEntryType, "entry '" + name + "': dtype is not a string", in, kAt);
   const auto dtype = codes.lookup(r.code);
-  if (!dtype) fail(st::rules::kUnknownDtype, "entry '" + name + "': unknown dtype " + json(r.code).dump(), in, kAt);
+  if (!dtype) fail(rules::kUnknownDtype, "entry '" + name + "': unknown dtype " + json(r.code).dump(), in, kAt);
   const std::uint64_t max_ndim = in.options->limits.max_ndim;
   auto too_many_dims = [&](std::size_t ndim) {
-    fail(st::rules::kBadShape, "entry '" + name + "': " + std::to_string(ndim) + " dimensions exceed the limit", in, kAt);
+    fail(rules::kBadShape, "entry '" + name + "': " + std::to_string(ndim) + " dimensions exceed the limit", in, kAt);
   };
   auto not_sizes = [&] {
-    fail(st::rules::kBadShape, "entry '" + name + "': shape " + shape_text(r) + " is not a list of sizes", in, kAt);
+    fail(rules::kBadShape, "entry '" + name + "': shape " + shape_text(r) + " is not a list of sizes", in, kAt);
   };
   if (r.shape == Form::kOther) {
-    if (!r.other->is_array()) fail(st::rules::kBadShape, "entry '" + name + "': shape is not an array", in, kAt);
+    if (!r.other->is_array()) fail(rules::kBadShape, "entry '" + name + "': shape is not an array", in, kAt);
     if (r.other->size() > max_ndim) too_many_dims(r.other->size());
     not_sizes();  // an array holding something else than unsigned integers
   }
@@ -565,37 +564,37 @@ SafetensorsEntry check_entry(RawEntry& r, const Input& in, DtypeCodes& codes) {
   for (auto d : r.sizes)
     if (static_cast<std::uint64_t>(d) > static_cast<std::uint64_t>(INT64_MAX)) not_sizes();
   if (r.offsets != Form::kExpected)
-    fail(st::rules::kBadOffsets, "entry '" + name + "': data_offsets " + r.other->dump() + " is not [begin, end]",
+    fail(rules::kBadOffsets, "entry '" + name + "': data_offsets " + r.other->dump() + " is not [begin, end]",
          in, kAt);
   if (r.begin > r.end)
-    fail(st::rules::kBadOffsets, "entry '" + name + "': data_offsets begin " + std::to_string(r.begin) + " > end " +
+    fail(rules::kBadOffsets, "entry '" + name + "': data_offsets begin " + std::to_string(r.begin) + " > end " +
                                      std::to_string(r.end), in, kAt);
   // Size check with overflow-checked arithmetic: numel * bits / 8 == end - begin.
   std::uint64_t numel = 1;
   for (auto d : r.sizes) {
     auto m = util::mul(numel, static_cast<std::uint64_t>(d));
-    if (!m) fail(st::rules::kSizeOverflow, "entry '" + name + "': element count overflows", in, kAt);
+    if (!m) fail(rules::kSizeOverflow, "entry '" + name + "': element count overflows", in, kAt);
     numel = *m;
   }
   const auto bits = info(*dtype).bits;
   auto total_bits = util::mul(numel, bits);
-  if (!total_bits) fail(st::rules::kSizeOverflow, "entry '" + name + "': byte size overflows", in, kAt);
+  if (!total_bits) fail(rules::kSizeOverflow, "entry '" + name + "': byte size overflows", in, kAt);
   if (*total_bits % 8 != 0)
-    fail(st::rules::kMisaligned, "entry '" + name + "': " + std::to_string(numel) + " elements of " +
+    fail(rules::kMisaligned, "entry '" + name + "': " + std::to_string(numel) + " elements of " +
                                      std::to_string(bits) + " bits do not fill whole bytes", in, kAt);
   if (*total_bits / 8 != r.end - r.begin)
-    fail(st::rules::kSizeMismatch, "entry '" + name + "': shape " + shape_text(r) + " of " + r.code + " needs " +
+    fail(rules::kSizeMismatch, "entry '" + name + "': shape " + shape_text(r) + " of " + r.code + " needs " +
                                        std::to_string(*total_bits / 8) + " bytes, data_offsets give " +
                                        std::to_string(r.end - r.begin), in, kAt);
   return {std::move(r.name), *dtype, std::move(r.sizes), r.begin, r.end};
 }
 
 // The rules on the parsed header, in the file's order; then the tiling of the buffer.
-SafetensorsIndex validate(RawHeader& raw, const Input& in, std::uint64_t n) {
-  if (!raw.is_object) fail(st::rules::kHeaderNotObject, "header is not a JSON object", in, kAt);
+SafetensorsIndex validate(RawHeader& raw, const io::Input& in, std::uint64_t n) {
+  if (!raw.is_object) fail(rules::kHeaderNotObject, "header is not a JSON object", in, kAt);
   const std::size_t keys = raw.entries.size() + (raw.metadata_position != kAbsent ? 1 : 0);
   if (keys > in.options->limits.max_entries)
-    fail(st::rules::kTooManyTensors, std::to_string(keys) + " entries exceed the limit", in, kAt);
+    fail(rules::kTooManyTensors, std::to_string(keys) + " entries exceed the limit", in, kAt);
 
   SafetensorsIndex idx;
   idx.entries.reserve(raw.entries.size());
@@ -603,10 +602,10 @@ SafetensorsIndex validate(RawHeader& raw, const Input& in, std::uint64_t n) {
   for (std::size_t i = 0; i <= raw.entries.size(); ++i) {
     if (i == raw.metadata_position) {
       if (raw.meta == MetaForm::kOther)
-        fail(st::rules::kMetadataType, "__metadata__ is not an object of strings", in, kAt);
+        fail(rules::kMetadataType, "__metadata__ is not an object of strings", in, kAt);
       for (auto& m : raw.metadata) {
         if (!m.is_string)
-          fail(st::rules::kMetadataType, "__metadata__ value for '" + m.key + "' is not a string", in, kAt);
+          fail(rules::kMetadataType, "__metadata__ value for '" + m.key + "' is not a string", in, kAt);
         idx.metadata.emplace_back(std::move(m.key), std::move(m.value));
       }
     }
@@ -630,19 +629,19 @@ SafetensorsIndex validate(RawHeader& raw, const Input& in, std::uint64_t n) {
   for (std::size_t i = 1; i < order.size() && strictly_sorted; ++i) strictly_sorted = before(order[i - 1], order[i]);
   if (!strictly_sorted) std::sort(order.begin(), order.end(), before);
   const std::uint64_t file_size = in.size();
-  const std::uint64_t data_start = st::kLengthPrefixSize + n;
+  const std::uint64_t data_start = safetensors::kLengthPrefixSize + n;
   std::uint64_t cursor = 0;
   for (std::uint32_t i : order) {
     const SafetensorsEntry& e = entries[i];
     if (e.begin != cursor)
-      fail(st::rules::kTiling, "tensor '" + e.name + "' starts at buffer offset " + std::to_string(e.begin) +
+      fail(rules::kTiling, "tensor '" + e.name + "' starts at buffer offset " + std::to_string(e.begin) +
                                    ", expected " + std::to_string(cursor) + (e.begin < cursor ? " (overlap)" : " (gap)"),
            in, data_start + std::min({e.begin, cursor, file_size - data_start}));
     cursor = e.end;
   }
   const std::uint64_t buffer_len = file_size - data_start;
   if (cursor != buffer_len)
-    fail(st::rules::kBufferLength, "tensors cover " + std::to_string(cursor) + " bytes of a " +
+    fail(rules::kBufferLength, "tensors cover " + std::to_string(cursor) + " bytes of a " +
                                        std::to_string(buffer_len) + "-byte data buffer", in,
          data_start + std::min(cursor, buffer_len));
   idx.by_offset = std::move(order);
@@ -665,26 +664,26 @@ bool is_ascii(std::string_view s) {
 
 }  // namespace
 
-SafetensorsIndex index_safetensors(const Input& in, bool fast_scan) {
+SafetensorsIndex index_safetensors(const io::Input& in, bool fast_scan) {
   const auto bytes = in.bytes();
-  if (bytes.size() < st::kLengthPrefixSize)
-    fail(st::rules::kFileTooSmall, "file of " + std::to_string(bytes.size()) + " bytes has no header length", in, 0);
+  if (bytes.size() < safetensors::kLengthPrefixSize)
+    fail(rules::kFileTooSmall, "file of " + std::to_string(bytes.size()) + " bytes has no header length", in, 0);
   const std::uint64_t n = util::load_le<std::uint64_t>(bytes.data());
-  const std::uint64_t cap = std::min(st::kMaxHeaderSize, in.options->limits.max_safetensors_header);
+  const std::uint64_t cap = std::min(safetensors::kMaxHeaderSize, in.options->limits.max_safetensors_header);
   if (n > cap)
-    fail(st::rules::kHeaderTooLarge, "header length " + std::to_string(n) + " exceeds the limit " + std::to_string(cap), in, 0);
-  if (n > bytes.size() - st::kLengthPrefixSize)
-    fail(st::rules::kHeaderLength, "header length " + std::to_string(n) + " runs past the end of the file (" +
+    fail(rules::kHeaderTooLarge, "header length " + std::to_string(n) + " exceeds the limit " + std::to_string(cap), in, 0);
+  if (n > bytes.size() - safetensors::kLengthPrefixSize)
+    fail(rules::kHeaderLength, "header length " + std::to_string(n) + " runs past the end of the file (" +
                                        std::to_string(bytes.size()) + " bytes)", in, 0);
-  const std::string_view text = util::as_chars(bytes.subspan(st::kLengthPrefixSize, n));
+  const std::string_view text = util::as_chars(bytes.subspan(safetensors::kLengthPrefixSize, n));
   if (!is_ascii(text))
     if (auto bad = util::first_invalid_utf8(text))
-      fail(st::rules::kHeaderUtf8, "header is not valid UTF-8", in, st::kLengthPrefixSize + *bad);
+      fail(rules::kHeaderUtf8, "header is not valid UTF-8", in, safetensors::kLengthPrefixSize + *bad);
   // A raw NUL is never valid JSON (not whitespace, and control characters in strings
   // must be escaped), but nlohmann's lexer takes it as the end of input: without this
   // check "{...}\0<anything>" would parse, hiding bytes in the header.
   if (const auto nul = text.find('\0'); nul != std::string_view::npos)
-    fail(st::rules::kHeaderJson, "header has a NUL byte (NUL is not JSON)", in, st::kLengthPrefixSize + nul);
+    fail(rules::kHeaderJson, "header has a NUL byte (NUL is not JSON)", in, safetensors::kLengthPrefixSize + nul);
 
   RawHeader raw;
   if (!fast_scan || !FastScanner(text, in.options->limits.max_ndim).scan(raw)) {
@@ -693,10 +692,10 @@ SafetensorsIndex index_safetensors(const Input& in, bool fast_scan) {
     try {
       json::sax_parse(text.begin(), text.end(), &sax);
     } catch (const json::parse_error& e) {
-      fail(st::rules::kHeaderJson, std::string("header is not JSON: ") + e.what(), in,
-           st::kLengthPrefixSize + (e.byte > 0 ? e.byte - 1 : 0));
+      fail(rules::kHeaderJson, std::string("header is not JSON: ") + e.what(), in,
+           safetensors::kLengthPrefixSize + (e.byte > 0 ? e.byte - 1 : 0));
     } catch (const json::exception& e) {  // out_of_range.406: a number beyond double (1e999)
-      fail(st::rules::kHeaderJson, std::string("header is not JSON: ") + e.what(), in, st::kLengthPrefixSize);
+      fail(rules::kHeaderJson, std::string("header is not JSON: ") + e.what(), in, safetensors::kLengthPrefixSize);
     }
   }
 
@@ -709,7 +708,7 @@ SafetensorsIndex index_safetensors(const Input& in, bool fast_scan) {
   return idx;
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::safetensors
 
 namespace tensorseal {
 
@@ -737,11 +736,11 @@ std::shared_ptr<const Tensor> SafetensorsIndex::tensor(const SafetensorsEntry& e
 
 bool SafetensorsIndex::structured() const noexcept {
   return std::any_of(metadata.begin(), metadata.end(),
-                     [](const auto& kv) { return kv.first == detail::safetensors_structure::kStructureKey; });
+                     [](const auto& kv) { return kv.first == detail::safetensors::kStructureKey; });
 }
 
 SafetensorsIndex read_safetensors_index(std::shared_ptr<const MappedFile> file, const ReadOptions& options) {
-  SafetensorsIndex idx = detail::index_safetensors(detail::input_of(file, options));
+  SafetensorsIndex idx = detail::safetensors::index_safetensors(detail::io::input_of(file, options));
   idx.mapping = std::move(file);
   return idx;
 }
@@ -751,11 +750,11 @@ SafetensorsIndex read_safetensors_index(const std::filesystem::path& path, const
 }
 
 SafetensorsIndex read_safetensors_index(std::span<const std::byte> bytes, std::string name, const ReadOptions& options) {
-  detail::Input in;
+  detail::io::Input in;
   in.name = std::move(name);
   in.whole = Storage::owned(std::vector<std::byte>(bytes.begin(), bytes.end()));
   in.options = &options;
-  return detail::index_safetensors(in);
+  return detail::safetensors::index_safetensors(in);
 }
 
 }  // namespace tensorseal

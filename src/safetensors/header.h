@@ -5,12 +5,12 @@
 #include "io/input.h"
 #include "tensorseal/safetensors.h"
 
-namespace tensorseal::detail {
+namespace tensorseal::detail::safetensors {
 
 // Parses and validates the header of `in` and checks that the entries tile the data
 // buffer; fills everything in SafetensorsIndex except `file` and `mapping`. Throws
 // Error with in.name and a byte offset. `fast_scan` = false skips the fast scanner and
 // parses with nlohmann's SAX parser only (tests compare the two paths).
-SafetensorsIndex index_safetensors(const Input& in, bool fast_scan = true);
+SafetensorsIndex index_safetensors(const io::Input& in, bool fast_scan = true);
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::safetensors

@@ -10,11 +10,10 @@
 #include "safetensors/structure.h"
 #include "util/endian.h"
 
-namespace tensorseal::detail {
-namespace st = tensorseal::safetensors;
+namespace tensorseal::detail::safetensors {
 using core::fact;
 
-[[noreturn]] static void fail(const Rule& r, std::string detail, const Input& in, std::uint64_t offset) {
+[[noreturn]] static void fail(const Rule& r, std::string detail, const io::Input& in, std::uint64_t offset) {
   throw Error(r, std::move(detail), in.name, offset);
 }
 
@@ -30,7 +29,7 @@ bool detect_safetensors(std::span<const std::byte> b) noexcept {
   return false;
 }
 
-Checkpoint read_safetensors(const Input& in) {
+Checkpoint read_safetensors(const io::Input& in) {
   SafetensorsIndex idx = index_safetensors(in);
   Checkpoint c;
   c.format = Format::kSafetensors;
@@ -38,7 +37,7 @@ Checkpoint read_safetensors(const Input& in) {
   std::string key_order;
   auto add_key = [&](std::string_view k) { key_order += (key_order.empty() ? "" : ",") + std::string(k); };
   for (std::size_t i = 0; i <= idx.entries.size(); ++i) {
-    if (i == idx.metadata_position) add_key(st::kMetadataKey);
+    if (i == idx.metadata_position) add_key(safetensors::kMetadataKey);
     if (i < idx.entries.size()) add_key(idx.entries[i].name);
   }
   c.metadata = std::move(idx.metadata);
@@ -53,28 +52,27 @@ Checkpoint read_safetensors(const Input& in) {
   }
 
   // A whole checkpoint written by tensorseal: restore the tree (structure.h).
-  namespace ss = safetensors_structure;
   for (auto it = c.metadata.begin(); it != c.metadata.end(); ++it) {
-    if (it->first != ss::kStructureKey) continue;
+    if (it->first != safetensors::kStructureKey) continue;
     try {
-      c.root = ss::unflatten(it->second, c.root, in.name);
+      c.root = safetensors::unflatten(it->second, c.root, in.name);
     } catch (const nlohmann::json::exception& e) {
-      fail(st::rules::kBadStructure, std::string("tensorseal.structure does not fit the file: ") + e.what(), in,
-           st::kLengthPrefixSize);
+      fail(rules::kBadStructure, std::string("tensorseal.structure does not fit the file: ") + e.what(), in,
+           safetensors::kLengthPrefixSize);
     }
     c.metadata.erase(it);
-    c.facts.push_back(fact(st::topics::kStructure, "__metadata__", "tensorseal.structure (whole checkpoint)"));
+    c.facts.push_back(fact(topics::kStructure, "__metadata__", "tensorseal.structure (whole checkpoint)"));
     break;
   }
 
   // Facts that shape the bytes without being content, for `explain`.
-  c.facts.push_back(fact(st::topics::kHeaderLength, "byte 0", std::to_string(idx.header_length)));
-  c.facts.push_back(fact(st::topics::kHeaderPadding, "header end", std::to_string(idx.header_padding) + " spaces"));
-  c.facts.push_back(fact(st::topics::kKeyOrder, "header", key_order));
+  c.facts.push_back(fact(topics::kHeaderLength, "byte 0", std::to_string(idx.header_length)));
+  c.facts.push_back(fact(topics::kHeaderPadding, "header end", std::to_string(idx.header_padding) + " spaces"));
+  c.facts.push_back(fact(topics::kKeyOrder, "header", key_order));
   std::string meta_order;
   for (const auto& [k, v] : c.metadata) meta_order += (meta_order.empty() ? "" : ",") + k;
-  c.facts.push_back(fact(st::topics::kMetadataOrder, "__metadata__", meta_order));
+  c.facts.push_back(fact(topics::kMetadataOrder, "__metadata__", meta_order));
   return c;
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::safetensors

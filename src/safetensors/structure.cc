@@ -24,8 +24,7 @@
 #include "tensorseal/error.h"
 #include "util/hex.h"
 
-namespace tensorseal::detail::safetensors_structure {
-namespace st = tensorseal::safetensors;
+namespace tensorseal::detail::safetensors {
 using json = nlohmann::ordered_json;
 
 bool is_flat(const Value& root) {
@@ -102,7 +101,7 @@ struct Encoder {
 
   std::string unique(std::string base) {
     if (base.empty()) base = "tensor";
-    if (base == st::kMetadataKey) base += "_";
+    if (base == safetensors::kMetadataKey) base += "_";
     std::string n = base;
     for (int i = 1; used.count(n); ++i) n = base + "#" + std::to_string(i);
     used.insert(n);
@@ -199,7 +198,7 @@ struct Encoder {
         return j;
       }
       case K::kStorage:
-        throw Error(st::rules::kNotFlat, "a bare storage at '" + path + "' cannot be stored in safetensors");
+        throw Error(rules::kNotFlat, "a bare storage at '" + path + "' cannot be stored in safetensors");
       case K::kGlobal: return json{{"g", json::array({v.as_global().module, v.as_global().name})}};
       case K::kObject: {
         const Object& o = v.as_object();
@@ -227,7 +226,7 @@ struct Decoder {
   std::map<std::tuple<std::string, std::int64_t, std::vector<std::int64_t>, std::vector<std::int64_t>, bool, bool, NumpyType>, Value> views;
 
   [[noreturn]] void bad(const std::string& why) const {
-    throw Error(st::rules::kBadStructure, "tensorseal.structure: " + why, file);
+    throw Error(rules::kBadStructure, "tensorseal.structure: " + why, file);
   }
 
   std::vector<std::pair<Value, Value>> items(const json& a, int depth) {
@@ -420,12 +419,12 @@ Value unflatten(std::string_view structure, const Value& flat, const std::string
   try {
     j = json::parse(structure);
   } catch (const json::parse_error& e) {
-    throw Error(st::rules::kBadStructure, std::string("tensorseal.structure is not JSON: ") + e.what(), file);
+    throw Error(rules::kBadStructure, std::string("tensorseal.structure is not JSON: ") + e.what(), file);
   }
   if (!j.is_object() || j.value("version", 0) != kVersion || !j.contains("root"))
-    throw Error(st::rules::kBadStructure, "tensorseal.structure has an unknown version", file);
+    throw Error(rules::kBadStructure, "tensorseal.structure has an unknown version", file);
   Decoder d{flat.as_dict(), file, {}};
   return d.dec(j["root"], 0);
 }
 
-}  // namespace tensorseal::detail::safetensors_structure
+}  // namespace tensorseal::detail::safetensors

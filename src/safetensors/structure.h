@@ -16,7 +16,7 @@
 
 #include "tensorseal/value.h"
 
-namespace tensorseal::detail::safetensors_structure {
+namespace tensorseal::detail::safetensors {
 
 inline constexpr std::string_view kStructureKey = "tensorseal.structure";
 inline constexpr int kVersion = 1;
@@ -35,4 +35,4 @@ Flattened flatten(const Value& root);
 // Throws Error{safetensors/bad-structure} when the JSON does not fit the tensors.
 Value unflatten(std::string_view structure, const Value& flat, const std::string& file);
 
-}  // namespace tensorseal::detail::safetensors_structure
+}  // namespace tensorseal::detail::safetensors

@@ -16,14 +16,13 @@
 #include "safetensors/structure.h"
 #include "util/endian.h"
 
-namespace tensorseal::detail {
-namespace st = tensorseal::safetensors;
+namespace tensorseal::detail::safetensors {
 
 namespace {
 
 int dtype_rank(std::string_view code) {
-  for (std::size_t i = 0; i < std::size(st::kDtypeOrder); ++i)
-    if (st::kDtypeOrder[i] == code) return static_cast<int>(i);
+  for (std::size_t i = 0; i < std::size(safetensors::kDtypeOrder); ++i)
+    if (safetensors::kDtypeOrder[i] == code) return static_cast<int>(i);
   return -1;
 }
 
@@ -62,44 +61,43 @@ struct Item {
 }  // namespace
 
 namespace {
-void write_flat(const Value& root, const WriteOptions& options, Sink& sink);
+void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink);
 }  // namespace
 
-void write_safetensors(const Value& root, const WriteOptions& options, Sink& sink) {
-  namespace ss = safetensors_structure;
-  if (ss::is_flat(root)) {
+void write_safetensors(const Value& root, const WriteOptions& options, io::Sink& sink) {
+  if (safetensors::is_flat(root)) {
     write_flat(root, options, sink);
     return;
   }
   {
     // A whole checkpoint: flat tensors plus the tree in __metadata__ (structure.h).
     for (const auto& [k, v] : options.metadata)
-      if (k == ss::kStructureKey)
-        throw Error(st::rules::kReservedName, "metadata key '" + k + "' is reserved for tensorseal");
-    ss::Flattened f = ss::flatten(root);
+      if (k == safetensors::kStructureKey)
+        throw Error(rules::kReservedName, "metadata key '" + k + "' is reserved for tensorseal");
+    safetensors::Flattened f = safetensors::flatten(root);
     WriteOptions o = options;
-    o.metadata.emplace_back(std::string(ss::kStructureKey), std::move(f.structure));
+    o.metadata.emplace_back(std::string(safetensors::kStructureKey), std::move(f.structure));
     write_flat(f.flat, o, sink);
   }
 }
 
 namespace {
 // The safetensors file itself: `root` is a dict of str -> tensor.
-void write_flat(const Value& root, const WriteOptions& options, Sink& sink) {
+void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) {
   if (!root.is(Value::Kind::kDict))
-    throw Error(st::rules::kNotFlat, "safetensors holds a dict of named tensors; got " + std::string(kind_name(root.kind())));
+    throw Error(rules::kNotFlat, "safetensors holds a dict of named tensors; got " + std::string(kind_name(root.kind())));
   std::vector<Item> items;
   for (const auto& [k, v] : root.as_dict().items) {
     if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor))
-      throw Error(st::rules::kNotFlat, "safetensors holds str -> tensor entries; got " + repr(k, 60) + " -> " +
+      throw Error(rules::kNotFlat, "safetensors holds str -> tensor entries; got " + repr(k, 60) + " -> " +
                                            std::string(kind_name(v.kind())));
     const Tensor& t = *v.as_tensor();
-    if (k.as_str() == st::kMetadataKey)
-      throw Error(st::rules::kReservedName, "a tensor cannot be named __metadata__");
+    if (k.as_str() == safetensors::kMetadataKey)
+      throw Error(rules::kReservedName, "a tensor cannot be named __metadata__");
     auto code = info(t.dtype).safetensors;
     if (t.dtype == DType::kFloat4E2M1FNx2 && !t.shape.empty()) code = "F4";  // see the shape below
     if (code.empty())
-      throw Error(st::rules::kDtypeUnsupported, "tensor '" + std::string(k.as_str()) + "' has dtype " +
+      throw Error(rules::kDtypeUnsupported, "tensor '" + std::string(k.as_str()) + "' has dtype " +
                                                     std::string(name(t.dtype)) + ", which safetensors cannot store");
     t.validate();
     items.push_back({k.as_str(), &t, code, dtype_rank(code)});
@@ -117,7 +115,7 @@ void write_flat(const Value& root, const WriteOptions& options, Sink& sink) {
     header += "\"__metadata__\":{";
     for (std::size_t i = 0; i < meta.size(); ++i) {
       if (i && meta[i].first == meta[i - 1].first)
-        throw Error(st::rules::kDuplicateKey, "metadata key '" + meta[i].first + "' given twice");
+        throw Error(rules::kDuplicateKey, "metadata key '" + meta[i].first + "' given twice");
       if (i) header += ',';
       json_string(header, meta[i].first);
       header += ':';
@@ -145,10 +143,10 @@ void write_flat(const Value& root, const WriteOptions& options, Sink& sink) {
     offset = end;
   }
   header += '}';
-  if (header.size() > st::kMaxHeaderSize)  // safetensors' serialize() refuses it too
-    throw Error(st::rules::kHeaderTooLarge, "header of " + std::to_string(header.size()) + " bytes exceeds " +
-                                                std::to_string(st::kMaxHeaderSize));
-  header.append((st::kHeaderAlignment - header.size() % st::kHeaderAlignment) % st::kHeaderAlignment, ' ');
+  if (header.size() > safetensors::kMaxHeaderSize)  // safetensors' serialize() refuses it too
+    throw Error(rules::kHeaderTooLarge, "header of " + std::to_string(header.size()) + " bytes exceeds " +
+                                                std::to_string(safetensors::kMaxHeaderSize));
+  header.append((safetensors::kHeaderAlignment - header.size() % safetensors::kHeaderAlignment) % safetensors::kHeaderAlignment, ' ');
 
   std::string prefix;
   util::append_le<std::uint64_t>(prefix, header.size());
@@ -159,4 +157,4 @@ void write_flat(const Value& root, const WriteOptions& options, Sink& sink) {
 
 }  // namespace
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::safetensors

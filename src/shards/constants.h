@@ -19,7 +19,7 @@
 #include "core/topic.h"
 #include "tensorseal/error.h"
 
-namespace tensorseal::shards {
+namespace tensorseal::detail::shards {
 
 // Index file names, in the order a directory is searched (transformers prefers
 // safetensors shards over .bin shards when both are present).
@@ -91,4 +91,4 @@ inline constexpr Topic kIndexFormatting{"shards.index_formatting",
 inline constexpr Topic kAll[] = {kIndexName, kFiles, kBoundaries, kKeyOrder, kIndexMetadata, kIndexFormatting};
 }  // namespace topics
 
-}  // namespace tensorseal::shards
+}  // namespace tensorseal::detail::shards

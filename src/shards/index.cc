@@ -13,13 +13,12 @@
 #include "tensorseal/error.h"
 
 namespace tensorseal::detail::shards {
-namespace sh = tensorseal::shards;
 using json = nlohmann::ordered_json;
 
 namespace {
 
 [[noreturn]] void shape_error(const std::string& name, const std::string& detail) {
-  throw Error(sh::rules::kIndexShape, detail, name);
+  throw Error(rules::kIndexShape, detail, name);
 }
 
 // "indent N" from the spaces before the first key, "compact" without a newline there.
@@ -68,24 +67,24 @@ ShardIndex parse_index(std::span<const std::byte> bytes, const std::string& name
   try {
     j = json::parse(text.begin(), text.end(), cb);
   } catch (const json::parse_error& e) {
-    throw Error(sh::rules::kIndexJson, std::string("not JSON: ") + e.what(), name, e.byte > 0 ? e.byte - 1 : 0);
+    throw Error(rules::kIndexJson, std::string("not JSON: ") + e.what(), name, e.byte > 0 ? e.byte - 1 : 0);
   }
-  if (!duplicate.empty()) throw Error(sh::rules::kIndexJson, "key '" + duplicate + "' appears twice", name);
+  if (!duplicate.empty()) throw Error(rules::kIndexJson, "key '" + duplicate + "' appears twice", name);
   if (!j.is_object()) shape_error(name, "the index is not a JSON object");
 
   ShardIndex idx;
   idx.formatting = formatting_of(text);
-  const auto wm = j.find(sh::kWeightMapKey);
+  const auto wm = j.find(shards::kWeightMapKey);
   if (wm == j.end() || !wm->is_object()) shape_error(name, "no \"weight_map\" object");
   idx.weight_map.reserve(wm->size());
   for (const auto& [k, v] : wm->items()) {
     if (!v.is_string()) shape_error(name, "weight_map['" + k + "'] is " + v.dump() + ", not a file name");
     idx.weight_map.emplace_back(k, v.get<std::string>());
   }
-  if (const auto meta = j.find(sh::kMetadataKey); meta != j.end() && !meta->is_null()) {
+  if (const auto meta = j.find(shards::kMetadataKey); meta != j.end() && !meta->is_null()) {
     if (!meta->is_object()) shape_error(name, "\"metadata\" is not an object");
     for (const auto& [k, v] : meta->items()) {
-      if (k == sh::kTotalSizeKey) idx.total_size = total_size_of(v, name);
+      if (k == shards::kTotalSizeKey) idx.total_size = total_size_of(v, name);
       else idx.other_metadata.emplace_back(k, v.dump());
     }
   }

@@ -22,8 +22,7 @@
 #include "torch/format.h"
 #include "util/text.h"
 
-namespace tensorseal::detail {
-namespace sh = tensorseal::shards;
+namespace tensorseal::detail::shards {
 namespace fs = std::filesystem;
 using util::join;
 using core::fact;
@@ -47,42 +46,43 @@ bool detect_hf_shards(std::span<const std::byte> b) noexcept {
 }
 
 fs::path find_shard_index(const fs::path& dir) {
-  for (auto name : {sh::kSafetensorsIndex, sh::kTorchIndex}) {
+  for (auto name : {shards::kSafetensorsIndex, shards::kTorchIndex}) {
     std::error_code ec;
     if (fs::is_regular_file(dir / name, ec)) return dir / name;
   }
   std::vector<fs::path> found;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().filename().string().ends_with(sh::kIndexSuffix) && e.is_regular_file(ec)) found.push_back(e.path());
-  if (ec) fail(rules::kIoOpen, "cannot list the directory: " + ec.message(), dir.string());
+    if (e.path().filename().string().ends_with(shards::kIndexSuffix) && e.is_regular_file(ec))
+      found.push_back(e.path());
+  if (ec) fail(tensorseal::rules::kIoOpen, "cannot list the directory: " + ec.message(), dir.string());
   std::sort(found.begin(), found.end());
   if (found.empty()) {
     // An unsharded model directory (save_pretrained below its max_shard_size): its one
     // weight file is the checkpoint, read by that file's own format.
-    for (auto name : {sh::kSafetensorsSingle, sh::kTorchSingle})
+    for (auto name : {shards::kSafetensorsSingle, shards::kTorchSingle})
       if (fs::is_regular_file(dir / name, ec)) return dir / name;
-    fail(sh::rules::kNoIndex,
-         "no shard index (" + std::string(sh::kSafetensorsIndex) + " or another *" + std::string(sh::kIndexSuffix) +
-             ") and no " + std::string(sh::kSafetensorsSingle) + " or " + std::string(sh::kTorchSingle) +
+    fail(rules::kNoIndex,
+         "no shard index (" + std::string(shards::kSafetensorsIndex) + " or another *" + std::string(shards::kIndexSuffix) +
+             ") and no " + std::string(shards::kSafetensorsSingle) + " or " + std::string(shards::kTorchSingle) +
              " in this directory",
          dir.string());
   }
   if (found.size() > 1)
-    fail(sh::rules::kAmbiguousIndex,
+    fail(rules::kAmbiguousIndex,
          "several shard indexes (" + found[0].filename().string() + ", " + found[1].filename().string() +
              "); name the one to read",
          dir.string());
   return found[0];
 }
 
-Checkpoint read_hf_shards(const Input& in) {
+Checkpoint read_hf_shards(const io::Input& in) {
   if (in.directory.empty())
-    fail(sh::rules::kNotOnDisk, "a shard index read from memory has no shards beside it", in.name);
-  if (in.size() > sh::kMaxIndexSize)
-    fail(sh::rules::kIndexTooLarge, "index of " + std::to_string(in.size()) + " bytes exceeds " +
-                                        std::to_string(sh::kMaxIndexSize), in.name, 0);
-  if (in.read_nested == nullptr) fail(rules::kInternal, "shard index read without a ReadNested", in.name);
+    fail(rules::kNotOnDisk, "a shard index read from memory has no shards beside it", in.name);
+  if (in.size() > shards::kMaxIndexSize)
+    fail(rules::kIndexTooLarge, "index of " + std::to_string(in.size()) + " bytes exceeds " +
+                                        std::to_string(shards::kMaxIndexSize), in.name, 0);
+  if (in.read_nested == nullptr) fail(tensorseal::rules::kInternal, "shard index read without a ReadNested", in.name);
   const shards::ShardIndex idx = shards::parse_index(in.bytes(), in.name);
 
   // name -> file; the files in name order.
@@ -94,7 +94,7 @@ Checkpoint read_hf_shards(const Input& in) {
     files.insert(file);
   }
   if (files.size() > in.options->limits.max_entries)
-    fail(sh::rules::kTooManyShards, std::to_string(files.size()) + " shard files exceed max_entries", in.name);
+    fail(rules::kTooManyShards, std::to_string(files.size()) + " shard files exceed max_entries", in.name);
 
   Checkpoint c;
   c.format = Format::kHfShards;
@@ -109,37 +109,37 @@ Checkpoint read_hf_shards(const Input& in) {
 
   for (const std::string& file : files) {
     const fs::path p =
-        io::file_inside(in.directory, file, sh::rules::kShardPath, sh::rules::kShardMissing, "shard", in.name);
+        io::file_inside(in.directory, file, rules::kShardPath, rules::kShardMissing, "shard", in.name);
     const std::string shard_name = p.string();
-    Input sub = input_of(MappedFile::open(p), *in.options);
+    io::Input sub = io::input_of(MappedFile::open(p), *in.options);
     sub.name = shard_name;
     sub.nesting = in.nesting;
     sub.read_nested = in.read_nested;
     sub.defer_checksums = in.defer_checksums;
     // Checked before reading: a shard that is itself an index would recurse.
     const auto head = sub.bytes();
-    if (!detect_safetensors(head) && !detect_torch_zip(head) && !detect_torch_legacy(head))
-      fail(sh::rules::kShardFormat, "shard is neither a safetensors file nor a torch.save file", shard_name, 0);
+    if (!safetensors::detect_safetensors(head) && !torch::detect_torch_zip(head) && !torch::detect_torch_legacy(head))
+      fail(rules::kShardFormat, "shard is neither a safetensors file nor a torch.save file", shard_name, 0);
     Checkpoint s = in.read_nested(sub);
     if (s.format != Format::kSafetensors && s.format != Format::kTorchZip && s.format != Format::kTorchLegacy)
-      fail(sh::rules::kShardFormat, "shard is a " + std::string(format_name(s.format)) + " file", shard_name, 0);
+      fail(rules::kShardFormat, "shard is a " + std::string(format_name(s.format)) + " file", shard_name, 0);
     if (!s.root.is(Value::Kind::kDict))
-      fail(sh::rules::kShardNotFlat, "shard holds a " + std::string(kind_name(s.root.kind())) + ", not a dict of tensors",
+      fail(rules::kShardNotFlat, "shard holds a " + std::string(kind_name(s.root.kind())) + ", not a dict of tensors",
            shard_name);
 
     std::uint64_t count = 0;
     for (const auto& [k, v] : s.root.as_dict().items) {
       if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor))
-        fail(sh::rules::kShardNotFlat, "shard entry " + repr(k, 60) + " -> " + std::string(kind_name(v.kind())) +
+        fail(rules::kShardNotFlat, "shard entry " + repr(k, 60) + " -> " + std::string(kind_name(v.kind())) +
                                            " is not a named tensor", shard_name);
       const std::string name(k.as_str());
       if (auto it = seen.find(name); it != seen.end())
-        fail(sh::rules::kTensorDuplicate, "tensor '" + name + "' is also in shard '" + it->second + "'", shard_name);
+        fail(rules::kTensorDuplicate, "tensor '" + name + "' is also in shard '" + it->second + "'", shard_name);
       const auto mapped = file_of.find(name);
       if (mapped == file_of.end())
-        fail(sh::rules::kTensorExtra, "tensor '" + name + "' is not in the index's weight_map", shard_name);
+        fail(rules::kTensorExtra, "tensor '" + name + "' is not in the index's weight_map", shard_name);
       if (mapped->second != file)
-        fail(sh::rules::kTensorExtra, "tensor '" + name + "' is here, but the index maps it to '" + mapped->second + "'",
+        fail(rules::kTensorExtra, "tensor '" + name + "' is here, but the index maps it to '" + mapped->second + "'",
              shard_name);
       seen.emplace(name, file);
       const Storage* st = v.as_tensor()->storage.get();
@@ -158,10 +158,10 @@ Checkpoint read_hf_shards(const Input& in) {
 
   for (const auto& [name, file] : idx.weight_map)
     if (!seen.count(name))
-      fail(sh::rules::kTensorMissing, "tensor '" + name + "' of the weight_map is not in this shard",
+      fail(rules::kTensorMissing, "tensor '" + name + "' of the weight_map is not in this shard",
            (in.directory / file).string());
   if (idx.total_size && *idx.total_size != stored_bytes)
-    fail(sh::rules::kTotalSize, "metadata.total_size is " + std::to_string(*idx.total_size) +
+    fail(rules::kTotalSize, "metadata.total_size is " + std::to_string(*idx.total_size) +
                                     " but the shards store " + std::to_string(stored_bytes) + " bytes of tensors",
          in.name);
 
@@ -176,14 +176,14 @@ Checkpoint read_hf_shards(const Input& in) {
   std::vector<std::string> other;
   for (const auto& [k, v] : idx.other_metadata) other.push_back(k + "=" + v);
   c.facts.insert(c.facts.begin(),
-                 {fact(sh::topics::kIndexName, "index", fs::path(in.name).filename().string()),
-                  fact(sh::topics::kFiles, "index", std::to_string(names.size()) + " files: " + join(names, ", ")),
-                  fact(sh::topics::kBoundaries, "index", join(boundaries, "; ")),
-                  fact(sh::topics::kKeyOrder, "weight_map",
+                 {fact(topics::kIndexName, "index", fs::path(in.name).filename().string()),
+                  fact(topics::kFiles, "index", std::to_string(names.size()) + " files: " + join(names, ", ")),
+                  fact(topics::kBoundaries, "index", join(boundaries, "; ")),
+                  fact(topics::kKeyOrder, "weight_map",
                        sorted ? std::string("sorted by name") : "as listed: " + join(key_order, ",")),
-                  fact(sh::topics::kIndexMetadata, "metadata", join(other, ", ")),
-                  fact(sh::topics::kIndexFormatting, "index", idx.formatting)});
+                  fact(topics::kIndexMetadata, "metadata", join(other, ", ")),
+                  fact(topics::kIndexFormatting, "index", idx.formatting)});
   return c;
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::shards

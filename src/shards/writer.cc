@@ -28,11 +28,10 @@
 #include "shards/format.h"
 
 namespace tensorseal {
-namespace sh = tensorseal::shards;
 
 std::uint64_t parse_shard_size(std::string_view text) {
   auto bad = [&](const std::string& why) -> std::uint64_t {
-    throw Error(sh::rules::kBadSize, "shard size '" + std::string(text) + "': " + why);
+    throw Error(detail::shards::rules::kBadSize, "shard size '" + std::string(text) + "': " + why);
   };
   std::string s(text);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
@@ -42,7 +41,7 @@ std::uint64_t parse_shard_size(std::string_view text) {
     std::string u = s.substr(s.size() - 2);
     for (auto& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     const std::pair<std::string_view, std::uint64_t> units[] = {
-        {"KB", sh::kKB}, {"MB", sh::kMB}, {"GB", sh::kGB}, {"TB", sh::kTB}};
+        {"KB", detail::shards::kKB}, {"MB", detail::shards::kMB}, {"GB", detail::shards::kGB}, {"TB", detail::shards::kTB}};
     for (const auto& [name, mult] : units)
       if (u == name) unit = mult;
     if (unit != 1) {
@@ -59,7 +58,7 @@ std::uint64_t parse_shard_size(std::string_view text) {
   return static_cast<std::uint64_t>(bytes);
 }
 
-namespace detail {
+namespace detail::shards {
 namespace fs = std::filesystem;
 namespace {
 
@@ -74,17 +73,17 @@ std::vector<std::vector<std::size_t>> plan(const std::vector<Entry>& entries, co
     std::size_t next = 0;
     for (const std::uint64_t n : options.shard_counts) {
       if (n == 0 || n > entries.size() - next)
-        throw Error(sh::rules::kBadSplit, "shard_counts do not add up to the " + std::to_string(entries.size()) +
+        throw Error(rules::kBadSplit, "shard_counts do not add up to the " + std::to_string(entries.size()) +
                                               " tensors (or name an empty shard)");
       auto& s = shards.emplace_back();
       for (std::uint64_t i = 0; i < n; ++i) s.push_back(next++);
     }
     if (next != entries.size())
-      throw Error(sh::rules::kBadSplit, "shard_counts cover " + std::to_string(next) + " of " +
+      throw Error(rules::kBadSplit, "shard_counts cover " + std::to_string(next) + " of " +
                                             std::to_string(entries.size()) + " tensors");
     return shards;
   }
-  const std::uint64_t max = options.max_shard_size ? options.max_shard_size : sh::kDefaultMaxShardSize;
+  const std::uint64_t max = options.max_shard_size ? options.max_shard_size : shards::kDefaultMaxShardSize;
   std::vector<std::size_t> current;
   std::uint64_t size = 0;
   for (std::size_t i = 0; i < entries.size(); ++i) {
@@ -107,8 +106,8 @@ std::vector<std::vector<std::size_t>> plan(const std::vector<Entry>& entries, co
 
 std::string shard_file_name(std::size_t i, std::size_t n) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*s%05zu-of-%05zu%.*s", static_cast<int>(sh::kShardPrefix.size()),
-                sh::kShardPrefix.data(), i, n, static_cast<int>(sh::kShardSuffix.size()), sh::kShardSuffix.data());
+  std::snprintf(buf, sizeof buf, "%.*s%05zu-of-%05zu%.*s", static_cast<int>(shards::kShardPrefix.size()),
+                shards::kShardPrefix.data(), i, n, static_cast<int>(shards::kShardSuffix.size()), shards::kShardSuffix.data());
   return buf;
 }
 
@@ -117,12 +116,12 @@ std::string shard_file_name(std::size_t i, std::size_t n) {
 void check_replace(const fs::path& target) {
   std::error_code ec;
   if (!fs::is_directory(fs::symlink_status(target, ec)))
-    throw Error(sh::rules::kTarget, "exists and is not a directory; refusing to replace it", target.string());
+    throw Error(rules::kTarget, "exists and is not a directory; refusing to replace it", target.string());
   static const std::regex shard(R"(model-\d{5}-of-\d{5}\.safetensors)");
   for (const auto& e : fs::directory_iterator(target, ec)) {
     const std::string n = e.path().filename().string();
-    if (n == sh::kSafetensorsIndex || (std::regex_match(n, shard) && e.is_regular_file(ec))) continue;
-    throw Error(sh::rules::kTarget,
+    if (n == shards::kSafetensorsIndex || (std::regex_match(n, shard) && e.is_regular_file(ec))) continue;
+    throw Error(rules::kTarget,
                 "the directory holds '" + n + "', which a shard write does not produce; refusing to replace it",
                 target.string());
   }
@@ -132,13 +131,13 @@ void check_replace(const fs::path& target) {
 
 void write_hf_shards(const Value& root, const WriteOptions& options, const fs::path& dir) {
   if (!root.is(Value::Kind::kDict))
-    throw Error(sh::rules::kNotFlat, "shards hold a dict of named tensors; got " + std::string(kind_name(root.kind())));
+    throw Error(rules::kNotFlat, "shards hold a dict of named tensors; got " + std::string(kind_name(root.kind())));
   std::vector<Entry> entries;
   entries.reserve(root.as_dict().items.size());
   std::uint64_t total = 0;
   for (const auto& [k, v] : root.as_dict().items) {
     if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor))
-      throw Error(sh::rules::kNotFlat, "shards hold str -> tensor entries; got " + repr(k, 60) + " -> " +
+      throw Error(rules::kNotFlat, "shards hold str -> tensor entries; got " + repr(k, 60) + " -> " +
                                            std::string(kind_name(v.kind())));
     const std::uint64_t b = v.as_tensor()->nbytes();
     entries.push_back({k, v, b});
@@ -146,7 +145,7 @@ void write_hf_shards(const Value& root, const WriteOptions& options, const fs::p
   }
   const auto shards = plan(entries, options);
 
-  AtomicDirectory out(dir, options.fsync, check_replace);
+  io::AtomicDirectory out(dir, options.fsync, check_replace);
   util::ProgressMeter meter(&options.progress, total);
   nlohmann::json weight_map = nlohmann::json::object();
   for (std::size_t i = 0; i < shards.size(); ++i) {
@@ -156,21 +155,22 @@ void write_hf_shards(const Value& root, const WriteOptions& options, const fs::p
       shard.as_dict().items.emplace_back(entries[e].key, entries[e].value);
       weight_map[std::string(entries[e].key.as_str())] = name;
     }
-    AtomicFileSink sink(out.file(name), options.fsync);
-    ProgressSink counted(sink, meter);
+    io::AtomicFileSink sink(out.file(name), options.fsync);
+    io::ProgressSink counted(sink, meter);
     try {
-      write_safetensors(shard, options, counted);
+      safetensors::write_safetensors(shard, options, counted);
     } catch (const Error& e) {
       throw e.located((dir / name).string());
     }
     sink.commit();
   }
-  nlohmann::json index = {{std::string(sh::kMetadataKey), {{std::string(sh::kTotalSizeKey), total}}},
-                          {std::string(sh::kWeightMapKey), std::move(weight_map)}};
-  write_file_atomically(out.file(std::string(sh::kSafetensorsIndex)), index.dump(2, ' ', true) + "\n", options.fsync);
+  nlohmann::json index = {{std::string(shards::kMetadataKey), {{std::string(shards::kTotalSizeKey), total}}},
+                          {std::string(shards::kWeightMapKey), std::move(weight_map)}};
+  io::write_file_atomically(out.file(std::string(shards::kSafetensorsIndex)), index.dump(2, ' ', true) + "\n",
+                            options.fsync);
   out.commit();
   meter.finish();
 }
 
-}  // namespace detail
+}  // namespace detail::shards
 }  // namespace tensorseal

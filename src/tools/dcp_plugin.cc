@@ -26,9 +26,8 @@
 #include "util/text.h"
 
 namespace tensorseal {
-namespace d = tensorseal::dcp;
 namespace fs = std::filesystem;
-using detail::AtomicFileSink;
+using detail::io::AtomicFileSink;
 
 namespace {
 
@@ -66,16 +65,16 @@ fs::path dcp_staging_dir(const fs::path& target) {
   const fs::path t = normal_target(target);
   fs::path parent = t.parent_path();
   if (parent.empty()) parent = ".";
-  return parent / ("." + t.filename().string() + std::string(d::kStagingSuffix));
+  return parent / ("." + t.filename().string() + std::string(detail::dcp::kStagingSuffix));
 }
 
 void dcp_prepare(const fs::path& target_in, bool overwrite) {
   const fs::path target = normal_target(target_in);
   std::error_code ec;
   if (fs::exists(fs::symlink_status(target, ec))) {
-    detail::check_dcp_target(target);
-    if (!overwrite && fs::exists(target / d::kMetadataFile, ec))
-      throw Error(d::rules::kWriteTarget, "a checkpoint exists here and overwrite is False", target.string());
+    detail::dcp::check_dcp_target(target);
+    if (!overwrite && fs::exists(target / detail::dcp::kMetadataFile, ec))
+      throw Error(detail::dcp::rules::kWriteTarget, "a checkpoint exists here and overwrite is False", target.string());
   }
   const fs::path staging = dcp_staging_dir(target);
   fs::remove_all(staging, ec);
@@ -90,7 +89,7 @@ std::vector<DcpRecord> dcp_write_items(const fs::path& target, std::uint32_t ran
   const fs::path staging = dcp_staging_dir(target);
   std::error_code ec;
   if (!fs::is_directory(staging, ec))
-    throw Error(d::rules::kWriteTarget, "the staging directory is missing (the coordinator prepares it in prepare_global_plan)",
+    throw Error(detail::dcp::rules::kWriteTarget, "the staging directory is missing (the coordinator prepares it in prepare_global_plan)",
                 staging.string());
   // BYTE_IO items by fqn, then tensor chunks by (fqn, offsets): the plan's order and the
   // state dict's never reach the bytes.
@@ -101,7 +100,7 @@ std::vector<DcpRecord> dcp_write_items(const fs::path& target, std::uint32_t ran
   });
   for (std::size_t i = 1; i < items.size(); ++i)
     if (items[i].fqn == items[i - 1].fqn && items[i].offsets == items[i - 1].offsets)
-      throw Error(d::rules::kWritePlan, "rank " + std::to_string(rank) + " was given " +
+      throw Error(detail::dcp::rules::kWritePlan, "rank " + std::to_string(rank) + " was given " +
                                             item_text(items[i].fqn, items[i].offsets) + " twice", target.string());
 
   std::vector<DcpRecord> out;
@@ -111,7 +110,8 @@ std::vector<DcpRecord> dcp_write_items(const fs::path& target, std::uint32_t ran
     DcpWriteItem& it = items[i];
     if (!sink || !one_file) {
       if (sink) sink->commit();
-      name = "__" + std::to_string(rank) + "_" + std::to_string(one_file ? 0 : i) + std::string(d::kDataSuffix);
+      name = "__" + std::to_string(rank) + "_" + std::to_string(one_file ? 0 : i) +
+             std::string(detail::dcp::kDataSuffix);
       sink = std::make_unique<AtomicFileSink>(staging / name, options.fsync);
     }
     DcpRecord r;
@@ -119,10 +119,11 @@ std::vector<DcpRecord> dcp_write_items(const fs::path& target, std::uint32_t ran
     r.offsets = it.offsets;
     if (it.offsets) {
       if (!it.value.is(Value::Kind::kTensor))
-        throw Error(d::rules::kWritePlan, item_text(it.fqn, it.offsets) + " is not a tensor", target.string());
+        throw Error(detail::dcp::rules::kWritePlan, item_text(it.fqn, it.offsets) + " is not a tensor",
+                    target.string());
       const Tensor& t = *it.value.as_tensor();
       if (t.shape.size() != it.offsets->size())
-        throw Error(d::rules::kWritePlan, item_text(it.fqn, it.offsets) + " has " + std::to_string(t.shape.size()) +
+        throw Error(detail::dcp::rules::kWritePlan, item_text(it.fqn, it.offsets) + " has " + std::to_string(t.shape.size()) +
                                               " dimensions", target.string());
       r.sizes = t.shape;
       r.dtype = t.dtype;
@@ -141,16 +142,16 @@ std::vector<DcpRecord> dcp_write_items(const fs::path& target, std::uint32_t ran
                      .root;
     }
     const std::uint64_t offset = sink->position();
-    detail::Digest checksum(HashAlgo::kXxh3);
-    detail::ItemSink item(*sink, [&](std::span<const std::byte> b) { checksum.update(b); });
-    detail::write_torch_zip(it.value, options, item);
+    detail::hash::Digest checksum(HashAlgo::kXxh3);
+    detail::io::ItemSink item(*sink, [&](std::span<const std::byte> b) { checksum.update(b); });
+    detail::torch::write_torch_zip(it.value, options, item);
     r.storage = {name, offset, item.position()};
-    r.checksum = "xxh3:" + util::to_hex(checksum.finish());
+    r.checksum = "xxh3:" + detail::util::to_hex(checksum.finish());
     r.digest = digest_of(it.value);
     out.push_back(std::move(r));
   }
   if (sink) sink->commit();
-  if (options.fsync) detail::fsync_directory(staging);
+  if (options.fsync) detail::io::fsync_directory(staging);
   return out;
 }
 
@@ -178,25 +179,25 @@ void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpR
   const fs::path staging = dcp_staging_dir(target);
   std::error_code ec;
   if (!fs::is_directory(staging, ec))
-    throw Error(d::rules::kWriteTarget, "the staging directory is missing", staging.string());
+    throw Error(detail::dcp::rules::kWriteTarget, "the staging directory is missing", staging.string());
   const std::string tname = target.string();
 
   std::map<std::string, const DcpRecord*> by_key;
   for (const auto& r : records)
     if (!by_key.emplace(detail::dcp::item_key(r.fqn, r.offsets), &r).second)
-      throw Error(d::rules::kWritePlan, item_text(r.fqn, r.offsets) + " was written twice", tname);
+      throw Error(detail::dcp::rules::kWritePlan, item_text(r.fqn, r.offsets) + " was written twice", tname);
 
   detail::dcp::Metadata md;
   md.entries = planned.entries;
   std::sort(md.entries.begin(), md.entries.end(), [](const DcpEntry& a, const DcpEntry& b) { return a.fqn < b.fqn; });
   for (std::size_t i = 1; i < md.entries.size(); ++i)
     if (md.entries[i].fqn == md.entries[i - 1].fqn)
-      throw Error(d::rules::kWritePlan, "the plan lists '" + md.entries[i].fqn + "' twice", tname);
+      throw Error(detail::dcp::rules::kWritePlan, "the plan lists '" + md.entries[i].fqn + "' twice", tname);
   std::size_t used = 0;
   auto find = [&](const std::string& fqn, const std::optional<std::vector<std::int64_t>>& offsets) {
     const auto it = by_key.find(detail::dcp::item_key(fqn, offsets));
     if (it == by_key.end())
-      throw Error(d::rules::kWritePlan, item_text(fqn, offsets) + " was planned but no rank wrote it", tname);
+      throw Error(detail::dcp::rules::kWritePlan, item_text(fqn, offsets) + " was planned but no rank wrote it", tname);
     ++used;
     return it->second;
   };
@@ -212,7 +213,7 @@ void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpR
     for (std::size_t c = 0; c < e.chunks.size(); ++c) {
       const DcpRecord* r = find(e.fqn, e.chunks[c].offsets);
       if (r->sizes != e.chunks[c].sizes || r->dtype != e.dtype)
-        throw Error(d::rules::kWritePlan, item_text(e.fqn, r->offsets) + " was written as " + std::string(name(r->dtype)) +
+        throw Error(detail::dcp::rules::kWritePlan, item_text(e.fqn, r->offsets) + " was written as " + std::string(name(r->dtype)) +
                                               shape_text(r->sizes) + ", planned as " + std::string(name(e.dtype)) +
                                               shape_text(e.chunks[c].sizes), tname);
       index[detail::dcp::item_key(e.fqn, e.chunks[c].offsets)] = static_cast<std::int64_t>(c);
@@ -221,7 +222,8 @@ void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpR
   if (used != records.size())
     for (const auto& r : records)
       if (std::none_of(md.entries.begin(), md.entries.end(), [&](const DcpEntry& e) { return e.fqn == r.fqn; }))
-        throw Error(d::rules::kWritePlan, item_text(r.fqn, r.offsets) + " was written but not planned", tname);
+        throw Error(detail::dcp::rules::kWritePlan, item_text(r.fqn, r.offsets) + " was written but not planned",
+                    tname);
 
   std::sort(records.begin(), records.end(), [](const DcpRecord& a, const DcpRecord& b) {
     const auto fa = file_rank(a.storage.relative_path), fb = file_rank(b.storage.relative_path);
@@ -238,9 +240,9 @@ void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpR
   md.save_id = detail::dcp::save_id_of("sha256:" + sha256_hex({reinterpret_cast<const std::byte*>(manifest.data()),
                                                                  manifest.size()}));
   md.version = "1.0.0";
-  detail::write_file_atomically(staging / d::kManifestFile, manifest, fsync);
-  detail::write_file_atomically(staging / d::kMetadataFile, detail::dcp::encode_metadata(md), fsync);
-  detail::swap_into_place(staging, target, fsync, detail::check_dcp_target);
+  detail::io::write_file_atomically(staging / detail::dcp::kManifestFile, manifest, fsync);
+  detail::io::write_file_atomically(staging / detail::dcp::kMetadataFile, detail::dcp::encode_metadata(md), fsync);
+  detail::io::swap_into_place(staging, target, fsync, detail::dcp::check_dcp_target);
 }
 
 }  // namespace
@@ -250,7 +252,7 @@ void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpR
 struct DcpReader::Impl {
   ReadOptions options;
   std::shared_ptr<const MappedFile> file;
-  detail::Input meta;
+  detail::io::Input meta;
   DcpMetadata md;
   Checkpoint sink;  // facts and globals of the items read
   std::unique_ptr<detail::dcp::Items> items;
@@ -260,11 +262,12 @@ struct DcpReader::Impl {
 DcpReader::DcpReader(const fs::path& dir, const ReadOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.options = options;
-  const fs::path meta = detail::find_dcp_metadata(dir);
+  const fs::path meta = detail::dcp::find_dcp_metadata(dir);
   if (meta.empty())
-    throw Error(d::rules::kStorageMissing, "no .metadata: not a torch.distributed.checkpoint directory", dir.string());
+    throw Error(detail::dcp::rules::kStorageMissing, "no .metadata: not a torch.distributed.checkpoint directory",
+                dir.string());
   m.file = MappedFile::open(meta);
-  m.meta = detail::input_of(m.file, m.options);
+  m.meta = detail::io::input_of(m.file, m.options);
   m.meta.read_nested = detail::api::detect_and_read;
   m.md = detail::dcp::parse_metadata(m.meta.bytes(), m.meta.name, m.options.limits);
   for (std::size_t i = 0; i < m.md.entries.size(); ++i) m.entry.emplace(m.md.entries[i].fqn, i);
@@ -284,25 +287,25 @@ std::shared_ptr<const Tensor> DcpReader::chunk(const std::string& fqn, const std
   const DcpEntry* e = it == m.entry.end() ? nullptr : &m.md.entries[it->second];
   const std::string what = item_text(fqn, offsets);
   if (e == nullptr || !e->is_tensor)
-    throw Error(d::rules::kStorageMissing, "the checkpoint has no tensor '" + fqn + "'", m.meta.name);
+    throw Error(detail::dcp::rules::kStorageMissing, "the checkpoint has no tensor '" + fqn + "'", m.meta.name);
   for (std::size_t c = 0; c < e->chunks.size(); ++c) {
     if (e->chunks[c].offsets != offsets) continue;
     auto t = m.items->chunk(e->storage[c], fqn, what);
     if (t->dtype != e->dtype || t->shape != e->chunks[c].sizes)
-      throw Error(d::rules::kChunkMismatch, what + " is " + std::string(name(t->dtype)) + shape_text(t->shape) +
+      throw Error(detail::dcp::rules::kChunkMismatch, what + " is " + std::string(name(t->dtype)) + shape_text(t->shape) +
                                                 ", .metadata says " + std::string(name(e->dtype)) +
                                                 shape_text(e->chunks[c].sizes),
                   m.items->file(e->storage[c].relative_path).name, e->storage[c].offset);
     return t;
   }
-  throw Error(d::rules::kStorageMissing, "the checkpoint has no " + what, m.meta.name);
+  throw Error(detail::dcp::rules::kStorageMissing, "the checkpoint has no " + what, m.meta.name);
 }
 
 std::string DcpReader::bytes_item(const std::string& fqn, bool weights_only) {
   Impl& m = *impl_;
   const auto it = m.entry.find(fqn);
   if (it == m.entry.end() || m.md.entries[it->second].is_tensor)
-    throw Error(d::rules::kStorageMissing, "the checkpoint has no bytes item '" + fqn + "'", m.meta.name);
+    throw Error(detail::dcp::rules::kStorageMissing, "the checkpoint has no bytes item '" + fqn + "'", m.meta.name);
   const DcpEntry& e = m.md.entries[it->second];
   const std::size_t before = m.sink.globals.size();
   auto [bytes, value] = m.items->bytes_item(e.storage[0], "bytes item '" + fqn + "'");

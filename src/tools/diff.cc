@@ -29,7 +29,7 @@
 namespace tensorseal {
 namespace {
 
-using tools::ElementCodec;
+using detail::tools::ElementCodec;
 
 constexpr std::uint64_t kChunkElems = std::uint64_t{1} << 18;
 constexpr std::size_t kBuckets = 65;  // ULP distance 0, then [2^(k-1), 2^k) for k = 1..64
@@ -140,14 +140,14 @@ struct Comparer {
   }
 
   void real(const ElementCodec& c, const std::byte* pa, const std::byte* pb, std::uint64_t i, Stats& s) const {
-    const std::uint64_t ba = tools::load_bits(c, pa), bb = tools::load_bits(c, pb);
+    const std::uint64_t ba = detail::tools::load_bits(c, pa), bb = detail::tools::load_bits(c, pb);
     if (ba == bb) {
       s.add_hist(0);
       return;
     }
     ++s.bit_different;
     if (s.first == ~std::uint64_t{0}) s.first = i;
-    const double x = tools::float_from_bits(c, ba), y = tools::float_from_bits(c, bb);
+    const double x = detail::tools::float_from_bits(c, ba), y = detail::tools::float_from_bits(c, bb);
     const bool nx = std::isnan(x), ny = std::isnan(y);
     if (nx && ny) {
       ++s.nan_payload;
@@ -166,12 +166,13 @@ struct Comparer {
     }
     if (std::isinf(x) || std::isinf(y)) ++s.inf_mismatch;
     const double abs = std::fabs(x - y);
-    const std::uint64_t ulp = clamp_u64(abs128(tools::float_ordinal(c, ba) - tools::float_ordinal(c, bb)));
+    const std::uint64_t ulp =
+        clamp_u64(abs128(detail::tools::float_ordinal(c, ba) - detail::tools::float_ordinal(c, bb)));
     numeric(s, abs, rel_of(abs, std::fabs(y)), static_cast<double>(ulp), y, ulp);
   }
 
   void integer(const ElementCodec& c, const std::byte* pa, const std::byte* pb, std::uint64_t i, Stats& s) const {
-    const __int128 x = tools::int_value(c, pa), y = tools::int_value(c, pb);
+    const __int128 x = detail::tools::int_value(c, pa), y = detail::tools::int_value(c, pb);
     if (x == y) {
       s.add_hist(0);
       return;
@@ -185,16 +186,16 @@ struct Comparer {
   }
 
   void complex(const ElementCodec& c, const std::byte* pa, const std::byte* pb, std::uint64_t i, Stats& s) const {
-    std::uint64_t ra = tools::load_bits(c, pa, 0), ia = tools::load_bits(c, pa, 1);
-    std::uint64_t rb = tools::load_bits(c, pb, 0), ib = tools::load_bits(c, pb, 1);
+    std::uint64_t ra = detail::tools::load_bits(c, pa, 0), ia = detail::tools::load_bits(c, pa, 1);
+    std::uint64_t rb = detail::tools::load_bits(c, pb, 0), ib = detail::tools::load_bits(c, pb, 1);
     if (ra == rb && ia == ib) {
       s.add_hist(0);
       return;
     }
     ++s.bit_different;
     if (s.first == ~std::uint64_t{0}) s.first = i;
-    const double xr = tools::float_from_bits(c, ra), xi = tools::float_from_bits(c, ia);
-    const double yr = tools::float_from_bits(c, rb), yi = tools::float_from_bits(c, ib);
+    const double xr = detail::tools::float_from_bits(c, ra), xi = detail::tools::float_from_bits(c, ia);
+    const double yr = detail::tools::float_from_bits(c, rb), yi = detail::tools::float_from_bits(c, ib);
     const bool nx = std::isnan(xr) || std::isnan(xi), ny = std::isnan(yr) || std::isnan(yi);
     if (nx && ny) {
       ++s.nan_payload;
@@ -214,8 +215,8 @@ struct Comparer {
     if (std::isinf(xr) || std::isinf(xi) || std::isinf(yr) || std::isinf(yi)) ++s.inf_mismatch;
     const double abs = std::hypot(xr - yr, xi - yi);
     const double bmag = std::hypot(yr, yi);
-    const std::uint64_t ulp = std::max(clamp_u64(abs128(tools::float_ordinal(c, ra) - tools::float_ordinal(c, rb))),
-                                       clamp_u64(abs128(tools::float_ordinal(c, ia) - tools::float_ordinal(c, ib))));
+    const std::uint64_t ulp = std::max(clamp_u64(abs128(detail::tools::float_ordinal(c, ra) - detail::tools::float_ordinal(c, rb))),
+                                       clamp_u64(abs128(detail::tools::float_ordinal(c, ia) - detail::tools::float_ordinal(c, ib))));
     numeric(s, abs, rel_of(abs, bmag), static_cast<double>(ulp), bmag, ulp);
   }
 
@@ -223,8 +224,8 @@ struct Comparer {
   // measured at the coarser side's value, fractional.
   void cross(const Pair& p, const std::byte* pa, const std::byte* pb, std::uint64_t i, Stats& s) const {
     ++s.bit_different;
-    const double xr = tools::component_value(*p.ca, pa, 0), xi = p.ca->complex ? tools::component_value(*p.ca, pa, 1) : 0;
-    const double yr = tools::component_value(*p.cb, pb, 0), yi = p.cb->complex ? tools::component_value(*p.cb, pb, 1) : 0;
+    const double xr = detail::tools::component_value(*p.ca, pa, 0), xi = p.ca->complex ? detail::tools::component_value(*p.ca, pa, 1) : 0;
+    const double yr = detail::tools::component_value(*p.cb, pb, 0), yi = p.cb->complex ? detail::tools::component_value(*p.cb, pb, 1) : 0;
     const bool nx = std::isnan(xr) || std::isnan(xi), ny = std::isnan(yr) || std::isnan(yi);
     if (nx && ny) {
       s.add_hist(0);
@@ -245,8 +246,8 @@ struct Comparer {
     const double abs = std::hypot(xr - yr, xi - yi);
     const double bmag = std::hypot(yr, yi);
     const double cr = p.coarse_is_b ? yr : xr, ci = p.coarse_is_b ? yi : xi;
-    double ulp = std::fabs(xr - yr) / tools::ulp_size(*p.coarse, cr);
-    if (xi != yi) ulp = std::max(ulp, std::fabs(xi - yi) / tools::ulp_size(*p.coarse, ci));
+    double ulp = std::fabs(xr - yr) / detail::tools::ulp_size(*p.coarse, cr);
+    if (xi != yi) ulp = std::max(ulp, std::fabs(xi - yi) / detail::tools::ulp_size(*p.coarse, ci));
     const double floored = std::floor(ulp);
     const std::uint64_t bucket_value = floored >= 1.8e19 ? ~std::uint64_t{0} : static_cast<std::uint64_t>(floored);
     numeric(s, abs, rel_of(abs, bmag), ulp, bmag, bucket_value);
@@ -331,7 +332,7 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
   r.atol = options.atol;
   r.rtol = options.rtol;
   r.ulp = options.ulp;
-  const tools::Flat fa = tools::flatten(a.root), fb = tools::flatten(b.root);
+  const detail::tools::Flat fa = detail::tools::flatten(a.root), fb = detail::tools::flatten(b.root);
 
   // ---- pair tensors by path -------------------------------------------------------
   std::unordered_map<std::string, std::deque<std::size_t>> b_by_path;
@@ -390,16 +391,17 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
   for (const auto& la : fa.leaves) {
     auto it = leaf_b.find(la.path);
     if (it == leaf_b.end() || it->second.empty()) {
-      r.values.push_back({tools::path_text(la.path), la.display, std::nullopt});
+      r.values.push_back({detail::tools::path_text(la.path), la.display, std::nullopt});
       continue;
     }
     const auto& lb = fb.leaves[it->second.front()];
     leaf_b_used[it->second.front()] = true;
     it->second.pop_front();
-    if (la.key != lb.key) r.values.push_back({tools::path_text(la.path), la.display, lb.display});
+    if (la.key != lb.key) r.values.push_back({detail::tools::path_text(la.path), la.display, lb.display});
   }
   for (std::size_t i = 0; i < fb.leaves.size(); ++i)
-    if (!leaf_b_used[i]) r.values.push_back({tools::path_text(fb.leaves[i].path), std::nullopt, fb.leaves[i].display});
+    if (!leaf_b_used[i])
+      r.values.push_back({detail::tools::path_text(fb.leaves[i].path), std::nullopt, fb.leaves[i].display});
 
   // ---- paired tensors -------------------------------------------------------------
   std::deque<std::vector<std::byte>> scratch;  // gathered non-contiguous views
@@ -434,7 +436,7 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
     if (d.parameter_a != d.parameter_b)
       r.values.push_back({d.path + " (nn.Parameter)", d.parameter_a ? "True" : "False", d.parameter_b ? "True" : "False"});
     auto quant_text = [](const Tensor& t) {
-      return t.quantization ? tools::quantization_line(*t.quantization) : std::string("none");
+      return t.quantization ? detail::tools::quantization_line(*t.quantization) : std::string("none");
     };
     if (ta.quantization || tb.quantization) {
       const std::string qa = quant_text(ta), qb = quant_text(tb);
@@ -447,8 +449,8 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
       const std::string ab = tb.attributes ? repr(*tb.attributes) : "none";
       if (aa != ab) r.values.push_back({d.path + " (attributes)", aa, ab});
     }
-    const ElementCodec& ca = tools::codec(ta.dtype);
-    const ElementCodec& cb = tools::codec(tb.dtype);
+    const ElementCodec& ca = detail::tools::codec(ta.dtype);
+    const ElementCodec& cb = detail::tools::codec(tb.dtype);
     if (ta.shape != tb.shape) {
       d.status = TensorStatus::kShapeChanged;
       r.tensors.push_back(std::move(d));
@@ -498,9 +500,9 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
     total_bytes += work[k].a.size();
   }
   std::vector<Stats> results(jobs.size());
-  util::ProgressMeter meter(&options.progress, total_bytes);
+  detail::util::ProgressMeter meter(&options.progress, total_bytes);
   const Comparer cmp{options};
-  util::parallel_for(jobs.size(), options.threads, [&](std::size_t j) {
+  detail::util::parallel_for(jobs.size(), options.threads, [&](std::size_t j) {
     const Job& job = jobs[j];
     const Pair& p = work[job.pair];
     Stats& s = results[j];
@@ -543,13 +545,13 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
       if (p.mode == Mode::kBytes) {
         ElementCodec byte_codec = *p.ca;
         byte_codec.size = byte_codec.comp_size = p.unit_size;
-        f.a = f.a_bits = tools::element_bits_text(byte_codec, ea);
-        f.b = f.b_bits = tools::element_bits_text(byte_codec, eb);
+        f.a = f.a_bits = detail::tools::element_bits_text(byte_codec, ea);
+        f.b = f.b_bits = detail::tools::element_bits_text(byte_codec, eb);
       } else {
-        f.a = tools::element_text(*p.ca, ea);
-        f.b = tools::element_text(*p.cb, eb);
-        f.a_bits = tools::element_bits_text(*p.ca, ea);
-        f.b_bits = tools::element_bits_text(*p.cb, eb);
+        f.a = detail::tools::element_text(*p.ca, ea);
+        f.b = detail::tools::element_text(*p.cb, eb);
+        f.a_bits = detail::tools::element_bits_text(*p.ca, ea);
+        f.b_bits = detail::tools::element_bits_text(*p.cb, eb);
       }
       d.first = std::move(f);
     }
@@ -565,7 +567,7 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
 
 namespace {
 
-using tools::ojson;
+using detail::tools::ojson;
 
 // JSON has no inf/nan: non-finite numbers are written as the strings "inf", "-inf", "nan".
 ojson number(double v) {
@@ -636,9 +638,9 @@ std::string to_json(const DiffReport& r) {
   for (const auto& t : r.renamed) ren.push_back({{"path_a", t.path_a}, {"path_b", t.path_b}, {"dtype", name(t.dtype)}, {"shape", t.shape}});
   j["renamed"] = std::move(ren);
   ojson vals = ojson::array();
-  for (const auto& v : r.values) vals.push_back({{"path", v.path}, {"a", tools::or_null(v.a)}, {"b", tools::or_null(v.b)}});
+  for (const auto& v : r.values) vals.push_back({{"path", v.path}, {"a", detail::tools::or_null(v.a)}, {"b", detail::tools::or_null(v.b)}});
   j["values"] = std::move(vals);
-  return tools::dump(j);
+  return detail::tools::dump(j);
 }
 
 }  // namespace tensorseal

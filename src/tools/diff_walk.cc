@@ -8,7 +8,7 @@
 #include "core/walk.h"
 #include "tensorseal/hash.h"
 
-namespace tensorseal::tools {
+namespace tensorseal::detail::tools {
 namespace {
 
 std::string float_key(double d) {
@@ -97,4 +97,4 @@ Flat flatten(const Value& root) {
   return std::move(f.out);
 }
 
-}  // namespace tensorseal::tools
+}  // namespace tensorseal::detail::tools

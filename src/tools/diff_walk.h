@@ -11,7 +11,7 @@
 
 #include "tensorseal/value.h"
 
-namespace tensorseal::tools {
+namespace tensorseal::detail::tools {
 
 struct Leaf {
   std::string path;
@@ -31,4 +31,4 @@ Flat flatten(const Value& root);
 // "(root)" for the empty path, else the path.
 inline std::string path_text(const std::string& p) { return p.empty() ? "(root)" : p; }
 
-}  // namespace tensorseal::tools
+}  // namespace tensorseal::detail::tools

@@ -11,7 +11,7 @@
 #include "tensorseal/diff.h"
 #include "util/hex.h"
 
-namespace tensorseal::tools {
+namespace tensorseal::detail::tools {
 namespace {
 
 FloatVariant variant_of(DType d) {
@@ -175,7 +175,7 @@ std::string element_bits_text(const ElementCodec& c, const std::byte* p) {
   return s;
 }
 
-}  // namespace tensorseal::tools
+}  // namespace tensorseal::detail::tools
 
 namespace tensorseal {
 

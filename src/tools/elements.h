@@ -25,7 +25,7 @@
 
 #include "tensorseal/dtype.h"
 
-namespace tensorseal::tools {
+namespace tensorseal::detail::tools {
 
 enum class FloatVariant : std::uint8_t { kNone, kIeee, kFn, kFnuz, kE8m0 };
 
@@ -124,4 +124,4 @@ std::string element_text(const ElementCodec& c, const std::byte* p);
 // The element's bytes as one hexadecimal number, most significant byte first: "0x3fc00000".
 std::string element_bits_text(const ElementCodec& c, const std::byte* p);
 
-}  // namespace tensorseal::tools
+}  // namespace tensorseal::detail::tools

@@ -141,10 +141,10 @@ std::span<const Topic> detail::tools::known_topics() {
   static const std::vector<Topic> all = [] {
     std::vector<Topic> v;
     for (std::span<const Topic> table :
-         {std::span<const Topic>(kOwnTopics), std::span<const Topic>(zip::topics::kAll),
-          std::span<const Topic>(torchfmt::topics::kAll), std::span<const Topic>(detail::pickle::topics::kAll),
-          std::span<const Topic>(safetensors::topics::kAll), std::span<const Topic>(numpy::topics::kAll),
-          std::span<const Topic>(shards::topics::kAll), std::span<const Topic>(dcp::topics::kAll)})
+         {std::span<const Topic>(kOwnTopics), std::span<const Topic>(detail::zip::topics::kAll),
+          std::span<const Topic>(detail::torch::topics::kAll), std::span<const Topic>(detail::pickle::topics::kAll),
+          std::span<const Topic>(detail::safetensors::topics::kAll), std::span<const Topic>(detail::numpy::topics::kAll),
+          std::span<const Topic>(detail::shards::topics::kAll), std::span<const Topic>(detail::dcp::topics::kAll)})
       v.insert(v.end(), table.begin(), table.end());
     return v;
   }();
@@ -188,7 +188,7 @@ ExplainReport explain(const Checkpoint& a, const Checkpoint& b) {
 }
 
 std::string to_json(const ExplainReport& r) {
-  using tools::ojson;
+  using detail::tools::ojson;
   ojson j;
   j["file_a"] = r.file_a;
   j["file_b"] = r.file_b;
@@ -199,14 +199,14 @@ std::string to_json(const ExplainReport& r) {
   j["differing_bytes"] = r.differing_bytes;
   j["first_differing_byte"] = r.first_differing_byte ? ojson(*r.first_differing_byte) : ojson(nullptr);
   j["same_content"] = r.same_content;
-  j["content_hash_a"] = tools::or_null_if_empty(r.content_hash_a);
-  j["content_hash_b"] = tools::or_null_if_empty(r.content_hash_b);
+  j["content_hash_a"] = detail::tools::or_null_if_empty(r.content_hash_a);
+  j["content_hash_b"] = detail::tools::or_null_if_empty(r.content_hash_b);
   j["differing_tensors"] = r.differing_tensors;
   ojson d = ojson::array();
   for (const auto& x : r.differences)
-    d.push_back({{"topic", x.topic}, {"where", x.where}, {"a", tools::or_null(x.a)}, {"b", tools::or_null(x.b)}, {"explanation", x.explanation}});
+    d.push_back({{"topic", x.topic}, {"where", x.where}, {"a", detail::tools::or_null(x.a)}, {"b", detail::tools::or_null(x.b)}, {"explanation", x.explanation}});
   j["differences"] = std::move(d);
-  return tools::dump(j);
+  return detail::tools::dump(j);
 }
 
 }  // namespace tensorseal

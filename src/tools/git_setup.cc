@@ -143,8 +143,8 @@ GitSetupReport git_setup(const GitSetupOptions& o) {
     for (const auto& line : r.added_lines) text += line + "\n";
     std::error_code ec;
     if (r.attributes_file.has_parent_path()) std::filesystem::create_directories(r.attributes_file.parent_path(), ec);
-    detail::AtomicFileSink sink(r.attributes_file);
-    static_cast<detail::Sink&>(sink).write(std::string_view(text));
+    detail::io::AtomicFileSink sink(r.attributes_file);
+    static_cast<detail::io::Sink&>(sink).write(std::string_view(text));
     sink.commit();
   }
   for (const auto& [key, value] : git_config_entries()) {

@@ -122,7 +122,7 @@ std::string one_line(std::string_view s) {
     const auto c = static_cast<unsigned char>(ch);
     if (c < 0x20 || c == 0x7f) {
       out += "\\x";
-      util::append_hex(out, c);
+      detail::util::append_hex(out, c);
     } else {
       out += ch;
     }
@@ -132,9 +132,9 @@ std::string one_line(std::string_view s) {
 
 std::string path_text(const std::string& path) { return path.empty() ? "(root)" : one_line(path); }
 
-tools::ojson quantization_json(const Quantization* q) {
+detail::tools::ojson quantization_json(const Quantization* q) {
   if (q == nullptr) return nullptr;
-  tools::ojson j{{"scheme", scheme_name(q->scheme)}};
+  detail::tools::ojson j{{"scheme", scheme_name(q->scheme)}};
   if (!q->per_channel()) {
     j["scale"] = q->scale;
     j["zero_point"] = q->zero_point;
@@ -148,9 +148,9 @@ tools::ojson quantization_json(const Quantization* q) {
   return j;
 }
 
-tools::ojson parts_json(const std::vector<InspectTensor::Part>& parts) {
+detail::tools::ojson parts_json(const std::vector<InspectTensor::Part>& parts) {
   if (parts.empty()) return nullptr;
-  tools::ojson j = tools::ojson::array();
+  detail::tools::ojson j = detail::tools::ojson::array();
   for (const auto& p : parts)
     j.push_back({{"role", p.role}, {"dtype", name(p.dtype)}, {"shape", p.shape}, {"nbytes", p.nbytes},
                  {"sha256", p.sha256}});
@@ -178,10 +178,10 @@ InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
       for (const auto& [role, t] : e.composite->parts) tensors.push_back({e.path + "." + role, t});
   }
   // Progress: every tensor's bytes for its SHA-256, then the content hash's bytes.
-  std::uint64_t total = options.progress ? detail::content_hash_bytes(c.root) : 0;
+  std::uint64_t total = options.progress ? detail::hash::content_hash_bytes(c.root) : 0;
   for (const auto& t : tensors) total += options.progress ? t.tensor->nbytes() : 0;
-  util::ProgressMeter meter(&options.progress, total);
-  const auto digests = detail::tensor_sha256_all(tensors, options.threads, meter);
+  detail::util::ProgressMeter meter(&options.progress, total);
+  const auto digests = detail::hash::tensor_sha256_all(tensors, options.threads, meter);
   r.tensors.reserve(paths.out.size());
   for (std::size_t i = 0; i < paths.out.size(); ++i) {
     const auto& e = paths.out[i];
@@ -205,7 +205,7 @@ InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
   }
   HashOptions h;
   h.threads = options.threads;
-  r.content_hash = detail::content_hash(c.root, h, meter);
+  r.content_hash = detail::hash::content_hash(c.root, h, meter);
   meter.finish();
   if (options.values) {
     ValueCollector collect(r.values);
@@ -222,7 +222,7 @@ InspectReport inspect_file(const std::filesystem::path& path, const InspectOptio
 }
 
 std::string to_json(const InspectReport& r) {
-  using tools::ojson;
+  using detail::tools::ojson;
   ojson j;
   j["file"] = r.file;
   j["format"] = format_name(r.format);
@@ -230,7 +230,7 @@ std::string to_json(const InspectReport& r) {
   ojson tensors = ojson::array();
   for (const auto& t : r.tensors)
     tensors.push_back({{"path", t.path}, {"dtype", name(t.dtype)}, {"shape", t.shape}, {"nbytes", t.nbytes},
-                       {"sha256", tools::or_null_if_empty(t.sha256)}, {"alias_of", tools::or_null_if_empty(t.alias_of)}, {"type", t.type},
+                       {"sha256", detail::tools::or_null_if_empty(t.sha256)}, {"alias_of", detail::tools::or_null_if_empty(t.alias_of)}, {"type", t.type},
                        {"quantization", quantization_json(t.quantization.get())},
                        {"attributes", t.attributes ? ojson(repr(*t.attributes, 1000)) : ojson(nullptr)},
                        {"layout", t.layout}, {"parts", parts_json(t.parts)}});
@@ -238,7 +238,7 @@ std::string to_json(const InspectReport& r) {
   ojson metadata = ojson::object();
   for (const auto& [k, v] : r.metadata) metadata[k] = v;
   j["metadata"] = std::move(metadata);
-  return tools::dump(j);
+  return detail::tools::dump(j);
 }
 
 std::string to_textconv(const InspectReport& r) {
@@ -253,7 +253,7 @@ std::string to_textconv(const InspectReport& r) {
     // line they always had (a git diff of an unchanged file stays empty).
     std::string extra;
     if (t.type == "numpy.ndarray" || t.type == "numpy.generic") extra += " " + t.type;
-    if (t.quantization) extra += " quantized(" + tools::quantization_line(*t.quantization) + ")";
+    if (t.quantization) extra += " quantized(" + detail::tools::quantization_line(*t.quantization) + ")";
     if (t.attributes) extra += " attributes" + one_line(repr(*t.attributes, 1000));
     std::string digest = " sha256:" + t.sha256;
     if (!t.parts.empty()) {  // a sparse or nested tensor: its parts' digests

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-namespace tensorseal::tools {
+namespace tensorseal::detail::tools {
 
 using ojson = nlohmann::ordered_json;
 
@@ -18,4 +18,4 @@ inline ojson or_null(const std::optional<std::string>& s) { return s ? ojson(*s)
 // The string, or null when it is empty.
 inline ojson or_null_if_empty(const std::string& s) { return s.empty() ? ojson(nullptr) : ojson(s); }
 
-}  // namespace tensorseal::tools
+}  // namespace tensorseal::detail::tools

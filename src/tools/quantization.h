@@ -9,7 +9,7 @@
 #include "tensorseal/tensor.h"
 #include "tensorseal/value.h"
 
-namespace tensorseal::tools {
+namespace tensorseal::detail::tools {
 
 inline std::string quantization_line(const Quantization& q) {
   std::string s(scheme_name(q.scheme));
@@ -18,4 +18,4 @@ inline std::string quantization_line(const Quantization& q) {
          " zero_points sha256:" + tensor_sha256(*q.zero_points);
 }
 
-}  // namespace tensorseal::tools
+}  // namespace tensorseal::detail::tools

@@ -299,7 +299,7 @@ std::string html_report(const DiffReport& r) {
 
 void write_html_report(const DiffReport& report, const std::filesystem::path& path) {
   const std::string html = html_report(report);
-  detail::AtomicFileSink sink(path);
+  detail::io::AtomicFileSink sink(path);
   sink.write(std::span<const std::byte>(reinterpret_cast<const std::byte*>(html.data()), html.size()));
   sink.commit();
 }

@@ -163,7 +163,7 @@ Verdict classify_global(std::string_view module_in, std::string_view name, std::
   for (auto s : kSafe)
     if (s == full) return say(Verdict::kSafe, "allowed by torch's weights_only loader");
   if (is_torch_dtype_or_storage(module, name)) return say(Verdict::kSafe, "torch dtype, layout or storage class");
-  for (auto s : dcp::kMetadataGlobals)
+  for (auto s : detail::dcp::kMetadataGlobals)
     if (s == full) return say(Verdict::kSafe, "inert value class of torch.distributed.checkpoint's .metadata");
   return say(Verdict::kUnknown, "not on the safe list: loading it with pickle imports and runs this name");
 }
@@ -215,7 +215,7 @@ void require_safe(const ScanReport& r) {
 }
 
 std::string to_json(const ScanReport& r) {
-  using tools::ojson;
+  using detail::tools::ojson;
   ojson j;
   j["file"] = r.file;
   j["format"] = format_name(r.format);
@@ -228,7 +228,7 @@ std::string to_json(const ScanReport& r) {
   j["interpretations"] = r.interpretations;
   j["incomplete"] = r.incomplete;
   if (r.incomplete) j["error"] = r.error;
-  return tools::dump(j);
+  return detail::tools::dump(j);
 }
 
 }  // namespace tensorseal

@@ -52,8 +52,6 @@
 namespace tensorseal {
 namespace {
 
-namespace pk = detail::pickle;
-namespace zp = detail::zip;
 using Bytes = std::span<const std::byte>;
 
 // pickle.load reads one pickle; torch's legacy loader reads the magic number, the
@@ -88,7 +86,7 @@ class Scanner {
         }
       }
     };
-    const bool zip_head = zp::starts_with_local_header(data);
+    const bool zip_head = detail::zip::starts_with_local_header(data);
     attempt(detected == Format::kTorchLegacy ? "torch-legacy" : "pickle",
             detected == Format::kPickle || detected == Format::kTorchLegacy || detected == Format::kDcp,
             [&] { return !zip_head && pickles(data, where, 0, depth); });
@@ -116,24 +114,24 @@ class Scanner {
     return false;
   }
 
-  pk::Hooks hooks(const std::string& where, unsigned depth) {
-    pk::Hooks h;
+  detail::pickle::Hooks hooks(const std::string& where, unsigned depth) {
+    detail::pickle::Hooks h;
     // torch's unpicklers resolve persistent ids; what they stand for runs nothing.
     h.persistent_load = [](const Value&, std::uint64_t) { return Value(); };
     h.on_global = [this](const GlobalRef& g) { refs.push_back(g); };
     h.reduce = [this, where, depth](const Object& o, std::uint64_t off) -> std::optional<Value> {
-      if (auto v = pk::stdlib_reduce(o)) return v;
+      if (auto v = detail::pickle::stdlib_reduce(o)) return v;
       if (!o.callable || !o.callable->is(Value::Kind::kGlobal)) return std::nullopt;
       const Global& g = o.callable->as_global();
       if (g.module != "torch.storage" || g.name != "_load_from_bytes") return std::nullopt;
       const std::string at = where + " @ " + std::to_string(off);
       const auto& args = o.args->items();
       if (args.size() != 1 || !args[0].is(Value::Kind::kBytes) || args[0].is_bytearray()) {
-        refs.push_back(GlobalRef{std::string(pk::kComputedModule), "<_load_from_bytes payload built at load time>", at});
+        refs.push_back(GlobalRef{std::string(detail::pickle::kComputedModule), "<_load_from_bytes payload built at load time>", at});
         return std::nullopt;
       }
       if (depth >= limits_.max_nested_files)
-        throw Error(torchfmt::rules::kNestingTooDeep,
+        throw Error(detail::torch::rules::kNestingTooDeep,
                     "_load_from_bytes payloads nested deeper than max_nested_files (" + std::to_string(limits_.max_nested_files) + ")",
                     file_, off);
       const std::string_view b = args[0].as_bytes();
@@ -149,12 +147,13 @@ class Scanner {
   // One pickle at data[0] (a legacy sequence when the first value is the magic number).
   bool pickles(Bytes data, const std::string& where, std::uint64_t base, unsigned depth) {
     if (data.empty()) return false;
-    const pk::Hooks h = hooks(where, depth);
+    const detail::pickle::Hooks h = hooks(where, depth);
     std::uint64_t pos = 0;
     for (int i = 0; i < kLegacyPickles && pos < data.size(); ++i) {
-      const pk::Parsed p = pk::parse(data.subspan(pos), where, base + pos, limits_, h);
+      const detail::pickle::Parsed p = detail::pickle::parse(data.subspan(pos), where, base + pos, limits_, h);
       pos += p.end;
-      const bool magic = p.value.is(Value::Kind::kBigInt) && p.value.as_bigint().to_decimal() == torchfmt::kLegacyMagic;
+      const bool magic =
+          p.value.is(Value::Kind::kBigInt) && p.value.as_bigint().to_decimal() == detail::torch::kLegacyMagic;
       if (i == 0 && !magic) break;
     }
     return true;
@@ -163,7 +162,7 @@ class Scanner {
   // A .npy image (or its first bytes): the pickle of an object array.
   bool npy(Bytes image, const std::string& where, std::uint64_t base, unsigned depth) {
     if (image.size() < 6 || std::memcmp(image.data(), "\x93NUMPY", 6) != 0) return false;
-    if (auto data = detail::npy::object_array_data(image)) {
+    if (auto data = detail::numpy::object_array_data(image)) {
       if (*data < image.size()) pickles(image.subspan(*data), where, base + *data, depth);
     }
     return true;
@@ -171,17 +170,18 @@ class Scanner {
 
   // A member's bytes: stored ones as they are; deflated ones inflated to at most `cap`.
   // `complete` is false when only a prefix came back.
-  Bytes member(Bytes file, const zp::Entry& e, std::uint64_t cap, std::vector<std::byte>& scratch, bool& complete) {
+  Bytes member(Bytes file, const detail::zip::Entry& e, std::uint64_t cap, std::vector<std::byte>& scratch,
+               bool& complete) {
     complete = true;
     if (e.data_offset > file.size()) return {};
     const Bytes raw = file.subspan(e.data_offset, std::min<std::uint64_t>(e.compressed_size, file.size() - e.data_offset));
-    if (e.method == tensorseal::zip::kMethodStored) return raw.first(std::min<std::uint64_t>(raw.size(), e.size ? e.size : raw.size()));
-    if (e.method != tensorseal::zip::kMethodDeflated) return {};
-    zp::Inflated in = zp::inflate_bounded(raw, cap);
+    if (e.method == detail::zip::kMethodStored) return raw.first(std::min<std::uint64_t>(raw.size(), e.size ? e.size : raw.size()));
+    if (e.method != detail::zip::kMethodDeflated) return {};
+    detail::zip::Inflated in = detail::zip::inflate_bounded(raw, cap);
     complete = in.ended;
     scratch = std::move(in.data);
     if (in.over && cap == limits_.max_pickle_inflate)
-      throw Error(tensorseal::zip::rules::kEntryTooLarge,
+      throw Error(detail::zip::rules::kEntryTooLarge,
                   "entry '" + e.name + "' inflates past max_pickle_inflate (" + std::to_string(cap) + " bytes)", file_, e.data_offset);
     return {scratch.data(), scratch.size()};
   }
@@ -202,14 +202,14 @@ class Scanner {
     }
   }
 
-  void scan_member(Bytes file, const zp::Entry& e, const std::string& where, unsigned depth) {
+  void scan_member(Bytes file, const detail::zip::Entry& e, const std::string& where, unsigned depth) {
     const std::string at = where + "/" + e.name;
     std::vector<std::byte> scratch;
     bool complete = true;
     if (has(e.name, ".npy")) {
       const Bytes head = member(file, e, kNpyHeadBytes, scratch, complete);
       if (head.size() < 6 || std::memcmp(head.data(), "\x93NUMPY", 6) != 0) return;
-      if (auto data = detail::npy::object_array_data(head)) {
+      if (auto data = detail::numpy::object_array_data(head)) {
         std::vector<std::byte> whole;
         const Bytes image = member(file, e, limits_.max_pickle_inflate, whole, complete);
         if (*data < image.size()) pickles(image.subspan(*data), at, e.data_offset + *data, depth);
@@ -229,14 +229,14 @@ class Scanner {
 
   bool zip(Bytes data, const std::string& where, unsigned depth) {
     // Loaders find an archive from its end: no end record, no archive.
-    const std::uint64_t span = std::min<std::uint64_t>(data.size(), tensorseal::zip::kEocdSearchSpan);
+    const std::uint64_t span = std::min<std::uint64_t>(data.size(), detail::zip::kEocdSearchSpan);
     bool end_record = false;
     for (std::uint64_t i = data.size() - span; i + 4 <= data.size() && !end_record; ++i)
-      end_record = util::load_le<std::uint32_t>(data.data() + i) == tensorseal::zip::kEocdSig;
+      end_record = detail::util::load_le<std::uint32_t>(data.data() + i) == detail::zip::kEocdSig;
     if (!end_record) return false;
-    zp::Archive a;
+    detail::zip::Archive a;
     try {
-      a = zp::read(data, file_, limits_);
+      a = detail::zip::read(data, file_, limits_);
     } catch (const Error&) {
       // zipfile also reads archives behind a prefix or with a broken directory: the
       // records are there for some loader, so this interpretation holds.
@@ -244,7 +244,7 @@ class Scanner {
       throw;
     }
     for (const auto& e : a.entries) scan_member(data, e, where, depth);
-    if (detect_format(data) == Format::kTorchZip) zp::refuse_case_collision(a, file_);
+    if (detect_format(data) == Format::kTorchZip) detail::zip::refuse_case_collision(a, file_);
     return true;
   }
 
@@ -252,26 +252,25 @@ class Scanner {
   // and sizes from the local header alone.
   // Returns how many local headers were found.
   std::uint64_t walk_local_headers(Bytes data, const std::string& where, unsigned depth) {
-    namespace z = tensorseal::zip;
     std::uint64_t seen = 0;
-    for (std::uint64_t pos = 0; pos + z::kLocalHeaderSize <= data.size(); ++pos) {
-      if (util::load_le<std::uint32_t>(data.data() + pos) != z::kLocalHeaderSig) continue;
+    for (std::uint64_t pos = 0; pos + detail::zip::kLocalHeaderSize <= data.size(); ++pos) {
+      if (detail::util::load_le<std::uint32_t>(data.data() + pos) != detail::zip::kLocalHeaderSig) continue;
       if (++seen > limits_.max_entries) break;
-      zp::Entry e;
-      e.flags = util::load_le<std::uint16_t>(data.data() + pos + 6);
-      e.method = util::load_le<std::uint16_t>(data.data() + pos + 8);
-      e.compressed_size = util::load_le<std::uint32_t>(data.data() + pos + 18);
-      e.size = util::load_le<std::uint32_t>(data.data() + pos + 22);
-      const std::uint64_t name_len = util::load_le<std::uint16_t>(data.data() + pos + 26);
-      const std::uint64_t extra_len = util::load_le<std::uint16_t>(data.data() + pos + 28);
-      const std::uint64_t name_at = pos + z::kLocalHeaderSize;
+      detail::zip::Entry e;
+      e.flags = detail::util::load_le<std::uint16_t>(data.data() + pos + 6);
+      e.method = detail::util::load_le<std::uint16_t>(data.data() + pos + 8);
+      e.compressed_size = detail::util::load_le<std::uint32_t>(data.data() + pos + 18);
+      e.size = detail::util::load_le<std::uint32_t>(data.data() + pos + 22);
+      const std::uint64_t name_len = detail::util::load_le<std::uint16_t>(data.data() + pos + 26);
+      const std::uint64_t extra_len = detail::util::load_le<std::uint16_t>(data.data() + pos + 28);
+      const std::uint64_t name_at = pos + detail::zip::kLocalHeaderSize;
       if (name_at + name_len + extra_len > data.size()) continue;
       e.name.assign(reinterpret_cast<const char*>(data.data() + name_at), name_len);
       e.local_offset = pos;
       e.data_offset = name_at + name_len + extra_len;
       // Unknown sizes (data descriptor, zip64): everything to the end of the file; a
       // pickle stops at STOP, inflate at the end of its stream.
-      if ((e.flags & z::kFlagDataDescriptor) || e.compressed_size == z::kSentinel32 || e.compressed_size == 0) {
+      if ((e.flags & detail::zip::kFlagDataDescriptor) || e.compressed_size == detail::zip::kSentinel32 || e.compressed_size == 0) {
         e.compressed_size = data.size() - e.data_offset;
         e.size = 0;
       }
@@ -334,10 +333,10 @@ class Scanner {
   }
 
   void tar_records(Bytes m, const std::string& at, std::uint64_t base, unsigned depth, bool storages) {
-    const pk::Hooks h = hooks(at, depth);
+    const detail::pickle::Hooks h = hooks(at, depth);
     std::uint64_t pos = 0;
     auto next = [&]() {
-      pk::Parsed p = pk::parse(m.subspan(pos), at, base + pos, limits_, h);
+      detail::pickle::Parsed p = detail::pickle::parse(m.subspan(pos), at, base + pos, limits_, h);
       pos += p.end;
       return p.value;
     };
@@ -354,15 +353,15 @@ class Scanner {
         const auto dt = dtype_from_legacy_storage(args.items()[2].as_global().name);
         if (!dt) return;
         need(8);
-        const std::uint64_t numel = util::load_le<std::uint64_t>(m.data() + pos);
+        const std::uint64_t numel = detail::util::load_le<std::uint64_t>(m.data() + pos);
         pos += 8;
-        const auto bytes = util::mul(numel, itemsize(*dt));
+        const auto bytes = detail::util::mul(numel, itemsize(*dt));
         if (!bytes) return;
         need(*bytes);
         pos += *bytes;
       } else {
         need(8);
-        const auto ndim = util::load_le<std::int32_t>(m.data() + pos);
+        const auto ndim = detail::util::load_le<std::int32_t>(m.data() + pos);
         if (ndim < 0 || static_cast<std::uint32_t>(ndim) > limits_.max_ndim) return;
         const std::uint64_t skip = 8 + 16 * static_cast<std::uint64_t>(ndim) + 8;
         need(skip);
@@ -399,8 +398,9 @@ ScanReport scan_records(const std::filesystem::path& path, const ReadOptions& op
       continue;
     }
     try {
-      const auto plain = detail::dcp::undo_transforms(bytes.subspan(offset, frame), {std::string(dcp::kZstdTransform) + "/1"},
-                                                      options.limits.max_alloc, path.string(), offset);
+      const auto plain =
+          detail::dcp::undo_transforms(bytes.subspan(offset, frame), {std::string(detail::dcp::kZstdTransform) + "/1"},
+                                       options.limits.max_alloc, path.string(), offset);
       s.records(plain->bytes(), path.string() + "@" + std::to_string(offset));
     } catch (const Error&) {
       ++at;
@@ -435,7 +435,7 @@ ScanReport scan_directory(const std::filesystem::path& path, const ReadOptions& 
   for (const auto& f : files) {
     const std::string ext = f.extension().string();
     if (ext == ".json" || ext == ".txt" || ext == ".md") continue;  // text the loaders parse as text
-    ScanReport one = ext == dcp::kDataSuffix ? scan_records(f, options) : scan_file(f, options);
+    ScanReport one = ext == detail::dcp::kDataSuffix ? scan_records(f, options) : scan_file(f, options);
     for (const auto& finding : one.findings)
       for (std::size_t i = 0; i < finding.count; ++i) refs.push_back(GlobalRef{finding.module, finding.name, finding.where});
     for (auto& i : one.interpretations)

@@ -27,7 +27,7 @@ namespace tensorseal {
 namespace {
 
 namespace fs = std::filesystem;
-using tools::ojson;
+using detail::tools::ojson;
 
 constexpr std::uint64_t kMaxKeyFile = 1 << 20;      // PEM keys are a few hundred bytes
 constexpr std::uint64_t kMaxBundle = 1ull << 30;     // a manifest of ~10M tensors
@@ -209,7 +209,7 @@ std::string manifest_statement(const InspectReport& r, std::string_view name) {
   j["subject"] = ojson::array({{{"name", name}, {"digest", {{std::string(kContentDigestKey), r.content_hash.substr(7)}}}}});
   j["predicateType"] = kManifestPredicateType;
   j["predicate"] = {{"content_hash", r.content_hash}, {"tensors", std::move(tensors)}};
-  return tools::dump(j) + "\n";
+  return detail::tools::dump(j) + "\n";
 }
 
 SignatureCheck key_identity(const fs::path& pem_key) {
@@ -232,7 +232,7 @@ std::string sign_statement(std::string_view statement, const fs::path& private_k
   j["mediaType"] = kBundleMediaType;
   j["verificationMaterial"] = {{"publicKey", {{"hint", id}}}};
   j["dsseEnvelope"] = {{"payload", base64(statement)}, {"payloadType", kDssePayloadType}, {"signatures", std::move(sigs)}};
-  return tools::dump(j) + "\n";
+  return detail::tools::dump(j) + "\n";
 }
 
 SignatureCheck verify_signature(const InspectReport& actual, std::string_view bundle_text, const fs::path& public_key) {

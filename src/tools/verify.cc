@@ -67,13 +67,13 @@ VerifyResult verify_file(const std::filesystem::path& path, const VerifyOptions&
     }
     r.tensors = tensors.size();
     for (const auto& fact : c.facts) {
-      if (fact.topic == torchfmt::topics::kCrcNotRecorded.id)
+      if (fact.topic == detail::torch::topics::kCrcNotRecorded.id)
         r.warnings.push_back("the archive records no CRC-32 checksums (saved with "
                              "torch.serialization.set_crc32_options(False)): corruption of its records cannot be detected");
-      if (fact.topic == torchfmt::topics::kCrcSkipped.id)
+      if (fact.topic == detail::torch::topics::kCrcSkipped.id)
         r.warnings.push_back("storage records " + fact.value + " record no CRC-32 checksum (saved under "
                              "torch.serialization.skip_data): their corruption cannot be detected");
-      if (fact.topic == torchfmt::topics::kUnexpectedRecords.id)
+      if (fact.topic == detail::torch::topics::kUnexpectedRecords.id)
         r.warnings.push_back("the archive holds records torch never reads (" + fact.value +
                              "); another loader might: tseal scan checks them");
     }
@@ -123,7 +123,7 @@ VerifyResult verify_file(const std::filesystem::path& path, const VerifyOptions&
 }
 
 std::string to_json(const std::vector<VerifyResult>& results) {
-  using tools::ojson;
+  using detail::tools::ojson;
   ojson files = ojson::array();
   bool ok = true;
   for (const auto& r : results) {
@@ -131,11 +131,11 @@ std::string to_json(const std::vector<VerifyResult>& results) {
     ojson e;
     e["file"] = r.file;
     e["status"] = verify_status_name(r.status);
-    e["format"] = tools::or_null_if_empty(r.format);
+    e["format"] = detail::tools::or_null_if_empty(r.format);
     e["tensors"] = r.tensors;
     e["content_hash_checked"] = r.content_hash_checked;
-    e["message"] = tools::or_null_if_empty(r.message);
-    e["rule"] = tools::or_null_if_empty(r.rule);
+    e["message"] = detail::tools::or_null_if_empty(r.message);
+    e["rule"] = detail::tools::or_null_if_empty(r.rule);
     e["offset"] = r.offset ? ojson(*r.offset) : ojson(nullptr);
     e["globals"] = r.globals ? ojson(verdict_name(*r.globals)) : ojson(nullptr);
     ojson unsafe = ojson::array();
@@ -151,7 +151,7 @@ std::string to_json(const std::vector<VerifyResult>& results) {
   ojson j;
   j["ok"] = ok;
   j["files"] = std::move(files);
-  return tools::dump(j);
+  return detail::tools::dump(j);
 }
 
 }  // namespace tensorseal

@@ -8,7 +8,7 @@
 #include "core/topic.h"
 #include "tensorseal/error.h"
 
-namespace tensorseal::torchfmt {
+namespace tensorseal::detail::torch {
 
 // ---- zip format -----------------------------------------------------------------
 inline constexpr std::string_view kDataPkl = "data.pkl";
@@ -85,4 +85,4 @@ inline constexpr Topic kAll[] = {kFileVersion, kRecord,  kSerializationId, kByte
                                  kStorageKey,  kStorageSlack, kNestedFile, kCrcNotRecorded, kCrcSkipped, kUnexpectedRecords};
 }  // namespace topics
 
-}  // namespace tensorseal::torchfmt
+}  // namespace tensorseal::detail::torch

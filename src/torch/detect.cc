@@ -8,7 +8,7 @@
 #include "torch/format.h"
 #include "zip/sniff.h"
 
-namespace tensorseal::detail {
+namespace tensorseal::detail::torch {
 namespace {
 
 // Limits for parsing the first pickle of a file during detection: the legacy magic
@@ -43,7 +43,7 @@ bool detect_torch_legacy(std::span<const std::byte> head) noexcept {
   try {
     static const Limits limits = magic_limits();
     const pickle::Parsed p = pickle::parse(head.first(std::min<std::size_t>(head.size(), 64)), "", 0, limits);
-    return p.value.is(Value::Kind::kBigInt) && p.value.as_bigint().to_decimal() == torchfmt::kLegacyMagic;
+    return p.value.is(Value::Kind::kBigInt) && p.value.as_bigint().to_decimal() == torch::kLegacyMagic;
   } catch (...) {
     return false;
   }
@@ -58,4 +58,4 @@ bool detect_pickle(std::span<const std::byte> b) noexcept {
   return c != 0 && std::strchr("(]})cNIFLSVXUTJKMG\x8c\x95", static_cast<char>(c)) != nullptr;
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::torch

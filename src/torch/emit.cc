@@ -96,7 +96,7 @@ void quantized_tensor(pickle::Writer& w, StoragePlan& plan, const Tensor& t, boo
 bool typed_storage(const Tensor& t, bool legacy) {
   const bool typed = !info(t.dtype).legacy_storage.empty();
   if (!typed && legacy)
-    throw Error(torchfmt::rules::kCannotWrite, "the legacy torch format cannot hold " + std::string(name(t.dtype)) + " tensors");
+    throw Error(torch::rules::kCannotWrite, "the legacy torch format cannot hold " + std::string(name(t.dtype)) + " tensors");
   return typed;
 }
 
@@ -141,7 +141,7 @@ void tensor_with_attributes(pickle::Writer& w, StoragePlan& plan, const Tensor& 
 void numpy_dtype(pickle::Writer& w, DType dt) {
   const DTypeInfo& di = info(dt);
   if (di.numpy.size() < 2)
-    throw Error(torchfmt::rules::kCannotWrite, "numpy has no dtype " + std::string(di.name) + " for a numpy object");
+    throw Error(torch::rules::kCannotWrite, "numpy has no dtype " + std::string(di.name) + " for a numpy object");
   if (!w.begin_node(&di)) return;
   w.global("numpy", "dtype");
   w.begin_tuple(3);
@@ -167,9 +167,9 @@ Value element_bytes(const Tensor& t) {
 
 void numpy_object(pickle::Writer& w, const Tensor& t) {
   if (t.requires_grad || t.is_parameter)
-    throw Error(torchfmt::rules::kCannotWrite, "a numpy object cannot be a Parameter or require grad");
+    throw Error(torch::rules::kCannotWrite, "a numpy object cannot be a Parameter or require grad");
   if (t.numpy == NumpyType::kScalar) {
-    if (!t.shape.empty()) throw Error(torchfmt::rules::kCannotWrite, "a numpy scalar must be 0-d");
+    if (!t.shape.empty()) throw Error(torch::rules::kCannotWrite, "a numpy scalar must be 0-d");
     w.global("numpy.core.multiarray", "scalar");
     w.begin_tuple(2);
     numpy_dtype(w, t.dtype);
@@ -203,7 +203,7 @@ pickle::Writer::Hooks make_hooks(StoragePlan& plan, bool legacy) {
     // One tensor object referenced twice in the tree stays one object (BINGET).
     if (!w.begin_node(&t)) return;
     if (t.attributes && (t.numpy != NumpyType::kNone || t.quantization))
-      throw Error(torchfmt::rules::kCannotWrite, "attributes on a numpy object or a quantized tensor cannot be written");
+      throw Error(torch::rules::kCannotWrite, "attributes on a numpy object or a quantized tensor cannot be written");
     if (t.numpy != NumpyType::kNone) {
       numpy_object(w, t);
     } else if (!t.is_parameter) {
@@ -228,7 +228,7 @@ pickle::Writer::Hooks make_hooks(StoragePlan& plan, bool legacy) {
     PlannedStorage& ps = plan.bare(s);
     const bool typed = !info(ps.dtype).legacy_storage.empty();
     if (legacy && !typed)
-      throw Error(torchfmt::rules::kCannotWrite,
+      throw Error(torch::rules::kCannotWrite,
                   "the legacy torch format cannot hold a " + std::string(name(ps.dtype)) + " storage");
     persistent_id(w, plan, ps, legacy, typed);
   };

@@ -10,7 +10,7 @@
 #include "io/sink.h"
 #include "tensorseal/write.h"
 
-namespace tensorseal::detail {
+namespace tensorseal::detail::torch {
 
 // Recognisers: look at the first bytes only, never throw.
 bool detect_torch_zip(std::span<const std::byte> head) noexcept;
@@ -18,12 +18,12 @@ bool detect_torch_legacy(std::span<const std::byte> head) noexcept;
 bool detect_pickle(std::span<const std::byte> head) noexcept;
 
 // Readers: fill a Checkpoint or throw Error with the file name and byte offset set.
-Checkpoint read_torch_zip(const Input& in);
-Checkpoint read_torch_legacy(const Input& in);
-Checkpoint read_pickle_file(const Input& in);
+Checkpoint read_torch_zip(const io::Input& in);
+Checkpoint read_torch_legacy(const io::Input& in);
+Checkpoint read_pickle_file(const io::Input& in);
 
 // Writers: stream canonical bytes into `sink`.
-void write_torch_zip(const Value& root, const WriteOptions& options, Sink& sink);
-void write_torch_legacy(const Value& root, const WriteOptions& options, Sink& sink);
+void write_torch_zip(const Value& root, const WriteOptions& options, io::Sink& sink);
+void write_torch_legacy(const Value& root, const WriteOptions& options, io::Sink& sink);
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::torch

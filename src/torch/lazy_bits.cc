@@ -9,7 +9,6 @@
 namespace tensorseal::detail::torch {
 namespace {
 
-namespace tr = tensorseal::torchfmt::rules;
 
 // Flips bit `bit` (0 = least significant) of the little-endian value at `p`.
 void flip_bit(std::byte* p, unsigned bit) { p[bit / 8] ^= static_cast<std::byte>(1u << (bit % 8)); }
@@ -31,7 +30,7 @@ std::shared_ptr<const Tensor> apply_lazy_bits(const Tensor& t, bool neg, bool co
   const DTypeInfo& d = info(t.dtype);
   const std::string dt(name(t.dtype));
   auto refuse = [&](const std::string& why) {
-    throw Error(tr::kUnsupportedRebuild, "tensor metadata " + why + " on a " + dt + " tensor", file);
+    throw Error(rules::kUnsupportedRebuild, "tensor metadata " + why + " on a " + dt + " tensor", file);
   };
   // Element layout: width in bytes, and for complex dtypes the width of one part.
   const bool complex = t.dtype == DType::kComplex32 || t.dtype == DType::kComplex64 || t.dtype == DType::kComplex128;

@@ -23,9 +23,7 @@
 #include "util/checked.h"
 #include "util/endian.h"
 
-namespace tensorseal::detail {
-namespace tc = tensorseal::torchfmt;
-namespace tr = tensorseal::torchfmt::rules;
+namespace tensorseal::detail::torch {
 using core::fact;
 
 namespace {
@@ -36,12 +34,12 @@ struct Declared {
 };
 
 bool is_big_magic(const Value& v) {
-  return v.is(Value::Kind::kBigInt) && v.as_bigint().to_decimal() == tc::kLegacyMagic;
+  return v.is(Value::Kind::kBigInt) && v.as_bigint().to_decimal() == torch::kLegacyMagic;
 }
 
 }  // namespace
 
-Checkpoint read_torch_legacy(const Input& in) {
+Checkpoint read_torch_legacy(const io::Input& in) {
   const Limits& limits = in.options->limits;
   const auto file = in.bytes();
   Checkpoint c;
@@ -59,19 +57,21 @@ Checkpoint read_torch_legacy(const Input& in) {
 
   auto [magic, magic_at] = next("magic");
   if (!is_big_magic(magic.value))
-    throw Error(tr::kLegacyMagic, "first pickle is " + repr(magic.value, 60) + ", not torch's magic number", in.name, magic_at);
+    throw Error(rules::kLegacyMagic, "first pickle is " + repr(magic.value, 60) + ", not torch's magic number", in.name, magic_at);
   auto [proto, proto_at] = next("protocol");
-  if (!proto.value.is(Value::Kind::kInt) || proto.value.as_int() != tc::kLegacyProtocolVersion)
-    throw Error(tr::kLegacyProtocol, "protocol version " + repr(proto.value, 40) + " is not 1001", in.name, proto_at);
+  if (!proto.value.is(Value::Kind::kInt) || proto.value.as_int() != torch::kLegacyProtocolVersion)
+    throw Error(rules::kLegacyProtocol, "protocol version " + repr(proto.value, 40) + " is not 1001", in.name,
+                proto_at);
   auto [sys, sys_at] = next("sys_info");
   bool little = true;
   {
-    if (!sys.value.is(Value::Kind::kDict)) throw Error(tr::kLegacySysInfo, "sys_info is not a dict", in.name, sys_at);
+    if (!sys.value.is(Value::Kind::kDict))
+      throw Error(rules::kLegacySysInfo, "sys_info is not a dict", in.name, sys_at);
     const Dict& d = sys.value.as_dict();
     const Value* le = d.find(std::string_view("little_endian"));
-    if (!le || !le->is(Value::Kind::kBool)) throw Error(tr::kLegacySysInfo, "sys_info has no little_endian flag", in.name, sys_at);
+    if (!le || !le->is(Value::Kind::kBool)) throw Error(rules::kLegacySysInfo, "sys_info has no little_endian flag", in.name, sys_at);
     little = le->as_bool();
-    c.facts.push_back(fact(tc::topics::kSysInfo, "sys_info", repr(sys.value, 200)));
+    c.facts.push_back(fact(topics::kSysInfo, "sys_info", repr(sys.value, 200)));
   }
 
   // Pass 1 over the object pickle: which storages does it name?
@@ -94,25 +94,26 @@ Checkpoint read_torch_legacy(const Input& in) {
   pos = object_at + first.end;
 
   auto [keys, keys_at] = next("keys");
-  if (!keys.value.is(Value::Kind::kList)) throw Error(tr::kLegacyKeys, "storage key list is not a list", in.name, keys_at);
+  if (!keys.value.is(Value::Kind::kList)) throw Error(rules::kLegacyKeys, "storage key list is not a list", in.name, keys_at);
 
   // Storage records follow in key-list order: u64le element count, then the bytes.
   std::map<std::string, std::shared_ptr<const Storage>> data;
   for (const auto& k : keys.value.items()) {
-    if (!k.is(Value::Kind::kStr)) throw Error(tr::kLegacyKeys, "storage key is not a string", in.name, keys_at);
+    if (!k.is(Value::Kind::kStr)) throw Error(rules::kLegacyKeys, "storage key is not a string", in.name, keys_at);
     const std::string key(k.as_str());
     auto it = by_key.find(key);
     if (it == by_key.end())
-      throw Error(tr::kLegacyKeys, "key list names storage '" + key + "' that the object never uses", in.name, keys_at);
-    if (data.count(key)) throw Error(tr::kLegacyKeys, "storage '" + key + "' listed twice", in.name, keys_at);
+      throw Error(rules::kLegacyKeys, "key list names storage '" + key + "' that the object never uses", in.name,
+                  keys_at);
+    if (data.count(key)) throw Error(rules::kLegacyKeys, "storage '" + key + "' listed twice", in.name, keys_at);
     const torch::StorageRef& ref = declared[it->second].ref;
     if (file.size() - pos < 8)
-      throw Error(rules::kTruncated, "file ends before the size of storage '" + key + "'", in.name, pos);
+      throw Error(tensorseal::rules::kTruncated, "file ends before the size of storage '" + key + "'", in.name, pos);
     const std::uint64_t numel = util::load_le<std::uint64_t>(file.data() + pos);
     const std::uint64_t item = ref.typed ? itemsize(ref.dtype) : 1;
     auto nbytes = util::mul(numel, item);
     if (!nbytes || *nbytes > file.size() - pos - 8)
-      throw Error(tr::kLegacyStorageHeader, "storage '" + key + "' claims " + std::to_string(numel) +
+      throw Error(rules::kLegacyStorageHeader, "storage '" + key + "' claims " + std::to_string(numel) +
                                                 " elements, more than the " + std::to_string(file.size() - pos - 8) +
                                                 " bytes left in the file", in.name, pos);
     std::shared_ptr<Storage> s = in.window(pos + 8, *nbytes);
@@ -124,8 +125,9 @@ Checkpoint read_torch_legacy(const Input& in) {
     pos += 8 + *nbytes;
   }
   if (pos != file.size())
-    throw Error(tr::kLegacyTrailing, std::to_string(file.size() - pos) + " bytes after the last storage", in.name, pos);
-  c.facts.push_back(fact(tc::topics::kByteorder, "sys_info", little ? "little" : "big"));
+    throw Error(rules::kLegacyTrailing, std::to_string(file.size() - pos) + " bytes after the last storage", in.name,
+                pos);
+  c.facts.push_back(fact(topics::kByteorder, "sys_info", little ? "little" : "big"));
 
   // Pass 2: resolve with the storages in hand.
   std::map<std::string, std::shared_ptr<const Storage>> views;
@@ -135,20 +137,20 @@ Checkpoint read_torch_legacy(const Input& in) {
     const auto& f = pid.items();
     if (!f.empty() && f[0].is(Value::Kind::kStr) && f[0].as_str() == "module") {
       // ('module', cls, source_file, source): torch returns the class itself.
-      if (f.size() != 4) throw Error(tr::kBadPersistentId, "module persistent id needs 4 fields", in.name, offset);
+      if (f.size() != 4) throw Error(rules::kBadPersistentId, "module persistent id needs 4 fields", in.name, offset);
       return f[1];
     }
     torch::StorageRef ref = torch::parse_storage_pid(pid, true, in.name, offset);
     auto it = data.find(ref.key);
     if (it == data.end())
-      throw Error(tr::kMissingStorage, "storage '" + ref.key + "' has no data in the file", in.name, offset);
+      throw Error(rules::kMissingStorage, "storage '" + ref.key + "' has no data in the file", in.name, offset);
     if (!seen[ref.key]) {
       seen[ref.key] = true;
-      c.facts.push_back(fact(tc::topics::kStorageKey, "storage #" + std::to_string(first_use++), ref.key));
+      c.facts.push_back(fact(topics::kStorageKey, "storage #" + std::to_string(first_use++), ref.key));
     }
     if (ref.view_metadata.is_none()) {
       if (ref.nbytes() > it->second->size())
-        throw Error(tr::kStorageTooSmall, "storage '" + ref.key + "' needs " + std::to_string(ref.nbytes()) +
+        throw Error(rules::kStorageTooSmall, "storage '" + ref.key + "' needs " + std::to_string(ref.nbytes()) +
                                               " bytes but has " + std::to_string(it->second->size()), in.name, offset);
       return Value(it->second);
     }
@@ -156,7 +158,7 @@ Checkpoint read_torch_legacy(const Input& in) {
     const Value& vm = ref.view_metadata;
     if (!vm.is(Value::Kind::kTuple) || vm.items().size() != 3 || !vm.items()[0].is(Value::Kind::kStr) ||
         !vm.items()[1].is(Value::Kind::kInt) || !vm.items()[2].is(Value::Kind::kInt))
-      throw Error(tr::kBadPersistentId, "storage view metadata is not (key, offset, size)", in.name, offset);
+      throw Error(rules::kBadPersistentId, "storage view metadata is not (key, offset, size)", in.name, offset);
     const std::string vkey(vm.items()[0].as_str());
     if (auto v = views.find(vkey); v != views.end()) return Value(v->second);
     const std::uint64_t item = itemsize(ref.dtype);
@@ -164,7 +166,7 @@ Checkpoint read_torch_legacy(const Input& in) {
     auto len = util::mul(static_cast<std::uint64_t>(vm.items()[2].as_int()), item);
     if (vm.items()[1].as_int() < 0 || vm.items()[2].as_int() < 0 || !off || !len || *off > it->second->size() ||
         *len > it->second->size() - *off)
-      throw Error(rules::kViewOutOfBounds, "storage view '" + vkey + "' lies outside storage '" + ref.key + "'", in.name, offset);
+      throw Error(tensorseal::rules::kViewOutOfBounds, "storage view '" + vkey + "' lies outside storage '" + ref.key + "'", in.name, offset);
     auto view = Storage::slice(it->second, *off, *len);
     views.emplace(vkey, view);
     return Value(std::shared_ptr<const Storage>(view));
@@ -173,4 +175,4 @@ Checkpoint read_torch_legacy(const Input& in) {
   return c;
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::torch

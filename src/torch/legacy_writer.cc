@@ -13,7 +13,7 @@
 #include "torch/plan.h"
 #include "util/endian.h"
 
-namespace tensorseal::detail {
+namespace tensorseal::detail::torch {
 
 namespace {
 std::string plain_pickle(const Value& v) {
@@ -22,7 +22,7 @@ std::string plain_pickle(const Value& v) {
 }
 }  // namespace
 
-void write_torch_legacy(const Value& root, const WriteOptions&, Sink& sink) {
+void write_torch_legacy(const Value& root, const WriteOptions&, io::Sink& sink) {
   torch::StoragePlan plan(root);
   pickle::Writer pw(torch::make_hooks(plan, true));
   const std::string object = pw.finish(root);
@@ -30,9 +30,9 @@ void write_torch_legacy(const Value& root, const WriteOptions&, Sink& sink) {
   // 0x1950a86a20f9469cfc6c as pickle's minimal two's complement (10 bytes, LE).
   const std::string magic_le("\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 10);
   sink.write(plain_pickle(Value(BigInt{magic_le})));
-  sink.write(plain_pickle(Value(torchfmt::kLegacyProtocolVersion)));
+  sink.write(plain_pickle(Value(torch::kLegacyProtocolVersion)));
   Value sys = Value::dict();
-  sys.as_dict().set(Value::str("protocol_version"), Value(torchfmt::kLegacyProtocolVersion));
+  sys.as_dict().set(Value::str("protocol_version"), Value(torch::kLegacyProtocolVersion));
   sys.as_dict().set(Value::str("little_endian"), Value(true));
   Value sizes = Value::dict();
   sizes.as_dict().set(Value::str("short"), Value(2));
@@ -53,4 +53,4 @@ void write_torch_legacy(const Value& root, const WriteOptions&, Sink& sink) {
   }
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::torch

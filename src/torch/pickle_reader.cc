@@ -5,17 +5,17 @@
 #include "torch/constants.h"
 #include "torch/rebuild.h"
 
-namespace tensorseal::detail {
+namespace tensorseal::detail::torch {
 
-Checkpoint read_pickle_file(const Input& in) {
+Checkpoint read_pickle_file(const io::Input& in) {
   Checkpoint c;
   c.format = Format::kPickle;
   std::uint64_t end = 0;
   c.root = torch::unpickle(in, in.bytes(), 0, "pickle", {}, c, &end);
   if (end != in.size())
-    throw Error(torchfmt::rules::kPickleTrailing,
+    throw Error(torch::rules::kPickleTrailing,
                 std::to_string(in.size() - end) + " bytes follow the pickle's STOP opcode", in.name, end);
   return c;
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::torch

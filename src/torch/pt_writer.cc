@@ -24,7 +24,7 @@
 #include "zip/reader.h"
 #include "zip/writer.h"
 
-namespace tensorseal::detail {
+namespace tensorseal::detail::torch {
 
 namespace {
 
@@ -55,7 +55,7 @@ std::string serialization_id(std::vector<std::tuple<std::string, std::uint64_t, 
 
 }  // namespace
 
-void write_torch_zip(const Value& root, const WriteOptions&, Sink& sink) {
+void write_torch_zip(const Value& root, const WriteOptions&, io::Sink& sink) {
   torch::StoragePlan plan(root);
   pickle::Writer pw(torch::make_hooks(plan, false));
   const std::string pkl = pw.finish(root);
@@ -86,7 +86,7 @@ void write_torch_zip(const Value& root, const WriteOptions&, Sink& sink) {
     s->for_each_run([&](std::span<const std::byte> run) {
       // The reused CRC covers source->bytes(); the data must be exactly that one run.
       if (known && (++runs > 1 || run.data() != source->bytes().data() || run.size() != source->size()))
-        throw Error(rules::kInternal, "canonical .pt writer: record '" + full + "' is not the verified storage's bytes");
+        throw Error(tensorseal::rules::kInternal, "canonical .pt writer: record '" + full + "' is not the verified storage's bytes");
       z.write(run);
     });
     z.end_record();
@@ -98,4 +98,4 @@ void write_torch_zip(const Value& root, const WriteOptions&, Sink& sink) {
   z.finish();
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::torch

@@ -14,7 +14,6 @@
 #include "util/text.h"
 
 namespace tensorseal::detail::torch {
-namespace tr = tensorseal::torchfmt::rules;
 
 namespace {
 
@@ -34,11 +33,11 @@ std::string callable_name(const Object& o) {
   return "";
 }
 
-[[noreturn]] void bad_args(const std::string& fn, const std::string& why, const Input& in) {
-  throw Error(tr::kBadRebuildArgs, fn + ": " + why, in.name);
+[[noreturn]] void bad_args(const std::string& fn, const std::string& why, const io::Input& in) {
+  throw Error(rules::kBadRebuildArgs, fn + ": " + why, in.name);
 }
 
-const std::vector<Value>& tuple_args(const Object& o, const std::string& fn, const Input& in, std::size_t min,
+const std::vector<Value>& tuple_args(const Object& o, const std::string& fn, const io::Input& in, std::size_t min,
                                      std::size_t max) {
   if (!o.args || !o.args->is(Value::Kind::kTuple)) bad_args(fn, "arguments are not a tuple", in);
   const auto& a = o.args->items();
@@ -48,7 +47,7 @@ const std::vector<Value>& tuple_args(const Object& o, const std::string& fn, con
   return a;
 }
 
-std::vector<std::int64_t> int_list(const Value& v, const std::string& fn, const char* what, const Input& in) {
+std::vector<std::int64_t> int_list(const Value& v, const std::string& fn, const char* what, const io::Input& in) {
   // torch.Size(...) objects appear where tuples do in some producers.
   const Value* src = &v;
   if (v.is(Value::Kind::kObject)) {
@@ -72,7 +71,7 @@ bool truthy(const Value& v) {
 }
 
 // Bytes of a latin-1 string (what _codecs.encode(s, 'latin1') returns).
-std::string latin1_bytes(std::string_view utf8, const std::string& fn, const Input& in) {
+std::string latin1_bytes(std::string_view utf8, const std::string& fn, const io::Input& in) {
   auto bytes = util::latin1_encode(utf8);
   if (!bytes) bad_args(fn, "string is not latin-1", in);
   return std::move(*bytes);
@@ -88,7 +87,7 @@ std::optional<DType> dtype_of_global(const Value& v) {
 std::uint64_t StorageRef::nbytes() const { return typed ? numel * itemsize(dtype) : numel; }
 
 StorageRef parse_storage_pid(const Value& pid, bool legacy, const std::string& name, std::uint64_t offset) {
-  auto fail = [&](const std::string& why) -> StorageRef { throw Error(tr::kBadPersistentId, why, name, offset); };
+  auto fail = [&](const std::string& why) -> StorageRef { throw Error(rules::kBadPersistentId, why, name, offset); };
   if (!pid.is(Value::Kind::kTuple)) fail("persistent id is a " + std::string(kind_name(pid.kind())) + ", not a tuple");
   const auto& f = pid.items();
   if (f.empty() || !f[0].is(Value::Kind::kStr)) fail("persistent id has no type tag");
@@ -104,7 +103,7 @@ StorageRef parse_storage_pid(const Value& pid, bool legacy, const std::string& n
     r.dtype = *dt;
     r.typed = true;
   } else {
-    throw Error(tr::kUnknownStorageType, "unknown storage class " + f[1].as_global().module + "." + r.type_name, name, offset);
+    throw Error(rules::kUnknownStorageType, "unknown storage class " + f[1].as_global().module + "." + r.type_name, name, offset);
   }
   if (f[2].is(Value::Kind::kStr)) r.key = std::string(f[2].as_str());
   else if (f[2].is(Value::Kind::kInt)) r.key = std::to_string(f[2].as_int());
@@ -114,7 +113,8 @@ StorageRef parse_storage_pid(const Value& pid, bool legacy, const std::string& n
   if (!f[4].is(Value::Kind::kInt) || f[4].as_int() < 0) fail("storage size is not a non-negative integer");
   r.numel = static_cast<std::uint64_t>(f[4].as_int());
   if (r.typed && !util::mul(r.numel, itemsize(r.dtype)))
-    throw Error(rules::kSizeOverflow, "storage of " + std::to_string(r.numel) + " elements overflows", name, offset);
+    throw Error(tensorseal::rules::kSizeOverflow, "storage of " + std::to_string(r.numel) + " elements overflows", name,
+                offset);
   if (legacy) r.view_metadata = f[5];
   return r;
 }
@@ -132,7 +132,7 @@ namespace {
 
 struct Resolution {
   Resolver& r;
-  const Input& in;
+  const io::Input& in;
   std::unordered_map<const void*, Value> done;   // node -> resolved value
   std::unordered_set<const void*> in_progress;   // cycle guard
 
@@ -166,7 +166,7 @@ struct Resolution {
     for (const auto& [k, v] : meta.as_dict().items) {
       const bool known_key = k.is(Value::Kind::kStr) && (k.as_str() == "neg" || k.as_str() == "conj");
       if (!known_key)
-        throw Error(tr::kUnsupportedRebuild, fn + ": tensor metadata key " + repr(k, 60) + " is not understood", in.name);
+        throw Error(rules::kUnsupportedRebuild, fn + ": tensor metadata key " + repr(k, 60) + " is not understood", in.name);
       if (!v.is(Value::Kind::kBool)) bad_args(fn, "tensor metadata '" + std::string(k.as_str()) + "' is not a bool", in);
       (k.as_str() == "neg" ? neg : conj) = v.as_bool();
     }
@@ -211,7 +211,7 @@ struct Resolution {
   // are refused rather than read wrong.
   void require_quantized_dtype(DType d, const std::string& fn) {
     if (d != DType::kQInt8 && d != DType::kQUInt8 && d != DType::kQInt32)
-      throw Error(tr::kUnsupportedRebuild, fn + ": quantized dtype " + std::string(name(d)) + " is not supported",
+      throw Error(rules::kUnsupportedRebuild, fn + ": quantized dtype " + std::string(name(d)) + " is not supported",
                   in.name);
   }
 
@@ -251,7 +251,7 @@ struct Resolution {
       q->scales->validate();
       q->zero_points->validate();
     } else {
-      throw Error(tr::kUnsupportedRebuild, fn + ": qscheme " + g.module + "." + g.name +
+      throw Error(rules::kUnsupportedRebuild, fn + ": qscheme " + g.module + "." + g.name +
                                                " cannot be loaded (torch refuses it too)", in.name);
     }
     t->quantization = std::move(q);
@@ -264,16 +264,16 @@ struct Resolution {
   Value with_attributes(const Value& t, const Value& state, const std::string& fn) {
     if (state.is_none() || (state.is(Value::Kind::kDict) && state.as_dict().items.empty())) return t;
     if (!state.is(Value::Kind::kDict) || state.as_dict().kind != DictKind::kDict)
-      throw Error(tr::kUnsupportedRebuild, fn + ": tensor state other than a plain dict (__slots__) is not supported",
+      throw Error(rules::kUnsupportedRebuild, fn + ": tensor state other than a plain dict (__slots__) is not supported",
                   in.name);
     for (const auto& [k, v] : state.as_dict().items) {
       if (!k.is(Value::Kind::kStr)) bad_args(fn, "a tensor attribute's name is not a str", in);
       if (reaches_data(v))
-        throw Error(tr::kUnsupportedRebuild, fn + ": tensor attribute '" + std::string(k.as_str()) + "' holds a tensor", in.name);
+        throw Error(rules::kUnsupportedRebuild, fn + ": tensor attribute '" + std::string(k.as_str()) + "' holds a tensor", in.name);
     }
     auto out = std::make_shared<Tensor>(*t.as_tensor());
     if (out->numpy != NumpyType::kNone || out->quantization)
-      throw Error(tr::kUnsupportedRebuild, fn + ": attributes on a numpy object or a quantized tensor are not supported",
+      throw Error(rules::kUnsupportedRebuild, fn + ": attributes on a numpy object or a quantized tensor are not supported",
                   in.name);
     out->attributes = std::make_shared<const Value>(state);
     return Value(std::shared_ptr<const Tensor>(out));
@@ -506,7 +506,7 @@ struct Resolution {
       // (storage, storage_offset, size, stride, quantizer_params, requires_grad, backward_hooks)
       const auto& a = tuple_args(o, fn, in, 7, 7);
       if (!(a[6].is_none() || (a[6].is(Value::Kind::kDict) && a[6].as_dict().items.empty())))
-        throw Error(tr::kUnsupportedRebuild, fn + " with backward hooks is not supported", in.name);
+        throw Error(rules::kUnsupportedRebuild, fn + " with backward hooks is not supported", in.name);
       // The dtype first: a packed quint4x2/quint2x4 view would otherwise fail as out of
       // bounds, naming the wrong rule.
       if (a[0].is(Value::Kind::kStorage)) require_quantized_dtype(a[0].as_storage()->dtype, fn);
@@ -541,10 +541,10 @@ struct Resolution {
       // (data, requires_grad, backward_hooks[, state])
       const auto& a = tuple_args(o, fn, in, 3, 4);
       if (!(a[2].is_none() || (a[2].is(Value::Kind::kDict) && a[2].as_dict().items.empty())))
-        throw Error(tr::kUnsupportedRebuild, fn + " with backward hooks is not supported", in.name);
+        throw Error(rules::kUnsupportedRebuild, fn + " with backward hooks is not supported", in.name);
       if (is_meta_call(a[0])) {  // a Parameter on the meta device: stays the call
         if (a.size() == 4 && !a[3].is_none() && !(a[3].is(Value::Kind::kDict) && a[3].as_dict().items.empty()))
-          throw Error(tr::kUnsupportedRebuild, fn + ": attributes on a meta Parameter are not supported", in.name);
+          throw Error(rules::kUnsupportedRebuild, fn + ": attributes on a meta Parameter are not supported", in.name);
         return std::nullopt;
       }
       const Value p = as_parameter(a[0], truthy(a[1]), fn);
@@ -742,12 +742,13 @@ struct Resolution {
     const auto cache_key = std::pair(payload.data(), payload.size());
     if (auto it = r.nested_cache.find(cache_key); it != r.nested_cache.end()) return it->second;
     if (in.nesting + 1 > in.options->limits.max_nested_files)
-      throw Error(tr::kNestingTooDeep, "_load_from_bytes payloads nested deeper than " +
+      throw Error(rules::kNestingTooDeep, "_load_from_bytes payloads nested deeper than " +
                                            std::to_string(in.options->limits.max_nested_files), in.name);
     if (in.read_nested == nullptr)
-      throw Error(rules::kInternal, "a nested file (_load_from_bytes) reached a reader given no ReadNested", in.name);
+      throw Error(tensorseal::rules::kInternal, "a nested file (_load_from_bytes) reached a reader given no ReadNested",
+                  in.name);
     const std::uint32_t index = ++r.nested_seen;
-    Input sub;
+    io::Input sub;
     sub.name = in.name + "/_load_from_bytes#" + std::to_string(index);
     sub.options = in.options;
     sub.nesting = in.nesting + 1;
@@ -758,7 +759,7 @@ struct Resolution {
     const std::string prefix = "_load_from_bytes#" + std::to_string(index) + " (" + std::string(format_name(c.format)) + ")";
     for (auto& g : c.globals) r.out->globals.push_back({g.module, g.name, g.where});
     for (auto& f : c.facts) r.out->facts.push_back({f.topic, prefix + " " + f.where, f.value});
-    r.out->facts.push_back(core::fact(torchfmt::topics::kNestedFile, prefix, std::to_string(payload.size()) + " bytes"));
+    r.out->facts.push_back(core::fact(torch::topics::kNestedFile, prefix, std::to_string(payload.size()) + " bytes"));
     r.nested_cache.emplace(cache_key, c.root);
     return c.root;
   }
@@ -810,7 +811,8 @@ Value Resolver::resolve(const Value& raw) {
   return res.visit(raw, 0);
 }
 
-Value unpickle(const Input& in, std::span<const std::byte> stream, std::uint64_t base_offset, const std::string& where,
+Value unpickle(const io::Input& in, std::span<const std::byte> stream, std::uint64_t base_offset,
+               const std::string& where,
                const std::function<Value(const Value&, std::uint64_t)>& persistent_load, Checkpoint& out,
                std::uint64_t* end, int* protocol) {
   pickle::Hooks hooks;

@@ -31,7 +31,7 @@ StorageRef parse_storage_pid(const Value& pid, bool legacy, const std::string& n
 // Context for resolving one file's pickle: where nested files (_load_from_bytes)
 // come from and where their globals/facts go.
 struct Resolver {
-  const Input* in = nullptr;
+  const io::Input* in = nullptr;
   Checkpoint* out = nullptr;
   std::uint32_t nested_seen = 0;  // _load_from_bytes payloads found so far (numbering)
   // Nested files already parsed, by payload identity (the memo-shared bytes object):
@@ -45,7 +45,8 @@ struct Resolver {
 
 // Runs the VM over a pickle stream and resolves it; globals/facts go to `out`.
 // `persistent_load` may be empty (plain pickles).
-Value unpickle(const Input& in, std::span<const std::byte> stream, std::uint64_t base_offset, const std::string& where,
+Value unpickle(const io::Input& in, std::span<const std::byte> stream, std::uint64_t base_offset,
+               const std::string& where,
                const std::function<Value(const Value&, std::uint64_t)>& persistent_load, Checkpoint& out,
                std::uint64_t* end = nullptr, int* protocol = nullptr);
 

@@ -23,9 +23,7 @@
 #include "zip/describe.h"
 #include "zip/reader.h"
 
-namespace tensorseal::detail {
-namespace tc = tensorseal::torchfmt;
-namespace tr = tensorseal::torchfmt::rules;
+namespace tensorseal::detail::torch {
 using core::fact;
 
 namespace {
@@ -39,10 +37,10 @@ std::string trim(std::string_view s) {
 // storage, e.g. a slice of a big tensor). Reported per storage key for `explain`.
 // Records torch.save writes and torch.load reads (names relative to the archive folder).
 bool is_torch_record(std::string_view name) {
-  for (auto r : {tc::kDataPkl, tc::kVersionRecord, tc::kDataVersionRecord, tc::kByteOrderRecord, tc::kFormatVersionRecord,
-                 tc::kStorageAlignmentRecord, tc::kSerializationIdRecord})
+  for (auto r : {torch::kDataPkl, torch::kVersionRecord, torch::kDataVersionRecord, torch::kByteOrderRecord, torch::kFormatVersionRecord,
+                 torch::kStorageAlignmentRecord, torch::kSerializationIdRecord})
     if (name == r) return true;
-  return name.starts_with(tc::kDataDir) && name.size() > tc::kDataDir.size() && name.find('/', tc::kDataDir.size()) == std::string_view::npos;
+  return name.starts_with(torch::kDataDir) && name.size() > torch::kDataDir.size() && name.find('/', torch::kDataDir.size()) == std::string_view::npos;
 }
 
 void add_slack_facts(const Value& root, const std::map<const Storage*, std::string>& keys, Checkpoint& c) {
@@ -59,18 +57,18 @@ void add_slack_facts(const Value& root, const std::map<const Storage*, std::stri
     auto it = used.find(s);
     const std::uint64_t reach = it == used.end() ? 0 : it->second.second - it->second.first;
     if (reach < s->size())
-      c.facts.push_back(fact(tc::topics::kStorageSlack, "storage " + key,
+      c.facts.push_back(fact(topics::kStorageSlack, "storage " + key,
                              std::to_string(s->size() - reach) + " of " + std::to_string(s->size()) + " bytes unused by any tensor"));
   }
 }
 
 }  // namespace
 
-Checkpoint read_torch_zip(const Input& in) {
+Checkpoint read_torch_zip(const io::Input& in) {
   const Limits& limits = in.options->limits;
   const auto file = in.bytes();
   zip::Archive ar = zip::read(file, in.name, limits);
-  if (ar.entries.empty()) throw Error(tr::kNoDataPkl, "empty zip archive", in.name, 0);
+  if (ar.entries.empty()) throw Error(rules::kNoDataPkl, "empty zip archive", in.name, 0);
   // torch.save under torch.serialization.skip_data() writes each storage record's size
   // but not its bytes (write_record_metadata), with 0 for its CRC-32, so that the bytes
   // can be filled in place later; torch.load never checks them. A storage record
@@ -79,7 +77,7 @@ Checkpoint read_torch_zip(const Input& in) {
   for (auto& e : ar.entries) {
     const auto at = e.name.find('/');
     if (e.crc_recorded && e.crc32 == 0 && e.size > 0 && at != std::string::npos &&
-        std::string_view(e.name).substr(at + 1).starts_with(tc::kDataDir)) {
+        std::string_view(e.name).substr(at + 1).starts_with(torch::kDataDir)) {
       e.crc_recorded = false;
       skipped += (skipped.empty() ? "" : ",") + e.name.substr(at + 1);
     }
@@ -90,18 +88,18 @@ Checkpoint read_torch_zip(const Input& in) {
   const std::string& first = ar.entries.front().name;
   const auto slash = first.find('/');
   if (slash == std::string::npos)
-    throw Error(tr::kMixedPrefix, "first entry '" + first + "' is not inside a folder", in.name, ar.entries.front().local_offset);
+    throw Error(rules::kMixedPrefix, "first entry '" + first + "' is not inside a folder", in.name, ar.entries.front().local_offset);
   const std::string prefix = first.substr(0, slash + 1);
   std::map<std::string, const zip::Entry*> records;
   for (const auto& e : ar.entries) {
     if (!e.name.starts_with(prefix))
-      throw Error(tr::kMixedPrefix, "entry '" + e.name + "' is outside the archive folder '" + prefix + "'", in.name, e.local_offset);
+      throw Error(rules::kMixedPrefix, "entry '" + e.name + "' is outside the archive folder '" + prefix + "'", in.name, e.local_offset);
     records.emplace(e.name.substr(prefix.size()), &e);
   }
   for (const auto& [name, e] : records)
-    for (auto marker : tc::kTorchScriptMarkers)
+    for (auto marker : torch::kTorchScriptMarkers)
       if (name == marker || (marker.ends_with('/') && name.starts_with(marker)))
-        throw Error(tr::kTorchScript, "TorchScript archive (has '" + name + "'): a program, not a checkpoint; refusing",
+        throw Error(rules::kTorchScript, "TorchScript archive (has '" + name + "'): a program, not a checkpoint; refusing",
                     in.name, e->local_offset);
 
   std::vector<std::byte> scratch;
@@ -114,56 +112,57 @@ Checkpoint read_torch_zip(const Input& in) {
     auto it = records.find(std::string(name));
     if (it == records.end()) return std::nullopt;
     if (it->second->size > 4096)
-      throw Error(tr::kBadVersion, "record '" + std::string(name) + "' is " + std::to_string(it->second->size) +
+      throw Error(rules::kBadVersion, "record '" + std::string(name) + "' is " + std::to_string(it->second->size) +
                                        " bytes; expected a short text", in.name, it->second->data_offset);
     return std::string(util::as_chars(record_bytes(*it->second)));
   };
 
   Checkpoint c;
   c.format = Format::kTorchZip;
-  if (!ar.crcs_recorded) c.facts.push_back(fact(tc::topics::kCrcNotRecorded, "crc32", "not recorded"));
-  else if (!skipped.empty()) c.facts.push_back(fact(tc::topics::kCrcSkipped, "crc32", skipped));
+  if (!ar.crcs_recorded) c.facts.push_back(fact(topics::kCrcNotRecorded, "crc32", "not recorded"));
+  else if (!skipped.empty()) c.facts.push_back(fact(topics::kCrcSkipped, "crc32", skipped));
   {
     std::string unexpected;
     for (const auto& [name, e] : records)
       if (!is_torch_record(name)) unexpected += (unexpected.empty() ? "" : ",") + name;
-    if (!unexpected.empty()) c.facts.push_back(fact(tc::topics::kUnexpectedRecords, "records", unexpected));
+    if (!unexpected.empty()) c.facts.push_back(fact(topics::kUnexpectedRecords, "records", unexpected));
   }
 
-  auto version = small_record(tc::kVersionRecord);
-  if (!version) version = small_record(tc::kDataVersionRecord);
-  if (!version) throw Error(tr::kBadVersion, "no 'version' or '.data/version' record", in.name, 0);
+  auto version = small_record(torch::kVersionRecord);
+  if (!version) version = small_record(torch::kDataVersionRecord);
+  if (!version) throw Error(rules::kBadVersion, "no 'version' or '.data/version' record", in.name, 0);
   {
     const std::string v = trim(*version);
     char* end = nullptr;
     const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || n < tc::kMinFileVersion || n > tc::kMaxFileVersion)
-      throw Error(tr::kBadVersion, "file version '" + v + "' is not in 1..10", in.name, records.count("version") ? records["version"]->data_offset : 0);
-    c.facts.push_back(fact(tc::topics::kFileVersion, "version", v));
+    if (v.empty() || *end != '\0' || n < torch::kMinFileVersion || n > torch::kMaxFileVersion)
+      throw Error(rules::kBadVersion, "file version '" + v + "' is not in 1..10", in.name, records.count("version") ? records["version"]->data_offset : 0);
+    c.facts.push_back(fact(topics::kFileVersion, "version", v));
   }
   bool big_endian = false;
-  if (auto bo = small_record(tc::kByteOrderRecord)) {
+  if (auto bo = small_record(torch::kByteOrderRecord)) {
     const std::string v = trim(*bo);
     if (v != "little" && v != "big")
-      throw Error(tr::kBadByteOrder, "byteorder record says '" + v + "'", in.name, records["byteorder"]->data_offset);
+      throw Error(rules::kBadByteOrder, "byteorder record says '" + v + "'", in.name,
+                  records["byteorder"]->data_offset);
     big_endian = v == "big";
-    c.facts.push_back(fact(tc::topics::kByteorder, "byteorder", v));
+    c.facts.push_back(fact(topics::kByteorder, "byteorder", v));
   } else {
-    c.facts.push_back(fact(tc::topics::kByteorder, "byteorder", "(no record)"));
+    c.facts.push_back(fact(topics::kByteorder, "byteorder", "(no record)"));
   }
-  for (auto name : {tc::kFormatVersionRecord, tc::kStorageAlignmentRecord, tc::kSerializationIdRecord}) {
+  for (auto name : {torch::kFormatVersionRecord, torch::kStorageAlignmentRecord, torch::kSerializationIdRecord}) {
     auto v = small_record(name);
-    c.facts.push_back(fact(name == tc::kSerializationIdRecord ? tc::topics::kSerializationId : tc::topics::kRecord,
+    c.facts.push_back(fact(name == torch::kSerializationIdRecord ? topics::kSerializationId : topics::kRecord,
                            std::string(name), v ? trim(*v) : "(no record)"));
   }
 
-  auto pkl = records.find(std::string(tc::kDataPkl));
-  if (pkl == records.end()) throw Error(tr::kNoDataPkl, "no '" + prefix + "data.pkl' record", in.name, 0);
+  auto pkl = records.find(std::string(torch::kDataPkl));
+  if (pkl == records.end()) throw Error(rules::kNoDataPkl, "no '" + prefix + "data.pkl' record", in.name, 0);
   const zip::Entry& pkl_entry = *pkl->second;
   // torch writes data.pkl stored; a deflated one inflates against the pickle budget
   // (refused by its declared size before anything is inflated).
-  if (pkl_entry.method != tensorseal::zip::kMethodStored && pkl_entry.size > limits.max_pickle_inflate)
-    throw Error(tensorseal::zip::rules::kEntryTooLarge,
+  if (pkl_entry.method != zip::kMethodStored && pkl_entry.size > limits.max_pickle_inflate)
+    throw Error(zip::rules::kEntryTooLarge,
                 "entry '" + pkl_entry.name + "' inflates to " + std::to_string(pkl_entry.size) + " bytes, over max_pickle_inflate (" +
                     std::to_string(limits.max_pickle_inflate) + ")",
                 in.name, pkl_entry.data_offset);
@@ -188,16 +187,16 @@ Checkpoint read_torch_zip(const Input& in) {
     torch::StorageRef ref = torch::parse_storage_pid(pid, false, in.name, offset);
     auto key = std::pair(ref.key, ref.dtype);
     if (auto it = storages.find(key); it != storages.end()) return Value(it->second);
-    auto rec = records.find(std::string(tc::kDataDir) + ref.key);
+    auto rec = records.find(std::string(torch::kDataDir) + ref.key);
     if (rec == records.end())
-      throw Error(tr::kMissingStorage, "storage '" + ref.key + "' has no record '" + prefix + "data/" + ref.key + "'", in.name, offset);
+      throw Error(rules::kMissingStorage, "storage '" + ref.key + "' has no record '" + prefix + "data/" + ref.key + "'", in.name, offset);
     const zip::Entry& e = *rec->second;
     if (e.method != 0)
-      throw Error(tr::kMissingStorage, "storage record '" + e.name + "' is compressed; torch stores them uncompressed",
+      throw Error(rules::kMissingStorage, "storage record '" + e.name + "' is compressed; torch stores them uncompressed",
                   in.name, e.local_offset);
     const std::uint64_t need = ref.nbytes();
     if (need > e.size)
-      throw Error(tr::kStorageTooSmall, "storage '" + ref.key + "' (" + std::to_string(ref.numel) + " x " + ref.type_name +
+      throw Error(rules::kStorageTooSmall, "storage '" + ref.key + "' (" + std::to_string(ref.numel) + " x " + ref.type_name +
                                             ") needs " + std::to_string(need) + " bytes but its record has " +
                                             std::to_string(e.size), in.name, e.data_offset);
     std::shared_ptr<Storage> s = in.window(e.data_offset, need);
@@ -206,7 +205,7 @@ Checkpoint read_torch_zip(const Input& in) {
     if (fresh) to_verify.push_back({&e, need, {}});
     if (big_endian) {
       if (!ref.typed)
-        throw Error(tr::kBadByteOrder, "big-endian untyped storages are not supported", in.name, e.data_offset);
+        throw Error(rules::kBadByteOrder, "big-endian untyped storages are not supported", in.name, e.data_offset);
       s = torch::swapped_copy(*s, ref.dtype);
       s->dtype = ref.dtype;
     }
@@ -214,15 +213,15 @@ Checkpoint read_torch_zip(const Input& in) {
     // the record, but may still carry its pending checksum.
     to_verify[use->second].storages.push_back(s.get());
     if (e.size > need)
-      c.facts.push_back(fact(tc::topics::kStorageSlack, "record data/" + ref.key,
+      c.facts.push_back(fact(topics::kStorageSlack, "record data/" + ref.key,
                              std::to_string(e.size - need) + " bytes past the storage's end"));
     storages.emplace(key, s);
     storage_keys.emplace(s.get(), ref.key);
     key_order.push_back(ref.key);
-    c.facts.push_back(fact(tc::topics::kStorageKey, "storage #" + std::to_string(key_order.size() - 1), ref.key));
+    c.facts.push_back(fact(topics::kStorageKey, "storage #" + std::to_string(key_order.size() - 1), ref.key));
     return Value(std::shared_ptr<const Storage>(s));
   };
-  c.root = torch::unpickle(in, pkl_bytes, pkl_entry.data_offset, std::string(tc::kDataPkl), persistent_load, c);
+  c.root = torch::unpickle(in, pkl_bytes, pkl_entry.data_offset, std::string(torch::kDataPkl), persistent_load, c);
 
   // Storage records: the bulk of the file. Verified here on every core, in 8 MiB
   // pieces combined per record (zip::verify_crcs), and each storage that is a plain
@@ -256,4 +255,4 @@ Checkpoint read_torch_zip(const Input& in) {
   return c;
 }
 
-}  // namespace tensorseal::detail
+}  // namespace tensorseal::detail::torch

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <optional>
 
-namespace tensorseal::util {
+namespace tensorseal::detail::util {
 
 inline std::optional<std::uint64_t> add(std::uint64_t a, std::uint64_t b) {
   std::uint64_t r;
@@ -27,4 +27,4 @@ inline std::optional<std::int64_t> sadd(std::int64_t a, std::int64_t b) {
   return r;
 }
 
-}  // namespace tensorseal::util
+}  // namespace tensorseal::detail::util

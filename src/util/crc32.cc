@@ -3,7 +3,7 @@
 #include <isa-l/crc.h>
 #include <zlib.h>
 
-namespace tensorseal::util {
+namespace tensorseal::detail::util {
 
 std::uint32_t crc32(std::uint32_t crc, std::span<const std::byte> data) {
   // ISA-L's gzip CRC is zip's CRC-32, chainable like zlib's; its length is 64-bit.
@@ -22,4 +22,4 @@ std::uint32_t crc32_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint6
   return static_cast<std::uint32_t>(::crc32_combine(crc_a, crc_b, static_cast<z_off_t>(len_b)));
 }
 
-}  // namespace tensorseal::util
+}  // namespace tensorseal::detail::util

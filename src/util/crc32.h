@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <span>
 
-namespace tensorseal::util {
+namespace tensorseal::detail::util {
 
 // Chainable: crc32(crc32(0, a), b) == crc32(0, a + b). ISA-L's kernels.
 std::uint32_t crc32(std::uint32_t crc, std::span<const std::byte> data);
@@ -13,4 +13,4 @@ std::uint32_t crc32(std::uint32_t crc, std::span<const std::byte> data);
 // O(log len_b) (zlib's crc32_combine).
 std::uint32_t crc32_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b);
 
-}  // namespace tensorseal::util
+}  // namespace tensorseal::detail::util

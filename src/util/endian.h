@@ -8,7 +8,7 @@
 #include <string>
 #include <bit>
 
-namespace tensorseal::util {
+namespace tensorseal::detail::util {
 
 // std::byteswap is C++23; this covers the integer sizes files use.
 template <typename T>
@@ -49,4 +49,4 @@ inline std::string_view as_chars(std::span<const std::byte> b) {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
 }
 
-}  // namespace tensorseal::util
+}  // namespace tensorseal::detail::util

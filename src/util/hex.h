@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-namespace tensorseal::util {
+namespace tensorseal::detail::util {
 
 inline constexpr char kHexDigits[] = "0123456789abcdef";
 
@@ -30,4 +30,4 @@ inline int hex_digit(char c) {
   return -1;
 }
 
-}  // namespace tensorseal::util
+}  // namespace tensorseal::detail::util

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-namespace tensorseal::util {
+namespace tensorseal::detail::util {
 
 inline unsigned resolve_threads(unsigned requested) {
   if (requested != 0) return requested;
@@ -52,4 +52,4 @@ inline void parallel_for(std::size_t n, unsigned threads, const std::function<vo
   if (err) std::rethrow_exception(err);
 }
 
-}  // namespace tensorseal::util
+}  // namespace tensorseal::detail::util

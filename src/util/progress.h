@@ -10,7 +10,7 @@
 
 #include "tensorseal/progress.h"
 
-namespace tensorseal::util {
+namespace tensorseal::detail::util {
 
 class ProgressMeter {
  public:
@@ -54,4 +54,4 @@ class ProgressMeter {
   bool called_ = false;
 };
 
-}  // namespace tensorseal::util
+}  // namespace tensorseal::detail::util

@@ -1,6 +1,6 @@
 #include "util/text.h"
 
-namespace tensorseal::util {
+namespace tensorseal::detail::util {
 
 void append_utf8(std::string& out, std::uint32_t cp) {
   if (cp < 0x80) {
@@ -72,4 +72,4 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
   return s;
 }
 
-}  // namespace tensorseal::util
+}  // namespace tensorseal::detail::util

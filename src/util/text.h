@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tensorseal::util {
+namespace tensorseal::detail::util {
 
 // Appends the UTF-8 encoding of code point `cp` (cp <= 0x10FFFF; surrogates are the
 // caller's concern).
@@ -27,4 +27,4 @@ std::string latin1_decode(std::string_view bytes);
 // The parts with `sep` between them (Python's sep.join(parts)).
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 
-}  // namespace tensorseal::util
+}  // namespace tensorseal::detail::util

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string_view>
 
-namespace tensorseal::util {
+namespace tensorseal::detail::util {
 
 // Offset of the first byte that starts an invalid sequence, or nullopt when valid.
 inline std::optional<std::size_t> first_invalid_utf8(std::string_view s) {
@@ -30,4 +30,4 @@ inline std::optional<std::size_t> first_invalid_utf8(std::string_view s) {
   return std::nullopt;
 }
 
-}  // namespace tensorseal::util
+}  // namespace tensorseal::detail::util

@@ -13,7 +13,7 @@
 #include "core/topic.h"
 #include "tensorseal/error.h"
 
-namespace tensorseal::zip {
+namespace tensorseal::detail::zip {
 
 // Signatures (little-endian u32 "PK\x03\x04" ...).
 inline constexpr std::uint32_t kLocalHeaderSig = 0x04034b50;       // "PK\3\4"
@@ -128,4 +128,4 @@ inline constexpr Topic kAll[] = {kPrefix, kRecords, kTimestamps, kDataDescriptor
                                  kExtraFields, kCompression, kZip64, kUnaccountedBytes};
 }  // namespace topics
 
-}  // namespace tensorseal::zip
+}  // namespace tensorseal::detail::zip

@@ -9,7 +9,6 @@
 namespace tensorseal::detail::zip {
 namespace {
 
-namespace topics = tensorseal::zip::topics;
 using core::fact;
 
 std::string system_name(unsigned s) {
@@ -30,8 +29,8 @@ std::string dos_datetime(std::uint16_t date, std::uint16_t time) {
 }
 
 std::string method_name(std::uint16_t method) {
-  if (method == tensorseal::zip::kMethodStored) return "stored";
-  if (method == tensorseal::zip::kMethodDeflated) return "deflated";
+  if (method == zip::kMethodStored) return "stored";
+  if (method == zip::kMethodDeflated) return "deflated";
   return std::to_string(method);
 }
 

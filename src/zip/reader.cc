@@ -31,8 +31,6 @@
 #include "zip/constants.h"
 
 namespace tensorseal::detail::zip {
-namespace z = tensorseal::zip;
-namespace zr = tensorseal::zip::rules;
 
 namespace {
 
@@ -112,21 +110,21 @@ std::vector<ExtraField> split_extra(std::string_view extra, const std::string& e
   std::vector<ExtraField> out;
   std::size_t pos = 0;
   while (pos < extra.size()) {
-    if (extra.size() - pos < z::kExtraHeaderSize)
-      throw Error(zr::kBadExtra,
+    if (extra.size() - pos < zip::kExtraHeaderSize)
+      throw Error(rules::kBadExtra,
                   "entry " + entry + ": " + which + " extra field has " + num(extra.size() - pos) +
                       " stray bytes at its end (a field header needs 4)",
                   file, at + pos);
     const auto* p = reinterpret_cast<const std::byte*>(extra.data() + pos);
     const u16 id = util::load_le<u16>(p);
     const u16 len = util::load_le<u16>(p + 2);
-    if (len > extra.size() - pos - z::kExtraHeaderSize)
-      throw Error(zr::kBadExtra,
+    if (len > extra.size() - pos - zip::kExtraHeaderSize)
+      throw Error(rules::kBadExtra,
                   "entry " + entry + ": " + which + " extra field " + hex(id) + " claims " + num(len) +
-                      " bytes, only " + num(extra.size() - pos - z::kExtraHeaderSize) + " remain",
+                      " bytes, only " + num(extra.size() - pos - zip::kExtraHeaderSize) + " remain",
                   file, at + pos);
-    out.push_back({id, pos + z::kExtraHeaderSize, len});
-    pos += z::kExtraHeaderSize + len;
+    out.push_back({id, pos + zip::kExtraHeaderSize, len});
+    pos += zip::kExtraHeaderSize + len;
   }
   return out;
 }
@@ -138,21 +136,21 @@ const ExtraField* find_field(const std::vector<ExtraField>& fields, u16 id) {
 }
 
 u64 Parser::find_eocd() {
-  if (size_ < z::kEocdSize)
-    fail(zr::kNoEocd,
+  if (size_ < zip::kEocdSize)
+    fail(rules::kNoEocd,
          "file of " + num(size_) + " bytes is too small to hold an end-of-central-directory record (22 bytes)", 0);
-  const u64 lowest = size_ > z::kEocdSearchSpan ? size_ - z::kEocdSearchSpan : 0;
+  const u64 lowest = size_ > zip::kEocdSearchSpan ? size_ - zip::kEocdSearchSpan : 0;
   // torch (miniz) and Python's zipfile take the last signature in the file; the record
   // whose comment ends exactly at the end of the file is the only well-formed one. When
   // they are not the same record, loaders disagree on the directory: refused.
   std::optional<u64> misfit, last;
-  for (u64 pos = size_ - z::kEocdSize + 1; pos-- > lowest;) {
-    if (le32(pos) != z::kEocdSig) continue;
+  for (u64 pos = size_ - zip::kEocdSize + 1; pos-- > lowest;) {
+    if (le32(pos) != zip::kEocdSig) continue;
     if (!last) last = pos;
     const u16 comment_len = le16(pos + 20);
-    if (pos + z::kEocdSize + comment_len == size_) {
+    if (pos + zip::kEocdSize + comment_len == size_) {
       if (*last != pos)
-        fail(zr::kAmbiguousEocd,
+        fail(rules::kAmbiguousEocd,
              "two end-of-central-directory records: the one at " + num(pos) +
                  " spans to the end of the file, but torch and Python's zipfile read the last signature, at " + num(*last),
              *last);
@@ -161,11 +159,11 @@ u64 Parser::find_eocd() {
     if (!misfit) misfit = pos;
   }
   if (misfit)
-    fail(zr::kBadEocd,
+    fail(rules::kBadEocd,
          "end-of-central-directory record declares a " + num(le16(*misfit + 20)) + "-byte comment but " +
-             num(size_ - *misfit - z::kEocdSize) + " bytes follow it",
+             num(size_ - *misfit - zip::kEocdSize) + " bytes follow it",
          *misfit);
-  fail(zr::kNoEocd, "no end-of-central-directory signature (PK\\5\\6) in the last " + num(size_ - lowest) + " bytes",
+  fail(rules::kNoEocd, "no end-of-central-directory signature (PK\\5\\6) in the last " + num(size_ - lowest) + " bytes",
        lowest);
 }
 
@@ -175,79 +173,79 @@ void Parser::read_end_records(Archive& a) {
   const u16 disk = le16(e + 4), cd_disk = le16(e + 6), n_disk = le16(e + 8), n = le16(e + 10);
   const u32 cd_size = le32(e + 12), cd_off = le32(e + 16);
   const u16 comment_len = le16(e + 20);
-  a.comment = bytes(e + z::kEocdSize, comment_len);
+  a.comment = bytes(e + zip::kEocdSize, comment_len);
 
   u64 entries = n, central_size = cd_size, central_offset = cd_off;
   u64 central_end_expected = e;  // the central directory is followed by the end records
 
-  const bool has_locator = e >= z::kZip64LocatorSize && le32(e - z::kZip64LocatorSize) == z::kZip64LocatorSig;
+  const bool has_locator = e >= zip::kZip64LocatorSize && le32(e - zip::kZip64LocatorSize) == zip::kZip64LocatorSig;
   if (has_locator) {
-    const u64 loc = e - z::kZip64LocatorSize;
+    const u64 loc = e - zip::kZip64LocatorSize;
     const u32 loc_disk = le32(loc + 4);
     const u64 rec = le64(loc + 8);
     const u32 total_disks = le32(loc + 16);
     if (loc_disk != 0 || total_disks > 1)
-      fail(zr::kMultiDisk,
+      fail(rules::kMultiDisk,
            "zip64 locator names disk " + num(loc_disk) + " of " + num(total_disks) + "; multi-disk archives are not supported",
            loc);
-    if (rec > loc || loc - rec < z::kZip64EocdSize)
-      fail(zr::kBadZip64Locator,
+    if (rec > loc || loc - rec < zip::kZip64EocdSize)
+      fail(rules::kBadZip64Locator,
            "zip64 locator points at " + num(rec) + ", which leaves no room for the 56-byte zip64 end record before the locator at " +
                num(loc),
            loc);
-    if (le32(rec) != z::kZip64EocdSig)
-      fail(zr::kBadZip64Eocd, "no zip64 end-of-central-directory signature (PK\\6\\6) at " + num(rec) + " (found " + hex(le32(rec)) + ")",
+    if (le32(rec) != zip::kZip64EocdSig)
+      fail(rules::kBadZip64Eocd, "no zip64 end-of-central-directory signature (PK\\6\\6) at " + num(rec) + " (found " + hex(le32(rec)) + ")",
            rec);
     const u64 rec_size = le64(rec + 4);
-    if (rec_size < z::kZip64EocdRecordSizeField || rec_size != loc - rec - 12)
-      fail(zr::kBadZip64Eocd,
+    if (rec_size < zip::kZip64EocdRecordSizeField || rec_size != loc - rec - 12)
+      fail(rules::kBadZip64Eocd,
            "zip64 end record at " + num(rec) + " declares " + num(rec_size) + " bytes, but " + num(loc - rec - 12) +
                " lie between it and the locator",
            rec + 4);
     const u32 z_disk = le32(rec + 16), z_cd_disk = le32(rec + 20);
     const u64 z_n_disk = le64(rec + 24), z_n = le64(rec + 32), z_cd_size = le64(rec + 40), z_cd_off = le64(rec + 48);
     if (z_disk != 0 || z_cd_disk != 0)
-      fail(zr::kMultiDisk, "zip64 end record names disk " + num(z_disk) + " / central directory disk " + num(z_cd_disk), rec + 16);
+      fail(rules::kMultiDisk, "zip64 end record names disk " + num(z_disk) + " / central directory disk " + num(z_cd_disk), rec + 16);
     if (z_n_disk != z_n)
-      fail(zr::kBadZip64Eocd, "zip64 end record: " + num(z_n_disk) + " entries on this disk but " + num(z_n) + " in total", rec + 24);
+      fail(rules::kBadZip64Eocd, "zip64 end record: " + num(z_n_disk) + " entries on this disk but " + num(z_n) + " in total", rec + 24);
     // Each classic field is either saturated ("see zip64") or equal to the zip64 value.
     auto merge = [&](u64 classic, u64 sentinel, u64 wide, const char* what, u64 at) {
       if (classic != sentinel && classic != wide)
-        fail(zr::kZip64Mismatch,
+        fail(rules::kZip64Mismatch,
              std::string("end-of-central-directory ") + what + " is " + num(classic) + ", the zip64 end record says " + num(wide),
              at);
       return wide;
     };
-    if (!(disk == 0 || disk == z::kSentinel16) || !(cd_disk == 0 || cd_disk == z::kSentinel16))
-      fail(zr::kMultiDisk, "end-of-central-directory names disk " + num(disk) + " / " + num(cd_disk), e + 4);
-    if (n_disk != n) fail(zr::kBadEocd, "end-of-central-directory: " + num(n_disk) + " entries on this disk but " + num(n) + " in total", e + 8);
-    entries = merge(n, z::kSentinel16, z_n, "entry count", e + 10);
-    central_size = merge(cd_size, z::kSentinel32, z_cd_size, "central directory size", e + 12);
-    central_offset = merge(cd_off, z::kSentinel32, z_cd_off, "central directory offset", e + 16);
+    if (!(disk == 0 || disk == zip::kSentinel16) || !(cd_disk == 0 || cd_disk == zip::kSentinel16))
+      fail(rules::kMultiDisk, "end-of-central-directory names disk " + num(disk) + " / " + num(cd_disk), e + 4);
+    if (n_disk != n) fail(rules::kBadEocd, "end-of-central-directory: " + num(n_disk) + " entries on this disk but " + num(n) + " in total", e + 8);
+    entries = merge(n, zip::kSentinel16, z_n, "entry count", e + 10);
+    central_size = merge(cd_size, zip::kSentinel32, z_cd_size, "central directory size", e + 12);
+    central_offset = merge(cd_off, zip::kSentinel32, z_cd_off, "central directory offset", e + 16);
     central_end_expected = rec;
     a.zip64 = true;
   } else {
     if (disk != 0 || cd_disk != 0)
-      fail(zr::kMultiDisk, "end-of-central-directory names disk " + num(disk) + " / " + num(cd_disk) + "; multi-disk archives are not supported",
+      fail(rules::kMultiDisk, "end-of-central-directory names disk " + num(disk) + " / " + num(cd_disk) + "; multi-disk archives are not supported",
            e + 4);
-    if (n_disk != n) fail(zr::kBadEocd, "end-of-central-directory: " + num(n_disk) + " entries on this disk but " + num(n) + " in total", e + 8);
+    if (n_disk != n) fail(rules::kBadEocd, "end-of-central-directory: " + num(n_disk) + " entries on this disk but " + num(n) + " in total", e + 8);
   }
 
   if (!inside(central_offset, central_size))
-    fail(zr::kCentralOutside,
+    fail(rules::kCentralOutside,
          "central directory of " + num(central_size) + " bytes at " + num(central_offset) + " lies outside the file (" + num(size_) +
              " bytes)",
          a.zip64 ? central_end_expected : e);
   if (central_offset + central_size != central_end_expected)
-    fail(zr::kCentralPosition,
+    fail(rules::kCentralPosition,
          "central directory at " + num(central_offset) + " of " + num(central_size) + " bytes ends at " +
              num(central_offset + central_size) + ", but the end records start at " + num(central_end_expected),
          central_offset);
   if (entries > limits_.max_entries)
-    fail(zr::kTooManyEntries, num(entries) + " entries exceed the limit of " + num(limits_.max_entries), e + 10);
-  auto min_size = util::mul(entries, z::kCentralHeaderSize);
+    fail(rules::kTooManyEntries, num(entries) + " entries exceed the limit of " + num(limits_.max_entries), e + 10);
+  auto min_size = util::mul(entries, zip::kCentralHeaderSize);
   if (!min_size || *min_size > central_size)
-    fail(zr::kCentralSize,
+    fail(rules::kCentralSize,
          num(entries) + " entries need at least " + (min_size ? num(*min_size) : std::string("2^64")) +
              " bytes of central directory, it has " + num(central_size),
          central_offset);
@@ -262,10 +260,10 @@ void Parser::read_central(Archive& a, u64 count) {
   a.entries.reserve(count);
   for (u64 i = 0; i < count; ++i) {
     const std::string which = "#" + num(i);
-    if (end - pos < z::kCentralHeaderSize)
-      fail(zr::kCentralSize, "central directory ends inside the header of entry " + which, pos);
-    if (le32(pos) != z::kCentralHeaderSig)
-      fail(zr::kBadCentralHeader, "entry " + which + ": no central header signature (PK\\1\\2) at " + num(pos) + " (found " + hex(le32(pos)) + ")",
+    if (end - pos < zip::kCentralHeaderSize)
+      fail(rules::kCentralSize, "central directory ends inside the header of entry " + which, pos);
+    if (le32(pos) != zip::kCentralHeaderSig)
+      fail(rules::kBadCentralHeader, "entry " + which + ": no central header signature (PK\\1\\2) at " + num(pos) + " (found " + hex(le32(pos)) + ")",
            pos);
     Entry e;
     e.version_made_by = le16(pos + 4);
@@ -279,32 +277,32 @@ void Parser::read_central(Archive& a, u64 count) {
     const u16 disk_start = le16(pos + 34);
     const u32 local = le32(pos + 42);
     const u64 var = u64{name_len} + extra_len + comment_len;
-    if (end - pos - z::kCentralHeaderSize < var)
-      fail(zr::kCentralSize, "entry " + which + ": name, extra field and comment (" + num(var) + " bytes) run past the central directory",
+    if (end - pos - zip::kCentralHeaderSize < var)
+      fail(rules::kCentralSize, "entry " + which + ": name, extra field and comment (" + num(var) + " bytes) run past the central directory",
            pos);
-    e.name = bytes(pos + z::kCentralHeaderSize, name_len);
+    e.name = bytes(pos + zip::kCentralHeaderSize, name_len);
     const std::string shown = show(e.name);
-    if (name_len == 0) fail(zr::kBadName, "entry " + which + " has an empty name", pos + 28);
-    if (name_len > z::kMaxNameLength)
-      fail(zr::kBadName, "entry " + which + ": name of " + num(name_len) + " bytes exceeds " + num(z::kMaxNameLength), pos + 28);
+    if (name_len == 0) fail(rules::kBadName, "entry " + which + " has an empty name", pos + 28);
+    if (name_len > zip::kMaxNameLength)
+      fail(rules::kBadName, "entry " + which + ": name of " + num(name_len) + " bytes exceeds " + num(zip::kMaxNameLength), pos + 28);
     if (auto nul = e.name.find('\0'); nul != std::string::npos)
-      fail(zr::kBadName, "entry " + shown + ": name contains a NUL byte", pos + z::kCentralHeaderSize + nul);
-    const u64 extra_at = pos + z::kCentralHeaderSize + name_len;
+      fail(rules::kBadName, "entry " + shown + ": name contains a NUL byte", pos + zip::kCentralHeaderSize + nul);
+    const u64 extra_at = pos + zip::kCentralHeaderSize + name_len;
     e.central_extra = bytes(extra_at, extra_len);
 
     e.size = usize;
     e.compressed_size = csize;
     e.local_offset = local;
-    const bool need_u = usize == z::kSentinel32, need_c = csize == z::kSentinel32, need_o = local == z::kSentinel32,
-               need_d = disk_start == z::kSentinel16;
+    const bool need_u = usize == zip::kSentinel32, need_c = csize == zip::kSentinel32, need_o = local == zip::kSentinel32,
+               need_d = disk_start == zip::kSentinel16;
     const auto fields = split_extra(e.central_extra, shown, "central", name_, extra_at);
     if (need_u || need_c || need_o || need_d) {
-      const ExtraField* z64 = find_field(fields, z::kZip64ExtraId);
+      const ExtraField* z64 = find_field(fields, zip::kZip64ExtraId);
       if (z64 == nullptr)
-        fail(zr::kBadZip64Extra, "entry " + shown + ": central record has 0xFFFFFFFF fields but no zip64 extra field", pos);
+        fail(rules::kBadZip64Extra, "entry " + shown + ": central record has 0xFFFFFFFF fields but no zip64 extra field", pos);
       const u64 need = (need_u ? 8 : 0) + (need_c ? 8 : 0) + (need_o ? 8 : 0) + (need_d ? 4 : 0);
       if (z64->size < need)
-        fail(zr::kBadZip64Extra,
+        fail(rules::kBadZip64Extra,
              "entry " + shown + ": zip64 extra field has " + num(z64->size) + " bytes, the saturated fields need " + num(need),
              extra_at + z64->offset);
       const u64 base = extra_at + z64->offset;
@@ -314,84 +312,84 @@ void Parser::read_central(Archive& a, u64 count) {
       if (need_o) e.local_offset = le64(base + at), at += 8;
     }
     if (disk_start != 0 && !need_d)
-      fail(zr::kMultiDisk, "entry " + shown + " starts on disk " + num(disk_start), pos + 34);
-    if (e.flags & (z::kFlagEncrypted | z::kFlagStrongEncryption))
-      fail(zr::kEncrypted, "entry " + shown + " is encrypted (flags " + hex(e.flags) + ")", pos + 8);
-    if (e.method != z::kMethodStored && e.method != z::kMethodDeflated)
-      fail(zr::kUnsupportedMethod,
+      fail(rules::kMultiDisk, "entry " + shown + " starts on disk " + num(disk_start), pos + 34);
+    if (e.flags & (zip::kFlagEncrypted | zip::kFlagStrongEncryption))
+      fail(rules::kEncrypted, "entry " + shown + " is encrypted (flags " + hex(e.flags) + ")", pos + 8);
+    if (e.method != zip::kMethodStored && e.method != zip::kMethodDeflated)
+      fail(rules::kUnsupportedMethod,
            "entry " + shown + " uses compression method " + num(e.method) + " (only 0 stored and 8 deflate are supported)", pos + 10);
-    if (e.method == z::kMethodStored && e.size != e.compressed_size)
-      fail(zr::kStoredSize,
+    if (e.method == zip::kMethodStored && e.size != e.compressed_size)
+      fail(rules::kStoredSize,
            "stored entry " + shown + " has compressed size " + num(e.compressed_size) + " but size " + num(e.size), pos + 20);
     a.entries.push_back(std::move(e));
-    pos += z::kCentralHeaderSize + var;
+    pos += zip::kCentralHeaderSize + var;
   }
   if (pos != end)
-    fail(zr::kCentralSize,
+    fail(rules::kCentralSize,
          num(count) + " entries use " + num(pos - a.central_offset) + " bytes, the central directory has " + num(a.central_size), pos);
 }
 
 void Parser::read_local(Entry& e, std::size_t index) {
   const std::string shown = show(e.name);
   const u64 lo = e.local_offset;
-  if (!inside(lo, z::kLocalHeaderSize))
-    fail(zr::kLocalMissing, "entry " + shown + ": local header at " + num(lo) + " runs past the end of the file (" + num(size_) + " bytes)",
+  if (!inside(lo, zip::kLocalHeaderSize))
+    fail(rules::kLocalMissing, "entry " + shown + ": local header at " + num(lo) + " runs past the end of the file (" + num(size_) + " bytes)",
          std::min(lo, size_));
-  if (le32(lo) != z::kLocalHeaderSig)
-    fail(zr::kLocalMissing, "entry " + shown + ": no local header signature (PK\\3\\4) at " + num(lo) + " (found " + hex(le32(lo)) + ")", lo);
+  if (le32(lo) != zip::kLocalHeaderSig)
+    fail(rules::kLocalMissing, "entry " + shown + ": no local header signature (PK\\3\\4) at " + num(lo) + " (found " + hex(le32(lo)) + ")", lo);
   const u16 flags = le16(lo + 6), method = le16(lo + 8);
   const u32 crc = le32(lo + 14), csize = le32(lo + 18), usize = le32(lo + 22);
   const u16 name_len = le16(lo + 26), extra_len = le16(lo + 28);
-  if (!inside(lo + z::kLocalHeaderSize, u64{name_len} + extra_len))
-    fail(zr::kDataPastEnd, "entry " + shown + ": local header name and extra field run past the end of the file", lo + 26);
-  const std::string local_name = bytes(lo + z::kLocalHeaderSize, name_len);
+  if (!inside(lo + zip::kLocalHeaderSize, u64{name_len} + extra_len))
+    fail(rules::kDataPastEnd, "entry " + shown + ": local header name and extra field run past the end of the file", lo + 26);
+  const std::string local_name = bytes(lo + zip::kLocalHeaderSize, name_len);
   if (local_name != e.name)
-    fail(zr::kLocalMismatch, "entry #" + num(index) + ": central directory names it " + shown + ", local header " + show(local_name),
-         lo + z::kLocalHeaderSize);
+    fail(rules::kLocalMismatch, "entry #" + num(index) + ": central directory names it " + shown + ", local header " + show(local_name),
+         lo + zip::kLocalHeaderSize);
   if (method != e.method)
-    fail(zr::kLocalMismatch,
+    fail(rules::kLocalMismatch,
          "entry " + shown + ": method " + num(method) + " in the local header, " + num(e.method) + " in the central directory", lo + 8);
-  if (flags & (z::kFlagEncrypted | z::kFlagStrongEncryption))
-    fail(zr::kEncrypted, "entry " + shown + " is encrypted (local flags " + hex(flags) + ")", lo + 6);
-  if ((flags & z::kFlagDataDescriptor) != (e.flags & z::kFlagDataDescriptor))
-    fail(zr::kLocalMismatch,
+  if (flags & (zip::kFlagEncrypted | zip::kFlagStrongEncryption))
+    fail(rules::kEncrypted, "entry " + shown + " is encrypted (local flags " + hex(flags) + ")", lo + 6);
+  if ((flags & zip::kFlagDataDescriptor) != (e.flags & zip::kFlagDataDescriptor))
+    fail(rules::kLocalMismatch,
          "entry " + shown + ": flags " + hex(flags) + " in the local header, " + hex(e.flags) +
              " in the central directory (data descriptor bit differs)",
          lo + 6);
   e.flags = flags;
-  e.has_data_descriptor = (flags & z::kFlagDataDescriptor) != 0;
-  const u64 extra_at = lo + z::kLocalHeaderSize + name_len;
+  e.has_data_descriptor = (flags & zip::kFlagDataDescriptor) != 0;
+  const u64 extra_at = lo + zip::kLocalHeaderSize + name_len;
   e.local_extra = bytes(extra_at, extra_len);
   const auto fields = split_extra(e.local_extra, shown, "local", name_, extra_at);
-  const ExtraField* z64 = find_field(fields, z::kZip64ExtraId);
+  const ExtraField* z64 = find_field(fields, zip::kZip64ExtraId);
   e.data_offset = extra_at + extra_len;
 
   if (!e.has_data_descriptor) {
     u64 local_u = usize, local_c = csize;
-    if (usize == z::kSentinel32 || csize == z::kSentinel32) {
+    if (usize == zip::kSentinel32 || csize == zip::kSentinel32) {
       // APPNOTE 4.5.3: in a local header the zip64 field holds both sizes.
       if (z64 == nullptr || z64->size < 16)
-        fail(zr::kBadZip64Extra, "entry " + shown + ": local header sizes are 0xFFFFFFFF but there is no zip64 extra field with both sizes",
+        fail(rules::kBadZip64Extra, "entry " + shown + ": local header sizes are 0xFFFFFFFF but there is no zip64 extra field with both sizes",
              lo + 18);
       const u64 base = extra_at + z64->offset;
-      if (usize == z::kSentinel32) local_u = le64(base);
-      if (csize == z::kSentinel32) local_c = le64(base + 8);
+      if (usize == zip::kSentinel32) local_u = le64(base);
+      if (csize == zip::kSentinel32) local_c = le64(base + 8);
     }
     if (crc != e.crc32)
-      fail(zr::kLocalMismatch, "entry " + shown + ": CRC32 " + hex(crc) + " in the local header, " + hex(e.crc32) + " in the central directory",
+      fail(rules::kLocalMismatch, "entry " + shown + ": CRC32 " + hex(crc) + " in the local header, " + hex(e.crc32) + " in the central directory",
            lo + 14);
     if (local_c != e.compressed_size)
-      fail(zr::kLocalMismatch,
+      fail(rules::kLocalMismatch,
            "entry " + shown + ": compressed size " + num(local_c) + " in the local header, " + num(e.compressed_size) +
                " in the central directory",
            lo + 18);
     if (local_u != e.size)
-      fail(zr::kLocalMismatch,
+      fail(rules::kLocalMismatch,
            "entry " + shown + ": size " + num(local_u) + " in the local header, " + num(e.size) + " in the central directory", lo + 22);
   }
 
   if (!inside(e.data_offset, e.compressed_size))
-    fail(zr::kDataPastEnd,
+    fail(rules::kDataPastEnd,
          "entry " + shown + ": " + num(e.compressed_size) + " bytes of data at " + num(e.data_offset) + " run past the end of the file (" +
              num(size_) + " bytes)",
          e.data_offset);
@@ -401,23 +399,23 @@ void Parser::read_local(Entry& e, std::size_t index) {
     // Sizes are 8 bytes when the local header carries a zip64 field (APPNOTE 4.3.9.1;
     // what miniz, i.e. torch, and python's zipfile do).
     const u64 width = z64 != nullptr ? 8 : 4;
-    const bool has_sig = inside(data_end, 4) && le32(data_end) == z::kDescriptorSig;
+    const bool has_sig = inside(data_end, 4) && le32(data_end) == zip::kDescriptorSig;
     const u64 total = (has_sig ? 4 : 0) + 4 + 2 * width;
     if (!inside(data_end, total))
-      fail(zr::kBadDescriptor, "entry " + shown + ": data descriptor of " + num(total) + " bytes at " + num(data_end) + " runs past the end of the file",
+      fail(rules::kBadDescriptor, "entry " + shown + ": data descriptor of " + num(total) + " bytes at " + num(data_end) + " runs past the end of the file",
            data_end);
     const u64 p = data_end + (has_sig ? 4 : 0);
     const u32 d_crc = le32(p);
     const u64 d_c = width == 8 ? le64(p + 4) : le32(p + 4);
     const u64 d_u = width == 8 ? le64(p + 12) : le32(p + 8);
     if (d_crc != e.crc32)
-      fail(zr::kBadDescriptor, "entry " + shown + ": CRC32 " + hex(d_crc) + " in the data descriptor, " + hex(e.crc32) + " in the central directory", p);
+      fail(rules::kBadDescriptor, "entry " + shown + ": CRC32 " + hex(d_crc) + " in the data descriptor, " + hex(e.crc32) + " in the central directory", p);
     if (d_c != e.compressed_size)
-      fail(zr::kBadDescriptor,
+      fail(rules::kBadDescriptor,
            "entry " + shown + ": compressed size " + num(d_c) + " in the data descriptor, " + num(e.compressed_size) + " in the central directory",
            p + 4);
     if (d_u != e.size)
-      fail(zr::kBadDescriptor,
+      fail(rules::kBadDescriptor,
            "entry " + shown + ": size " + num(d_u) + " in the data descriptor, " + num(e.size) + " in the central directory", p + 4 + width);
     e.descriptor_size = total;
     e.end_offset = data_end + total;
@@ -435,7 +433,7 @@ void Parser::check_layout(Archive& a) {
     if (i == 0) a.prefix_size = e.local_offset;
     gaps += e.local_offset - cursor;  // local_offset >= cursor, checked below for i > 0
     if (i + 1 < order.size() && e.end_offset > order[i + 1]->local_offset)
-      fail(zr::kOverlap,
+      fail(rules::kOverlap,
            "entry " + show(e.name) + " [" + num(e.local_offset) + ", " + num(e.end_offset) + ") overlaps entry " + show(order[i + 1]->name) +
                " at " + num(order[i + 1]->local_offset),
            order[i + 1]->local_offset);
@@ -443,7 +441,7 @@ void Parser::check_layout(Archive& a) {
   }
   if (order.empty()) a.prefix_size = a.central_offset;
   if (cursor > a.central_offset)
-    fail(zr::kOverlap,
+    fail(rules::kOverlap,
          "entry " + show(order.back()->name) + " ends at " + num(cursor) + ", inside the central directory at " + num(a.central_offset),
          a.central_offset);
   gaps += a.central_offset - cursor;
@@ -457,7 +455,8 @@ Archive Parser::run() {
   names.reserve(a.entries.size());
   for (const auto& e : a.entries)
     if (!names.insert(e.name).second)
-      fail(zr::kDuplicateName, "entry " + show(e.name) + " appears twice in the central directory", a.central_offset);
+      fail(rules::kDuplicateName, "entry " + show(e.name) + " appears twice in the central directory",
+           a.central_offset);
   for (std::size_t i = 0; i < a.entries.size(); ++i) read_local(a.entries[i], i);
   check_layout(a);
   // torch.save with set_crc32_options(False) writes 0 in every record's CRC field.
@@ -480,23 +479,23 @@ Archive read(std::span<const std::byte> file, const std::string& name, const Lim
 std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const Entry& e, std::vector<std::byte>& scratch,
                                        const std::string& name, const Limits& limits) {
   if (e.data_offset > file.size() || e.compressed_size > file.size() - e.data_offset)
-    throw Error(zr::kDataPastEnd, "entry " + show(e.name) + ": data runs past the end of the file", name, e.data_offset);
+    throw Error(rules::kDataPastEnd, "entry " + show(e.name) + ": data runs past the end of the file", name, e.data_offset);
   const auto raw = file.subspan(e.data_offset, e.compressed_size);
-  if (e.method == z::kMethodStored) {
+  if (e.method == zip::kMethodStored) {
     if (e.size != e.compressed_size)
-      throw Error(zr::kStoredSize, "stored entry " + show(e.name) + " has compressed size " + num(e.compressed_size) + " but size " + num(e.size),
+      throw Error(rules::kStoredSize, "stored entry " + show(e.name) + " has compressed size " + num(e.compressed_size) + " but size " + num(e.size),
                   name, e.data_offset);
     return raw;
   }
-  if (e.method != z::kMethodDeflated)
-    throw Error(zr::kUnsupportedMethod, "entry " + show(e.name) + " uses compression method " + num(e.method), name, e.local_offset + 8);
+  if (e.method != zip::kMethodDeflated)
+    throw Error(rules::kUnsupportedMethod, "entry " + show(e.name) + " uses compression method " + num(e.method), name, e.local_offset + 8);
   if (e.size > limits.max_alloc)
-    throw Error(zr::kEntryTooLarge,
+    throw Error(rules::kEntryTooLarge,
                 "entry " + show(e.name) + " inflates to " + num(e.size) + " bytes, over the allocation limit of " + num(limits.max_alloc),
                 name, e.data_offset);
-  const auto bound = util::mul(e.compressed_size, z::kMaxDeflateRatio);
+  const auto bound = util::mul(e.compressed_size, zip::kMaxDeflateRatio);
   if (bound && e.size > *bound)
-    throw Error(zr::kDeflateRatio,
+    throw Error(rules::kDeflateRatio,
                 "entry " + show(e.name) + " claims " + num(e.size) + " bytes from " + num(e.compressed_size) +
                     " compressed bytes, more than deflate can expand (1032:1)",
                 name, e.data_offset);
@@ -506,15 +505,16 @@ std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const En
   std::size_t in_used = 0, out_used = 0;
   const auto r = libdeflate_deflate_decompress_ex(d.get(), raw.data(), raw.size(), scratch.data(), scratch.size(), &in_used, &out_used);
   if (r == LIBDEFLATE_INSUFFICIENT_SPACE)
-    throw Error(zr::kInflateFailed, "entry " + show(e.name) + " inflates to more than the declared " + num(e.size) + " bytes", name,
+    throw Error(rules::kInflateFailed, "entry " + show(e.name) + " inflates to more than the declared " + num(e.size) + " bytes", name,
                 e.data_offset);
   if (r != LIBDEFLATE_SUCCESS)
-    throw Error(zr::kInflateFailed, "entry " + show(e.name) + ": the deflate stream is invalid", name, e.data_offset);
+    throw Error(rules::kInflateFailed, "entry " + show(e.name) + ": the deflate stream is invalid", name,
+                e.data_offset);
   if (out_used != e.size)
-    throw Error(zr::kInflateFailed, "entry " + show(e.name) + " inflates to " + num(out_used) + " bytes, the central directory says " + num(e.size),
+    throw Error(rules::kInflateFailed, "entry " + show(e.name) + " inflates to " + num(out_used) + " bytes, the central directory says " + num(e.size),
                 name, e.data_offset);
   if (in_used != e.compressed_size)
-    throw Error(zr::kInflateFailed,
+    throw Error(rules::kInflateFailed,
                 "entry " + show(e.name) + ": the deflate stream ends after " + num(in_used) + " of " + num(e.compressed_size) + " bytes",
                 name, e.data_offset + in_used);
   return {scratch.data(), scratch.size()};
@@ -540,7 +540,7 @@ void refuse_case_collision(const Archive& a, const std::string& name) {
   const auto clash = find_case_collision(a);
   if (!clash) return;
   const Entry &x = a.entries[clash->first], &y = a.entries[clash->second];
-  throw Error(zr::kCaseCollision,
+  throw Error(rules::kCaseCollision,
               "entries " + show(x.name) + " and " + show(y.name) +
                   " differ only in case; torch looks names up ignoring case, so either could be the record it loads",
               name, y.local_offset);
@@ -549,7 +549,7 @@ void refuse_case_collision(const Archive& a, const std::string& name) {
 void check_crc(const Entry& e, std::uint32_t got, const std::string& name) {
   if (!e.crc_recorded) return;
   if (got != e.crc32)
-    throw Error(zr::kCrcMismatch, "entry " + show(e.name) + ": CRC32 of the data is " + hex(got) + ", the archive says " + hex(e.crc32), name,
+    throw Error(rules::kCrcMismatch, "entry " + show(e.name) + ": CRC32 of the data is " + hex(got) + ", the archive says " + hex(e.crc32), name,
                 e.data_offset);
 }
 

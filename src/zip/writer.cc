@@ -17,8 +17,6 @@
 #include "zip/reader.h"
 
 namespace tensorseal::detail::zip {
-namespace z = tensorseal::zip;
-namespace zr = tensorseal::zip::rules;
 
 namespace {
 
@@ -41,7 +39,7 @@ constexpr u16 kZip64Needed = 45;
 void put16(std::string& s, u16 v) { util::append_le<u16>(s, v); }
 void put32(std::string& s, u32 v) { util::append_le<u32>(s, v); }
 void put64(std::string& s, u64 v) { util::append_le<u64>(s, v); }
-u32 sat32(u64 v) { return v >= kMinizLimit ? z::kSentinel32 : static_cast<u32>(v); }
+u32 sat32(u64 v) { return v >= kMinizLimit ? zip::kSentinel32 : static_cast<u32>(v); }
 
 bool is_ascii(std::string_view s) {
   for (char c : s)
@@ -49,39 +47,39 @@ bool is_ascii(std::string_view s) {
   return true;
 }
 
-[[noreturn]] void misuse(std::string what) { throw Error(zr::kWriterMisuse, std::move(what)); }
+[[noreturn]] void misuse(std::string what) { throw Error(rules::kWriterMisuse, std::move(what)); }
 
 }  // namespace
 
-Writer::Writer(Sink& sink, Profile profile, std::uint32_t alignment)
+Writer::Writer(io::Sink& sink, Profile profile, std::uint32_t alignment)
     : sink_(sink), profile_(profile), alignment_(alignment), base_(sink.position()) {
   // The padding (< alignment) plus a zip64 field (<= 28) and the "FB" header must fit
   // the u16 extra length.
   if (profile_ == Profile::kTorch && (alignment_ == 0 || alignment_ > 32768))
-    throw Error(zr::kWriterMisuse, "alignment " + std::to_string(alignment_) + " must be in 1..32768");
+    throw Error(rules::kWriterMisuse, "alignment " + std::to_string(alignment_) + " must be in 1..32768");
 }
 
 void Writer::begin_record(std::string name, std::uint64_t size, std::optional<std::uint32_t> crc) {
   if (open_ || finished_) misuse("begin_record while a record is open or after finish");
-  if (name.empty() || name.size() > z::kMaxNameLength || name.find('\0') != std::string::npos || name[0] == '/')
-    throw Error(zr::kWriterName, "record name of " + std::to_string(name.size()) + " bytes is not a valid zip name");
+  if (name.empty() || name.size() > zip::kMaxNameLength || name.find('\0') != std::string::npos || name[0] == '/')
+    throw Error(rules::kWriterName, "record name of " + std::to_string(name.size()) + " bytes is not a valid zip name");
   if (profile_ == Profile::kNumpy && !crc) misuse("the numpy profile needs the record's CRC32 up front");
   const u64 offset = sink_.position() - base_;
   std::string h;
-  h.reserve(z::kLocalHeaderSize + name.size() + 64);
+  h.reserve(zip::kLocalHeaderSize + name.size() + 64);
   u16 flags = 0;
   if (profile_ == Profile::kTorch) {
     // Flags: UTF-8 always; data descriptor only when there is data (miniz sets
     // MZ_ZIP_LDH_BIT_FLAG_HAS_LOCATOR for buf_size > 0 and writes the descriptor
     // only when uncomp_size != 0).
-    flags = z::kFlagUtf8 | (size > 0 ? z::kFlagDataDescriptor : 0);
+    flags = zip::kFlagUtf8 | (size > 0 ? zip::kFlagDataDescriptor : 0);
     const bool zip64 = size >= kMinizLimit || offset >= kMinizLimit;
     std::string extra;
     if (zip64) {
       // Local zip64 field: usize and csize when the size needs it (csize is still 0
       // when miniz writes the header), then the header offset when that needs it.
       const bool big_size = size >= kMinizLimit, big_offset = offset >= kMinizLimit;
-      put16(extra, z::kZip64ExtraId);
+      put16(extra, zip::kZip64ExtraId);
       put16(extra, static_cast<u16>((big_size ? 16 : 0) + (big_offset ? 8 : 0)));
       if (big_size) {
         put64(extra, size);
@@ -90,15 +88,15 @@ void Writer::begin_record(std::string name, std::uint64_t size, std::optional<st
       if (big_offset) put64(extra, offset);
     }
     // getPadding(): data starts at offset + 30 + name + (zip64 field) + 4 + pad.
-    const u64 start = offset + z::kLocalHeaderSize + name.size() + extra.size() + z::kExtraHeaderSize;
+    const u64 start = offset + zip::kLocalHeaderSize + name.size() + extra.size() + zip::kExtraHeaderSize;
     const u64 pad = (alignment_ - start % alignment_) % alignment_;
-    put16(extra, z::kTorchPaddingExtraId);
+    put16(extra, zip::kTorchPaddingExtraId);
     put16(extra, static_cast<u16>(pad));
     extra.append(pad, 'Z');
-    put32(h, z::kLocalHeaderSig);
+    put32(h, zip::kLocalHeaderSig);
     put16(h, 0);  // version needed: method ? 20 : 0
     put16(h, flags);
-    put16(h, z::kMethodStored);
+    put16(h, zip::kMethodStored);
     put16(h, 0);  // DOS time (torch builds miniz with MINIZ_NO_TIME)
     put16(h, 0);  // DOS date
     put32(h, 0);  // crc32, sizes: in the data descriptor
@@ -109,20 +107,20 @@ void Writer::begin_record(std::string name, std::uint64_t size, std::optional<st
     h += name;
     h += extra;
   } else {
-    flags = is_ascii(name) ? 0 : z::kFlagUtf8;
-    put32(h, z::kLocalHeaderSig);
+    flags = is_ascii(name) ? 0 : zip::kFlagUtf8;
+    put32(h, zip::kLocalHeaderSig);
     put16(h, kPythonVersion);
     put16(h, flags);
-    put16(h, z::kMethodStored);
+    put16(h, zip::kMethodStored);
     put16(h, 0);  // 00:00:00
     put16(h, kPythonDosDate);
     put32(h, *crc);
-    put32(h, z::kSentinel32);  // force_zip64: sizes live in the zip64 field
-    put32(h, z::kSentinel32);
+    put32(h, zip::kSentinel32);  // force_zip64: sizes live in the zip64 field
+    put32(h, zip::kSentinel32);
     put16(h, static_cast<u16>(name.size()));
     put16(h, 20);  // zip64 field: 4 + 8 + 8
     h += name;
-    put16(h, z::kZip64ExtraId);
+    put16(h, zip::kZip64ExtraId);
     put16(h, 16);
     put64(h, size);  // file_size
     put64(h, size);  // compress_size (stored)
@@ -160,7 +158,7 @@ void Writer::end_record() {
   current_.crc = crc_;
   if (profile_ == Profile::kTorch && current_.size > 0) {
     std::string d;
-    put32(d, z::kDescriptorSig);
+    put32(d, zip::kDescriptorSig);
     put32(d, crc_);
     const bool zip64 = current_.size >= kMinizLimit || current_.local_offset >= kMinizLimit;
     if (zip64) {
@@ -196,7 +194,7 @@ void Writer::finish() {
     if (profile_ == Profile::kTorch) {
       const bool big_size = r.size >= kMinizLimit, big_offset = r.local_offset >= kMinizLimit;
       if (big_size || big_offset) {
-        put16(extra, z::kZip64ExtraId);
+        put16(extra, zip::kZip64ExtraId);
         put16(extra, static_cast<u16>((big_size ? 16 : 0) + (big_offset ? 8 : 0)));
         if (big_size) {
           put64(extra, r.size);
@@ -214,7 +212,7 @@ void Writer::finish() {
       const bool big_size = r.size > kPythonZip64Limit, big_offset = r.local_offset > kPythonZip64Limit;
       const u16 n = static_cast<u16>((big_size ? 2 : 0) + (big_offset ? 1 : 0));
       if (n) {
-        put16(extra, z::kZip64ExtraId);
+        put16(extra, zip::kZip64ExtraId);
         put16(extra, static_cast<u16>(8 * n));
         if (big_size) {
           put64(extra, r.size);
@@ -222,14 +220,14 @@ void Writer::finish() {
         }
         if (big_offset) put64(extra, r.local_offset);
       }
-      csize32 = usize32 = big_size ? z::kSentinel32 : static_cast<u32>(r.size);
-      offset32 = big_offset ? z::kSentinel32 : static_cast<u32>(r.local_offset);
+      csize32 = usize32 = big_size ? zip::kSentinel32 : static_cast<u32>(r.size);
+      offset32 = big_offset ? zip::kSentinel32 : static_cast<u32>(r.local_offset);
     }
-    put32(cd, z::kCentralHeaderSig);
+    put32(cd, zip::kCentralHeaderSig);
     put16(cd, made_by);
     put16(cd, needed);
     put16(cd, r.flags);
-    put16(cd, z::kMethodStored);
+    put16(cd, zip::kMethodStored);
     put16(cd, 0);  // time
     put16(cd, date);
     put32(cd, r.crc);
@@ -254,8 +252,8 @@ void Writer::finish() {
                count > kPythonFileCountLimit || cd_offset > kPythonZip64Limit || cd_size > kPythonZip64Limit;
   if (zip64) {
     const u64 rec = cd_offset + cd_size;
-    put32(end, z::kZip64EocdSig);
-    put64(end, z::kZip64EocdRecordSizeField);
+    put32(end, zip::kZip64EocdSig);
+    put64(end, zip::kZip64EocdRecordSizeField);
     put16(end, profile_ == Profile::kTorch ? kMinizZip64MadeBy : kZip64Needed);
     put16(end, kZip64Needed);
     put32(end, 0);
@@ -264,12 +262,12 @@ void Writer::finish() {
     put64(end, count);
     put64(end, cd_size);
     put64(end, cd_ofs_field);
-    put32(end, z::kZip64LocatorSig);
+    put32(end, zip::kZip64LocatorSig);
     put32(end, 0);
     put64(end, rec);
     put32(end, 1);
   }
-  put32(end, z::kEocdSig);
+  put32(end, zip::kEocdSig);
   put16(end, 0);
   put16(end, 0);
   put16(end, static_cast<u16>(std::min<u64>(count, 0xFFFF)));

@@ -44,7 +44,7 @@ enum class Profile : std::uint8_t { kTorch, kNumpy };
 
 class Writer {
  public:
-  explicit Writer(Sink& sink, Profile profile = Profile::kTorch, std::uint32_t alignment = 64);
+  explicit Writer(io::Sink& sink, Profile profile = Profile::kTorch, std::uint32_t alignment = 64);
   // Starts a record of exactly `size` bytes (the torch profile's header layout depends
   // on it); then call write() until `size` bytes were given, then end_record().
   // `crc` (CRC32 of the whole record) is required by Profile::kNumpy.
@@ -69,7 +69,7 @@ class Writer {
     std::uint32_t crc;
     std::uint16_t flags;
   };
-  Sink& sink_;
+  io::Sink& sink_;
   Profile profile_;
   std::uint32_t alignment_;
   std::uint64_t base_;  // sink position of the archive's first byte

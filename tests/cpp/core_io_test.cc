@@ -37,7 +37,7 @@ void write_text(const fs::path& p, const std::string& s) { std::ofstream(p, std:
 
 // Sink::write(string_view) is declared on the base class (derived classes override the
 // span overload), so text goes through a base reference.
-void put(detail::Sink& sink, std::string_view s) { sink.write(s); }
+void put(detail::io::Sink& sink, std::string_view s) { sink.write(s); }
 
 // ---- Storage ----------------------------------------------------------------------
 
@@ -105,9 +105,9 @@ TEST(CoreAtomicFile, CommitMakesTheFileAppear) {
   TempDir dir;
   const fs::path target = dir.path() / "out.bin";
   {
-    detail::AtomicFileSink sink(target);
+    detail::io::AtomicFileSink sink(target);
     EXPECT_EQ(sink.temp_path().parent_path(), dir.path());  // same directory: rename is atomic
-    EXPECT_NE(sink.temp_path().filename().string().find(detail::AtomicFileSink::kTempMarker), std::string::npos);
+    EXPECT_NE(sink.temp_path().filename().string().find(detail::io::AtomicFileSink::kTempMarker), std::string::npos);
     put(sink, "hello ");
     // Larger than the 1 MiB buffer, to exercise the direct-write path too.
     const std::string big((1 << 20) + 17, 'x');
@@ -131,7 +131,7 @@ TEST(CoreAtomicFile, DestroyedWithoutCommitLeavesNothing) {
   const fs::path target = dir.path() / "out.bin";
   fs::path temp;
   {
-    detail::AtomicFileSink sink(target, /*fsync=*/false);
+    detail::io::AtomicFileSink sink(target, /*fsync=*/false);
     temp = sink.temp_path();
     put(sink, std::string((2 << 20), 'y'));
     EXPECT_TRUE(fs::exists(temp));
@@ -147,13 +147,13 @@ TEST(CoreAtomicFile, ExistingTargetKeepsItsContentUntilCommit) {
   write_text(target, "old content");
   ::chmod(target.c_str(), 0600);
   {
-    detail::AtomicFileSink sink(target);
+    detail::io::AtomicFileSink sink(target);
     put(sink, "new");
     EXPECT_EQ(testing::read_all(target), "old content");
   }
   EXPECT_EQ(testing::read_all(target), "old content");  // abandoned writer: old file intact
   {
-    detail::AtomicFileSink sink(target);
+    detail::io::AtomicFileSink sink(target);
     put(sink, "new");
     EXPECT_EQ(testing::read_all(target), "old content");
     sink.commit();
@@ -169,7 +169,7 @@ TEST(CoreAtomicFile, StaleTempOfDeadWriterIsRemoved) {
   TempDir dir;
   const fs::path target = dir.path() / "x.pt";
   // A temp file left by a writer whose pid no longer exists, and one by a live pid (ours).
-  const std::string marker(detail::AtomicFileSink::kTempMarker);
+  const std::string marker(detail::io::AtomicFileSink::kTempMarker);
   const fs::path stale = dir.path() / (".x.pt" + marker + "999999999.1");
   const fs::path live = dir.path() / (".x.pt" + marker + std::to_string(::getpid()) + ".2");
   const fs::path other = dir.path() / (".y.pt" + marker + "999999999.1");  // another target
@@ -177,7 +177,7 @@ TEST(CoreAtomicFile, StaleTempOfDeadWriterIsRemoved) {
   write_text(live, "l");
   write_text(other, "o");
   {
-    detail::AtomicFileSink sink(target, false);
+    detail::io::AtomicFileSink sink(target, false);
     sink.commit();
   }
   EXPECT_FALSE(fs::exists(stale));
@@ -189,7 +189,7 @@ TEST(CoreAtomicFile, StaleTempOfDeadWriterIsRemoved) {
 TEST(CoreAtomicFile, UnwritableDirectoryIsAnIoError) {
   const Error e = [] {
     try {
-      detail::AtomicFileSink sink("/nonexistent-dir-tseal/x.bin");
+      detail::io::AtomicFileSink sink("/nonexistent-dir-tseal/x.bin");
     } catch (const Error& e) {
       return e;
     }

@@ -120,7 +120,7 @@ TEST(CoreWalk, FlattenAndCollectTensorsAgree) {
   auto t = tensor(), t2 = tensor();
   Value root = module_tree(t, t2);
   const auto refs = collect_tensors(root);
-  const auto flat = tools::flatten(root);
+  const auto flat = detail::tools::flatten(root);
   ASSERT_EQ(refs.size(), 2u);
   ASSERT_EQ(flat.tensors.size(), 2u);
   for (std::size_t i = 0; i < refs.size(); ++i) EXPECT_EQ(refs[i].path, flat.tensors[i].path);
@@ -128,8 +128,8 @@ TEST(CoreWalk, FlattenAndCollectTensorsAgree) {
   EXPECT_EQ(refs[1].path, "model.fc.bias");
   root.as_dict().set(Value::str("tied"), Value(t));
   EXPECT_EQ(collect_tensors(root).size(), 2u);
-  ASSERT_EQ(tools::flatten(root).tensors.size(), 3u);
-  EXPECT_EQ(tools::flatten(root).tensors[2].path, "tied");
+  ASSERT_EQ(detail::tools::flatten(root).tensors.size(), 3u);
+  EXPECT_EQ(detail::tools::flatten(root).tensors[2].path, "tied");
 }
 
 }  // namespace

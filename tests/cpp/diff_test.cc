@@ -68,7 +68,7 @@ TEST(Elements, DecodeMatchesTorchForEveryBitPattern) {
     const auto& x = d.find(std::string_view(n))->as_tensor();
     const auto& f = d.find(std::string_view(std::string(n) + ".f32"))->as_tensor();
     ASSERT_EQ(x->dtype, *dtype_from_name(n));
-    const auto& codec = tools::codec(x->dtype);
+    const auto& codec = detail::tools::codec(x->dtype);
     ASSERT_TRUE(codec.decodable);
     const auto xb = x->storage->bytes();
     const auto fb = f->storage->bytes();
@@ -76,10 +76,10 @@ TEST(Elements, DecodeMatchesTorchForEveryBitPattern) {
     for (std::uint64_t i = 0; i < x->numel(); ++i) {
       float want;
       std::memcpy(&want, fb.data() + 4 * i, 4);
-      const double got = tools::component_value(codec, xb.data() + i * codec.size);
+      const double got = detail::tools::component_value(codec, xb.data() + i * codec.size);
       if (std::isnan(want)) {
         ASSERT_TRUE(std::isnan(got)) << "pattern " << i << " got " << got;
-        ASSERT_TRUE(tools::float_is_nan(codec, tools::load_bits(codec, xb.data() + i * codec.size)));
+        ASSERT_TRUE(detail::tools::float_is_nan(codec, detail::tools::load_bits(codec, xb.data() + i * codec.size)));
       } else {
         ASSERT_EQ(got, static_cast<double>(want)) << "pattern " << i;
         ASSERT_EQ(std::signbit(got), std::signbit(want)) << "pattern " << i;
@@ -96,14 +96,14 @@ TEST(Elements, OrdinalIsMonotonicForEveryFloat8) {
   for (DType d : {DType::kFloat8E4M3FN, DType::kFloat8E5M2, DType::kFloat8E4M3FNUZ, DType::kFloat8E5M2FNUZ,
                   DType::kFloat8E8M0FNU, DType::kFloat16}) {
     SCOPED_TRACE(std::string(name(d)));
-    const auto& c = tools::codec(d);
+    const auto& c = detail::tools::codec(d);
     std::map<double, __int128> by_value;  // value -> ordinal (zeros merge)
     const std::uint64_t n = std::uint64_t{1} << (8 * c.size);
     for (std::uint64_t b = 0; b < n; ++b) {
-      const double v = tools::float_from_bits(c, b);
+      const double v = detail::tools::float_from_bits(c, b);
       if (std::isnan(v)) continue;
-      auto [it, fresh] = by_value.emplace(v, tools::float_ordinal(c, b));
-      if (!fresh) EXPECT_EQ(it->second, tools::float_ordinal(c, b)) << "value " << v;
+      auto [it, fresh] = by_value.emplace(v, detail::tools::float_ordinal(c, b));
+      if (!fresh) EXPECT_EQ(it->second, detail::tools::float_ordinal(c, b)) << "value " << v;
     }
     __int128 prev = 0;
     bool first = true;
@@ -116,12 +116,12 @@ TEST(Elements, OrdinalIsMonotonicForEveryFloat8) {
 }
 
 TEST(Elements, UlpSizeOfBfloat16AndFloat8) {
-  EXPECT_EQ(tools::ulp_size(tools::codec(DType::kBFloat16), 1.0), std::ldexp(1.0, -7));
-  EXPECT_EQ(tools::ulp_size(tools::codec(DType::kBFloat16), 3.0), std::ldexp(1.0, -6));
-  EXPECT_EQ(tools::ulp_size(tools::codec(DType::kFloat8E4M3FN), 448.0), 32.0);
-  EXPECT_EQ(tools::ulp_size(tools::codec(DType::kFloat8E4M3FN), 0.0), std::ldexp(1.0, -9));
-  EXPECT_EQ(tools::ulp_size(tools::codec(DType::kFloat8E4M3FNUZ), 0.0), std::ldexp(1.0, -10));
-  EXPECT_EQ(tools::ulp_size(tools::codec(DType::kInt32), 12345.0), 1.0);
+  EXPECT_EQ(detail::tools::ulp_size(detail::tools::codec(DType::kBFloat16), 1.0), std::ldexp(1.0, -7));
+  EXPECT_EQ(detail::tools::ulp_size(detail::tools::codec(DType::kBFloat16), 3.0), std::ldexp(1.0, -6));
+  EXPECT_EQ(detail::tools::ulp_size(detail::tools::codec(DType::kFloat8E4M3FN), 448.0), 32.0);
+  EXPECT_EQ(detail::tools::ulp_size(detail::tools::codec(DType::kFloat8E4M3FN), 0.0), std::ldexp(1.0, -9));
+  EXPECT_EQ(detail::tools::ulp_size(detail::tools::codec(DType::kFloat8E4M3FNUZ), 0.0), std::ldexp(1.0, -10));
+  EXPECT_EQ(detail::tools::ulp_size(detail::tools::codec(DType::kInt32), 12345.0), 1.0);
 }
 
 // ---- pairs made by torch / safetensors ------------------------------------------------

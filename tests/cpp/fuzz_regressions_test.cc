@@ -64,13 +64,12 @@ std::vector<fs::path> files_in(const fs::path& dir) {
 // fuzz/zip_fuzz.cc); the rest go through the checkpoint readers.
 Outcome run(const std::string& target, std::span<const std::byte> data) {
   if (target == "pickle") {
-    namespace pk = detail::pickle;
     Limits limits = fuzz::small_options().limits;
-    pk::Hooks hooks;
-    hooks.reduce = [](const Object& o, std::uint64_t) { return pk::stdlib_reduce(o); };
+    detail::pickle::Hooks hooks;
+    hooks.reduce = [](const Object& o, std::uint64_t) { return detail::pickle::stdlib_reduce(o); };
     try {
-      pk::Parsed p = pk::parse(data, "fuzz", 0, limits, hooks);
-      pk::Writer w({});
+      detail::pickle::Parsed p = detail::pickle::parse(data, "fuzz", 0, limits, hooks);
+      detail::pickle::Writer w({});
       (void)w.finish(p.value);
     } catch (const Error&) {
       return Outcome::kRejected;

@@ -133,7 +133,7 @@ TEST(NpyHostile, BigEndianCopyIsLimited) {
 TEST(NpyHostile, NpzMembers) {
   const std::string good = npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", k6f4);
   auto make = [&](const std::string& second_name, const std::string& second) {
-    detail::StringSink sink;
+    detail::io::StringSink sink;
     detail::zip::Writer w(sink, detail::zip::Profile::kNumpy);
     w.record("a.npy", good);
     w.record(second_name, second);

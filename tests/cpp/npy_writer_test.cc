@@ -65,17 +65,17 @@ TEST(NpyWriter, CanonicalFormOfOtherLayouts) {
 // (padlen is 64, not 0, when the header would already be aligned).
 TEST(NpyWriter, HeaderLiteral) {
   const std::int64_t s23[] = {2, 3};
-  const std::string h = detail::npy::header("<f4", false, s23);
+  const std::string h = detail::numpy::header("<f4", false, s23);
   EXPECT_EQ(h.size() % 64, 0u);
   EXPECT_EQ(h.substr(10, 60), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } ");
   EXPECT_EQ(h.back(), '\n');
-  const std::string scalar = detail::npy::header("<f8", false, {});
+  const std::string scalar = detail::numpy::header("<f8", false, {});
   EXPECT_NE(scalar.find("'shape': (), }"), std::string::npos);
   const std::int64_t s5[] = {5};
-  EXPECT_NE(detail::npy::header("|u1", false, s5).find("'shape': (5,), }"), std::string::npos);
+  EXPECT_NE(detail::numpy::header("|u1", false, s5).find("'shape': (5,), }"), std::string::npos);
   // Growth room: 21 - len("5") = 20 spaces, then alignment padding.
   const std::int64_t big[] = {123456789012345678};
-  const std::string hb = detail::npy::header("<i8", false, big);
+  const std::string hb = detail::numpy::header("<i8", false, big);
   EXPECT_EQ(hb.size() % 64, 0u);
 }
 

@@ -14,7 +14,6 @@
 
 namespace tensorseal::testing {
 
-namespace pk = tensorseal::detail::pickle;
 
 inline std::string hex(std::string_view s) { return hex_of(s); }
 
@@ -85,23 +84,25 @@ inline std::string describe(const Value& v) {
   return "?";
 }
 
-inline pk::Hooks stdlib_hooks() {
-  pk::Hooks h;
-  h.reduce = [](const Object& o, std::uint64_t) { return pk::stdlib_reduce(o); };
+inline detail::pickle::Hooks stdlib_hooks() {
+  detail::pickle::Hooks h;
+  h.reduce = [](const Object& o, std::uint64_t) { return detail::pickle::stdlib_reduce(o); };
   return h;
 }
 
-inline pk::Parsed parse_bytes(const std::string& bytes, const Limits& limits = {}, const pk::Hooks& hooks = {},
-                              const std::string& name = "t.pkl", std::uint64_t base = 0) {
-  return pk::parse(bytes_of(bytes), name, base, limits, hooks);
+inline detail::pickle::Parsed parse_bytes(const std::string& bytes, const Limits& limits = {},
+                                          const detail::pickle::Hooks& hooks = {},
+                                          const std::string& name = "t.pkl", std::uint64_t base = 0) {
+  return detail::pickle::parse(bytes_of(bytes), name, base, limits, hooks);
 }
 
 // Rule id of the error parsing `bytes` throws, "" when it parses.
-inline std::string parse_rule(const std::string& bytes, const Limits& limits = {}, const pk::Hooks& hooks = {}) {
+inline std::string parse_rule(const std::string& bytes, const Limits& limits = {},
+                              const detail::pickle::Hooks& hooks = {}) {
   return rule_of([&] { (void)parse_bytes(bytes, limits, hooks); });
 }
 
-inline std::string fact(const pk::Parsed& p, std::string_view topic) {
+inline std::string fact(const detail::pickle::Parsed& p, std::string_view topic) {
   for (const auto& f : p.facts)
     if (f.topic == topic) return f.value;
   return "<absent>";

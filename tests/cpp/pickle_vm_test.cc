@@ -16,7 +16,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::string_literals;
-namespace r = pk::rules;
 
 std::string u32le(std::uint32_t v) { std::string s; for (int i = 0; i < 4; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF); return s; }
 std::string u64le(std::uint64_t v) { std::string s; for (int i = 0; i < 8; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF); return s; }
@@ -33,7 +32,7 @@ std::string fixture(const std::string& name) {
   std::string var = fixture(name);                                          \
   if (var.empty()) FAIL() << "fixture " << name << " not generated"
 
-pk::Parsed parse_fixture(const std::string& name, const pk::Hooks& hooks = stdlib_hooks()) {
+detail::pickle::Parsed parse_fixture(const std::string& name, const detail::pickle::Hooks& hooks = stdlib_hooks()) {
   return parse_bytes(fixture(name), {}, hooks, name);
 }
 
@@ -49,7 +48,7 @@ TEST(PickleVm, Py3ValuesEveryProtocolMatchPython) {
     std::string expected = read_all(entry.path());
     for (int proto = 0; proto <= 5; ++proto) {
       std::string pkl = stem + "_p" + std::to_string(proto) + ".pkl";
-      pk::Parsed p = parse_fixture(pkl);
+      detail::pickle::Parsed p = parse_fixture(pkl);
       EXPECT_EQ(describe(p.value), expected) << pkl;
       EXPECT_EQ(p.protocol, proto == 0 || proto == 1 ? 0 : proto) << pkl;  // PROTO is written from 2 on
       EXPECT_EQ(p.end, fixture(pkl).size()) << pkl;
@@ -73,13 +72,14 @@ TEST(PickleVm, Py2ValuesMatchPython) {
 TEST(PickleVm, Py2NonUtf8StrIsRefusedLikeTorchLoad) {
   REQUIRE_FIXTURE(p0, "py2_latin1_str_p0.pkl");
   for (int proto = 0; proto <= 2; ++proto)
-    EXPECT_EQ(parse_rule(fixture("py2_latin1_str_p" + std::to_string(proto) + ".pkl")), r::kPy2StringEncoding.id);
+    EXPECT_EQ(parse_rule(fixture("py2_latin1_str_p" + std::to_string(proto) + ".pkl")),
+              detail::pickle::rules::kPy2StringEncoding.id);
 }
 
 TEST(PickleVm, Py2OldStyleInstancesAreInstAndObj) {
   REQUIRE_FIXTURE(data, "py2_objects_p0.pkl");
   // protocol 0: INST '__main__ Old'; protocols 1/2: OBJ with the class; BUILD sets state.
-  pk::Parsed p0 = parse_fixture("py2_objects_p0.pkl");
+  detail::pickle::Parsed p0 = parse_fixture("py2_objects_p0.pkl");
   const Object& inst = p0.value.items()[0].as_object();
   EXPECT_EQ(inst.how, Construct::kInst);
   EXPECT_TRUE(inst.callable->is_global("__main__", "Old"));
@@ -88,7 +88,7 @@ TEST(PickleVm, Py2OldStyleInstancesAreInstAndObj) {
   const Object& recon = p0.value.items()[1].as_object();
   EXPECT_TRUE(recon.callable->is_global("copyreg", "_reconstructor"));
   for (int proto : {1, 2}) {
-    pk::Parsed p = parse_fixture("py2_objects_p" + std::to_string(proto) + ".pkl");
+    detail::pickle::Parsed p = parse_fixture("py2_objects_p" + std::to_string(proto) + ".pkl");
     const Object& obj = p.value.items()[0].as_object();
     EXPECT_EQ(obj.how, Construct::kObj);
     EXPECT_TRUE(obj.callable->is_global("__main__", "Old"));
@@ -100,7 +100,7 @@ TEST(PickleVm, Py2OldStyleInstancesAreInstAndObj) {
 TEST(PickleVm, ObjectsAreRecordedNotBuilt) {
   REQUIRE_FIXTURE(p0, "special_object_p0.pkl");
   for (int proto = 0; proto <= 5; ++proto) {
-    pk::Parsed p = parse_fixture("special_object_p" + std::to_string(proto) + ".pkl");
+    detail::pickle::Parsed p = parse_fixture("special_object_p" + std::to_string(proto) + ".pkl");
     ASSERT_TRUE(p.value.is(Value::Kind::kObject));
     const Object& o = p.value.as_object();
     if (proto < 2) {  // copyreg._reconstructor(cls, object, None)
@@ -118,7 +118,7 @@ TEST(PickleVm, ObjectsAreRecordedNotBuilt) {
 
 TEST(PickleVm, NewObjExKeepsKeywordArguments) {
   REQUIRE_FIXTURE(data, "special_newobj_ex_p4.pkl");
-  pk::Parsed p = parse_fixture("special_newobj_ex_p4.pkl");
+  detail::pickle::Parsed p = parse_fixture("special_newobj_ex_p4.pkl");
   const Object& o = p.value.as_object();
   EXPECT_EQ(o.how, Construct::kNewObjEx);
   EXPECT_TRUE(o.callable->is_global("__main__", "NewArgsEx"));
@@ -130,7 +130,7 @@ TEST(PickleVm, OsSystemReduceIsParsedNeverRun) {
   REQUIRE_FIXTURE(data, "special_os_system_p0.pkl");
   for (int proto : {0, 2, 4}) {
     std::string name = "special_os_system_p" + std::to_string(proto) + ".pkl";
-    pk::Parsed p = parse_fixture(name);
+    detail::pickle::Parsed p = parse_fixture(name);
     const Object& o = p.value.as_object();
     EXPECT_EQ(o.how, Construct::kReduce);
     EXPECT_TRUE(o.callable->is_global("posix", "system")) << describe(*o.callable);
@@ -144,9 +144,9 @@ TEST(PickleVm, OsSystemReduceIsParsedNeverRun) {
 
 TEST(PickleVm, PersistentIdsGoThroughTheHook) {
   REQUIRE_FIXTURE(p0, "special_persid_p0.pkl");
-  EXPECT_EQ(parse_rule(p0), r::kPersistentId.id);
+  EXPECT_EQ(parse_rule(p0), detail::pickle::rules::kPersistentId.id);
   std::vector<std::string> seen;
-  pk::Hooks h;
+  detail::pickle::Hooks h;
   h.persistent_load = [&](const Value& pid, std::uint64_t) {
     seen.push_back(describe(pid));
     return Value::str("loaded");
@@ -164,7 +164,7 @@ TEST(PickleVm, ExtensionCodesAreUnsupported) {
       (void)parse_bytes(data);
       ADD_FAILURE() << n;
     } catch (const Error& e) {
-      EXPECT_EQ(e.rule(), r::kExtensionCode.id);
+      EXPECT_EQ(e.rule(), detail::pickle::rules::kExtensionCode.id);
       EXPECT_EQ(e.offset(), 2u);
       EXPECT_NE(e.detail().find("(protocol 2)"), std::string::npos) << e.what();
     }
@@ -173,21 +173,21 @@ TEST(PickleVm, ExtensionCodesAreUnsupported) {
 
 TEST(PickleVm, OutOfBandBuffersAreUnsupported) {
   REQUIRE_FIXTURE(next, "special_next_buffer_p5.pkl");
-  EXPECT_EQ(parse_rule(next), r::kOutOfBandBuffer.id);
-  EXPECT_EQ(parse_rule(fixture("special_readonly_buffer_p5.pkl")), r::kOutOfBandBuffer.id);
-  EXPECT_EQ(parse_rule("\x80\x05\x98."s), r::kOutOfBandBuffer.id);  // READONLY_BUFFER alone
+  EXPECT_EQ(parse_rule(next), detail::pickle::rules::kOutOfBandBuffer.id);
+  EXPECT_EQ(parse_rule(fixture("special_readonly_buffer_p5.pkl")), detail::pickle::rules::kOutOfBandBuffer.id);
+  EXPECT_EQ(parse_rule("\x80\x05\x98."s), detail::pickle::rules::kOutOfBandBuffer.id);  // READONLY_BUFFER alone
 }
 
 TEST(PickleVm, RecursiveValuesAreRefused) {
   REQUIRE_FIXTURE(l0, "special_recursive_list_p0.pkl");
   for (std::string n : {"special_recursive_list_p0.pkl", "special_recursive_list_p2.pkl",
                         "special_recursive_tuple_p2.pkl", "special_recursive_tuple1_p2.pkl"})
-    EXPECT_EQ(parse_rule(fixture(n)), r::kLateMutation.id) << n;
+    EXPECT_EQ(parse_rule(fixture(n)), detail::pickle::rules::kLateMutation.id) << n;
 }
 
 TEST(PickleVm, MemoSharesNodes) {
   REQUIRE_FIXTURE(data, "special_long_memo_p2.pkl");
-  pk::Parsed p = parse_fixture("special_long_memo_p2.pkl");
+  detail::pickle::Parsed p = parse_fixture("special_long_memo_p2.pkl");
   const auto& top = p.value.items();
   const auto& strs = top[0].items();
   ASSERT_EQ(strs.size(), 300u);
@@ -196,16 +196,16 @@ TEST(PickleVm, MemoSharesNodes) {
   EXPECT_NE(fact(p, "pickle.opcodes").find("LONG_BINPUT:"), std::string::npos);
   EXPECT_NE(fact(p, "pickle.opcodes").find("LONG_BINGET:1"), std::string::npos);
   // A list referenced twice (shared fixture) is one node.
-  pk::Parsed s = parse_fixture("py3_shared_p2.pkl");
+  detail::pickle::Parsed s = parse_fixture("py3_shared_p2.pkl");
   EXPECT_EQ(s.value.items()[0].node(), s.value.items()[1].node());
   // DUP shares the node too.
-  pk::Parsed d = parse_bytes("]2\x86."s);
+  detail::pickle::Parsed d = parse_bytes("]2\x86."s);
   EXPECT_EQ(d.value.items()[0].node(), d.value.items()[1].node());
 }
 
 TEST(PickleVm, TorchStateDict10kParsesInMilliseconds) {
   REQUIRE_FIXTURE(data, "torch_state_dict_10k.pkl");
-  pk::Hooks h = stdlib_hooks();
+  detail::pickle::Hooks h = stdlib_hooks();
   int pids = 0;
   h.persistent_load = [&](const Value& pid, std::uint64_t) {
     ++pids;
@@ -213,7 +213,7 @@ TEST(PickleVm, TorchStateDict10kParsesInMilliseconds) {
     return Value::str("storage");
   };
   auto t0 = std::chrono::steady_clock::now();
-  pk::Parsed p = parse_bytes(data, {}, h, "data.pkl");
+  detail::pickle::Parsed p = parse_bytes(data, {}, h, "data.pkl");
   auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   RecordProperty("parse_ms", std::to_string(ms));
   std::printf("10k-entry state_dict: %zu bytes parsed in %.1f ms\n", data.size(), ms);
@@ -235,7 +235,7 @@ TEST(PickleVm, SeedVectorsNestedPicklesBackToBack) {
   std::vector<std::string> keys;
   for (std::string run : {"run1", "run2"}) {
     std::string data = read_all(vectors / ("seed_pickle_torch15_" + run + ".bin"));
-    pk::Parsed p = parse_bytes(data, {}, stdlib_hooks(), run);
+    detail::pickle::Parsed p = parse_bytes(data, {}, stdlib_hooks(), run);
     EXPECT_EQ(p.protocol, 3);
     const Object& t = p.value.as_object();
     EXPECT_TRUE(t.callable->is_global("torch._utils", "_rebuild_tensor_v2"));
@@ -243,13 +243,13 @@ TEST(PickleVm, SeedVectorsNestedPicklesBackToBack) {
     EXPECT_TRUE(storage.callable->is_global("torch.storage", "_load_from_bytes"));
     std::string inner(storage.args->items()[0].as_bytes());
     // The legacy torch.save inside: five pickles back to back, then raw data.
-    pk::Hooks h;
+    detail::pickle::Hooks h;
     Value pid_seen;
     h.persistent_load = [&](const Value& pid, std::uint64_t) { pid_seen = pid; return Value(); };
     std::uint64_t pos = 0;
     std::vector<std::string> parts;
     for (int i = 0; i < 5; ++i) {
-      pk::Parsed q = pk::parse(bytes_of(inner).subspan(pos), "inner", pos, {}, h);
+      detail::pickle::Parsed q = detail::pickle::parse(bytes_of(inner).subspan(pos), "inner", pos, {}, h);
       parts.push_back(describe(q.value));
       pos += q.end;
     }
@@ -267,7 +267,7 @@ TEST(PickleVm, SeedVectorsNestedPicklesBackToBack) {
 TEST(PickleVm, EveryOpcodeIsParsedSomewhere) {
   if (!fs::exists(fixtures())) FAIL() << "fixtures not generated";
   std::set<std::string> seen;
-  auto add_facts = [&](const pk::Parsed& p) {
+  auto add_facts = [&](const detail::pickle::Parsed& p) {
     std::string fp = fact(p, "pickle.opcodes");
     std::size_t i = 0;
     while (i < fp.size()) {
@@ -276,7 +276,7 @@ TEST(PickleVm, EveryOpcodeIsParsedSomewhere) {
       i = comma == std::string::npos ? fp.size() : comma + 1;
     }
   };
-  pk::Hooks h = stdlib_hooks();
+  detail::pickle::Hooks h = stdlib_hooks();
   h.persistent_load = [](const Value&, std::uint64_t) { return Value(); };
   for (const auto& entry : fs::directory_iterator(fixtures())) {
     if (entry.path().extension() != ".pkl") continue;
@@ -295,15 +295,15 @@ TEST(PickleVm, EveryOpcodeIsParsedSomewhere) {
     try {
       (void)parse_bytes(s);
     } catch (const Error& e) {
-      seen.insert(std::string(pk::op_name(static_cast<std::uint8_t>(s[0]))));
-      EXPECT_NE(e.detail().find(pk::op_name(static_cast<std::uint8_t>(s[0]))), std::string::npos) << e.what();
+      seen.insert(std::string(detail::pickle::op_name(static_cast<std::uint8_t>(s[0]))));
+      EXPECT_NE(e.detail().find(detail::pickle::op_name(static_cast<std::uint8_t>(s[0]))), std::string::npos) << e.what();
     }
   }
   int defined = 0;
   for (int c = 0; c < 256; ++c) {
-    if (pk::kOpTable[c].name.empty()) continue;
+    if (detail::pickle::kOpTable[c].name.empty()) continue;
     ++defined;
-    EXPECT_TRUE(seen.count(std::string(pk::kOpTable[c].name))) << "opcode never parsed: " << pk::kOpTable[c].name;
+    EXPECT_TRUE(seen.count(std::string(detail::pickle::kOpTable[c].name))) << "opcode never parsed: " << detail::pickle::kOpTable[c].name;
   }
   EXPECT_EQ(defined, 68);  // pickletools.opcodes of CPython 3.11
 }
@@ -317,14 +317,14 @@ TEST(PickleVm, TruncatedAtEveryPrefix) {
       (void)parse_bytes(data.substr(0, n));
       ADD_FAILURE() << "prefix " << n << " parsed";
     } catch (const Error& e) {
-      EXPECT_EQ(e.rule(), r::kTruncated.id) << n;
+      EXPECT_EQ(e.rule(), detail::pickle::rules::kTruncated.id) << n;
       EXPECT_LE(e.offset(), n);
     }
   }
   // Also text opcodes (protocol 0) and framed streams (protocol 4).
   for (std::string name : {"py3_nested_p0.pkl", "py3_nested_p4.pkl"}) {
     std::string d = fixture(name);
-    for (std::size_t n = 0; n < d.size(); ++n) EXPECT_EQ(parse_rule(d.substr(0, n), {}, stdlib_hooks()), r::kTruncated.id) << name << " " << n;
+    for (std::size_t n = 0; n < d.size(); ++n) EXPECT_EQ(parse_rule(d.substr(0, n), {}, stdlib_hooks()), detail::pickle::rules::kTruncated.id) << name << " " << n;
   }
 }
 
@@ -352,48 +352,50 @@ TEST(PickleVm, UnknownOpcode) {
     (void)parse_bytes("\x80\x02\xff"s, {}, {}, "x.pkl", 100);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(e.rule(), r::kUnknownOpcode.id);
+    EXPECT_EQ(e.rule(), detail::pickle::rules::kUnknownOpcode.id);
     EXPECT_EQ(e.offset(), 102u);  // base_offset + position of the opcode
     EXPECT_EQ(e.file(), "x.pkl");
     EXPECT_NE(e.detail().find("0xff"), std::string::npos);
     EXPECT_NE(e.detail().find("(protocol 2)"), std::string::npos);
   }
-  EXPECT_EQ(parse_rule("\x00"s), r::kUnknownOpcode.id);
+  EXPECT_EQ(parse_rule("\x00"s), detail::pickle::rules::kUnknownOpcode.id);
 }
 
-TEST(PickleVm, UnsupportedProtocol) { EXPECT_EQ(parse_rule("\x80\x06N."s), r::kUnsupportedProtocol.id); }
+TEST(PickleVm, UnsupportedProtocol) {
+  EXPECT_EQ(parse_rule("\x80\x06N."s), detail::pickle::rules::kUnsupportedProtocol.id);
+}
 
 TEST(PickleVm, StackUnderflow) {
-  EXPECT_EQ(parse_rule("."), r::kStackUnderflow.id);
-  EXPECT_EQ(parse_rule("0"), r::kStackUnderflow.id);
-  EXPECT_EQ(parse_rule("Na"), r::kStackUnderflow.id);
-  EXPECT_EQ(parse_rule("N(N\x86"s), r::kStackUnderflow.id);  // TUPLE2 cannot see below the MARK
-  EXPECT_EQ(parse_rule("N(."), r::kStackUnderflow.id) << "STOP sees only above the MARK";
-  EXPECT_EQ(parse_rule("(K\x01\x65."s), r::kStackUnderflow.id) << "APPENDS without a target";
+  EXPECT_EQ(parse_rule("."), detail::pickle::rules::kStackUnderflow.id);
+  EXPECT_EQ(parse_rule("0"), detail::pickle::rules::kStackUnderflow.id);
+  EXPECT_EQ(parse_rule("Na"), detail::pickle::rules::kStackUnderflow.id);
+  EXPECT_EQ(parse_rule("N(N\x86"s), detail::pickle::rules::kStackUnderflow.id);  // TUPLE2 cannot see below the MARK
+  EXPECT_EQ(parse_rule("N(."), detail::pickle::rules::kStackUnderflow.id) << "STOP sees only above the MARK";
+  EXPECT_EQ(parse_rule("(K\x01\x65."s), detail::pickle::rules::kStackUnderflow.id) << "APPENDS without a target";
 }
 
 TEST(PickleVm, MarkMissing) {
-  EXPECT_EQ(parse_rule("]Ne"), r::kMarkMissing.id);
-  EXPECT_EQ(parse_rule("t"), r::kMarkMissing.id);
-  EXPECT_EQ(parse_rule("1"), r::kMarkMissing.id);
-  EXPECT_EQ(parse_rule("l"), r::kMarkMissing.id);
+  EXPECT_EQ(parse_rule("]Ne"), detail::pickle::rules::kMarkMissing.id);
+  EXPECT_EQ(parse_rule("t"), detail::pickle::rules::kMarkMissing.id);
+  EXPECT_EQ(parse_rule("1"), detail::pickle::rules::kMarkMissing.id);
+  EXPECT_EQ(parse_rule("l"), detail::pickle::rules::kMarkMissing.id);
 }
 
 TEST(PickleVm, MemoMissingAndBadIndex) {
-  EXPECT_EQ(parse_rule("h\x05"s), r::kMemoMissing.id);
-  EXPECT_EQ(parse_rule("g7\n"), r::kMemoMissing.id);
-  EXPECT_EQ(parse_rule("Np-1\n"), r::kBadMemoIndex.id);
-  EXPECT_EQ(parse_rule("Npx\n"), r::kBadMemoIndex.id);
-  EXPECT_EQ(parse_rule("p0\n"), r::kStackUnderflow.id);
+  EXPECT_EQ(parse_rule("h\x05"s), detail::pickle::rules::kMemoMissing.id);
+  EXPECT_EQ(parse_rule("g7\n"), detail::pickle::rules::kMemoMissing.id);
+  EXPECT_EQ(parse_rule("Np-1\n"), detail::pickle::rules::kBadMemoIndex.id);
+  EXPECT_EQ(parse_rule("Npx\n"), detail::pickle::rules::kBadMemoIndex.id);
+  EXPECT_EQ(parse_rule("p0\n"), detail::pickle::rules::kStackUnderflow.id);
   // Text memo opcodes work.
   EXPECT_EQ(describe(parse_bytes("Np3\n0g3\n.").value), "N");
 }
 
 TEST(PickleVm, HugeMemoIndexAllocatesNothing) {
-  pk::Parsed p = parse_bytes("Nr\xff\xff\xff\xffj\xff\xff\xff\xff\x86."s);
+  detail::pickle::Parsed p = parse_bytes("Nr\xff\xff\xff\xffj\xff\xff\xff\xff\x86."s);
   EXPECT_EQ(describe(p.value), "(N,N)");
   // Sparse and dense indices mix; MEMOIZE uses the number of entries, like len(memo).
-  pk::Parsed q = parse_bytes("\x80\x04K\x07q\x02\x94q\x00\x94h\x02h\x01h\x03\x87."s);
+  detail::pickle::Parsed q = parse_bytes("\x80\x04K\x07q\x02\x94q\x00\x94h\x02h\x01h\x03\x87."s);
   EXPECT_EQ(describe(q.value), "(i7,i7,i7)");
   EXPECT_EQ(fact(q, "pickle.memo"), "puts=4 gets=3");
 }
@@ -405,60 +407,62 @@ TEST(PickleVm, NumberText) {
   EXPECT_EQ(describe(parse_bytes("I123456789012345678901234567890\n.").value), "i123456789012345678901234567890");
   EXPECT_EQ(describe(parse_bytes("L-9223372036854775808L\n.").value), "i-9223372036854775808");
   EXPECT_EQ(describe(parse_bytes("L18446744073709551616L\n.").value), "i18446744073709551616");
-  EXPECT_EQ(parse_rule("I1x\n."), r::kBadNumberText.id);
-  EXPECT_EQ(parse_rule("I010\n."), r::kBadNumberText.id) << "C reads octal, Python refuses: ambiguous";
-  EXPECT_EQ(parse_rule("I\n."), r::kBadNumberText.id);
-  EXPECT_EQ(parse_rule("F1.5x\n."), r::kBadNumberText.id);
+  EXPECT_EQ(parse_rule("I1x\n."), detail::pickle::rules::kBadNumberText.id);
+  EXPECT_EQ(parse_rule("I010\n."),
+            detail::pickle::rules::kBadNumberText.id) << "C reads octal, Python refuses: ambiguous";
+  EXPECT_EQ(parse_rule("I\n."), detail::pickle::rules::kBadNumberText.id);
+  EXPECT_EQ(parse_rule("F1.5x\n."), detail::pickle::rules::kBadNumberText.id);
   EXPECT_EQ(describe(parse_bytes("F-inf\n.").value), describe(Value(-HUGE_VAL)));
   EXPECT_EQ(describe(parse_bytes("F1e999\n.").value), describe(Value(HUGE_VAL)));
 }
 
 TEST(PickleVm, LongTooLarge) {
-  EXPECT_EQ(parse_rule("I" + std::string(4301, '7') + "\n."), r::kLongTooLarge.id);
-  EXPECT_EQ(parse_rule("\x8b"s + u32le(5000) + std::string(5000, '\x01') + "."), r::kLongTooLarge.id);
+  EXPECT_EQ(parse_rule("I" + std::string(4301, '7') + "\n."), detail::pickle::rules::kLongTooLarge.id);
+  EXPECT_EQ(parse_rule("\x8b"s + u32le(5000) + std::string(5000, '\x01') + "."),
+            detail::pickle::rules::kLongTooLarge.id);
   // LONG1 keeps the minimal form: 0x00 padding is dropped, 0 bytes means 0.
   EXPECT_EQ(describe(parse_bytes("\x8a\x03\x01\x00\x00."s).value), "i1");
   EXPECT_EQ(describe(parse_bytes("\x8a\x00."s).value), "i0");
 }
 
 TEST(PickleVm, NegativeLength) {
-  EXPECT_EQ(parse_rule("T\xff\xff\xff\xff"s), r::kNegativeLength.id);
-  EXPECT_EQ(parse_rule("\x8b\xff\xff\xff\xff"s), r::kNegativeLength.id);
+  EXPECT_EQ(parse_rule("T\xff\xff\xff\xff"s), detail::pickle::rules::kNegativeLength.id);
+  EXPECT_EQ(parse_rule("\x8b\xff\xff\xff\xff"s), detail::pickle::rules::kNegativeLength.id);
 }
 
 TEST(PickleVm, StringLiterals) {
   // Python 2 STRING: repr() of a str, escape_decode'd, then UTF-8 (torch.load's encoding).
   EXPECT_EQ(describe(parse_bytes("S'a\\x41\\n\\'\\101'\n.").value), "u" + hex("aA\n'A"));
   EXPECT_EQ(describe(parse_bytes("S\"q\"\n.").value), "u71");
-  EXPECT_EQ(parse_rule("Sabc\n."), r::kBadStringLiteral.id);
-  EXPECT_EQ(parse_rule("S'abc\"\n."), r::kBadStringLiteral.id);
-  EXPECT_EQ(parse_rule("S'\\x4'\n."), r::kBadStringLiteral.id);
+  EXPECT_EQ(parse_rule("Sabc\n."), detail::pickle::rules::kBadStringLiteral.id);
+  EXPECT_EQ(parse_rule("S'abc\"\n."), detail::pickle::rules::kBadStringLiteral.id);
+  EXPECT_EQ(parse_rule("S'\\x4'\n."), detail::pickle::rules::kBadStringLiteral.id);
   // UNICODE: raw-unicode-escape; only an odd run of backslashes starts an escape.
   EXPECT_EQ(describe(parse_bytes("V\\u0041\\\\u0041\xe9\n."s).value), "u" + hex("A\\\\u0041\xc3\xa9"));
-  EXPECT_EQ(parse_rule("V\\u12\n."), r::kBadStringLiteral.id);
-  EXPECT_EQ(parse_rule("V\\U00110000\n."), r::kBadStringLiteral.id);
+  EXPECT_EQ(parse_rule("V\\u12\n."), detail::pickle::rules::kBadStringLiteral.id);
+  EXPECT_EQ(parse_rule("V\\U00110000\n."), detail::pickle::rules::kBadStringLiteral.id);
 }
 
 TEST(PickleVm, Utf8AndSurrogates) {
-  EXPECT_EQ(parse_rule(bu("\xff") + "."), r::kBadUtf8.id);
-  EXPECT_EQ(parse_rule(bu("\xed\xa0\x80") + "."), r::kSurrogate.id);
-  EXPECT_EQ(parse_rule("V\\ud800\n."), r::kSurrogate.id);
-  EXPECT_EQ(parse_rule("c\xff\nx\n."s), r::kBadUtf8.id);
-  EXPECT_EQ(parse_rule("U\x02\xc3\x28."s), r::kPy2StringEncoding.id);
+  EXPECT_EQ(parse_rule(bu("\xff") + "."), detail::pickle::rules::kBadUtf8.id);
+  EXPECT_EQ(parse_rule(bu("\xed\xa0\x80") + "."), detail::pickle::rules::kSurrogate.id);
+  EXPECT_EQ(parse_rule("V\\ud800\n."), detail::pickle::rules::kSurrogate.id);
+  EXPECT_EQ(parse_rule("c\xff\nx\n."s), detail::pickle::rules::kBadUtf8.id);
+  EXPECT_EQ(parse_rule("U\x02\xc3\x28."s), detail::pickle::rules::kPy2StringEncoding.id);
 }
 
 TEST(PickleVm, BadPersId) {
-  pk::Hooks h;
+  detail::pickle::Hooks h;
   h.persistent_load = [](const Value& v, std::uint64_t) { return v; };
-  EXPECT_EQ(parse_rule("P\xc3\xa9\n."s, {}, h), r::kBadPersId.id);
+  EXPECT_EQ(parse_rule("P\xc3\xa9\n."s, {}, h), detail::pickle::rules::kBadPersId.id);
   EXPECT_EQ(describe(parse_bytes("Pabc\n.", {}, h).value), "u616263");
-  EXPECT_EQ(parse_rule("NQ."), r::kPersistentId.id);
+  EXPECT_EQ(parse_rule("NQ."), detail::pickle::rules::kPersistentId.id);
 }
 
 TEST(PickleVm, StackGlobalNamesThroughTheMemo) {
   // Names hidden behind MEMOIZE/BINGET still come out as a Global and in globals.
   std::string s = "\x80\x04\x8c\x02os\x94\x8c\x06system\x94h\x00h\x01\x93\x8c\x02id\x85R."s;
-  pk::Parsed p = parse_bytes(s, {}, {}, "memo.pkl");
+  detail::pickle::Parsed p = parse_bytes(s, {}, {}, "memo.pkl");
   const Object& o = p.value.as_object();
   EXPECT_TRUE(o.callable->is_global("os", "system"));
   ASSERT_EQ(p.globals.size(), 1u);
@@ -467,30 +471,30 @@ TEST(PickleVm, StackGlobalNamesThroughTheMemo) {
 }
 
 TEST(PickleVm, StackGlobalOperands) {
-  EXPECT_EQ(parse_rule("\x80\x04K\x01K\x02\x93."s), r::kStackGlobalOperands.id);
-  EXPECT_EQ(parse_rule("\x80\x04\x8c\x01" "aK\x02\x93."s), r::kStackGlobalOperands.id);
+  EXPECT_EQ(parse_rule("\x80\x04K\x01K\x02\x93."s), detail::pickle::rules::kStackGlobalOperands.id);
+  EXPECT_EQ(parse_rule("\x80\x04\x8c\x01" "aK\x02\x93."s), detail::pickle::rules::kStackGlobalOperands.id);
 }
 
 TEST(PickleVm, GlobalNamesFollowFixImports) {
   // Protocol < 3: Python 2 names map to what CPython imports; protocol 3+: verbatim.
-  pk::Parsed p2 = parse_bytes("\x80\x02\x63__builtin__\nset\n\x63\x63ommands\ngetoutput\n\x86."s);
+  detail::pickle::Parsed p2 = parse_bytes("\x80\x02\x63__builtin__\nset\n\x63\x63ommands\ngetoutput\n\x86."s);
   EXPECT_EQ(describe(p2.value), "(Gbuiltins.set,Gsubprocess.getoutput)");
   EXPECT_EQ(p2.globals[1].module, "subprocess");
-  pk::Parsed p3 = parse_bytes("\x80\x03\x63__builtin__\nset\n."s);
+  detail::pickle::Parsed p3 = parse_bytes("\x80\x03\x63__builtin__\nset\n."s);
   EXPECT_EQ(describe(p3.value), "G__builtin__.set");
 }
 
 TEST(PickleVm, ArgsNotTupleAndKwargsNotDict) {
-  EXPECT_EQ(parse_rule("cos\nsystem\nNR."), r::kArgsNotTuple.id);
-  EXPECT_EQ(parse_rule("cos\nsystem\n]\x81."s), r::kArgsNotTuple.id);
-  EXPECT_EQ(parse_rule("cos\nsystem\n)N\x92."s), r::kKwargsNotDict.id);
+  EXPECT_EQ(parse_rule("cos\nsystem\nNR."), detail::pickle::rules::kArgsNotTuple.id);
+  EXPECT_EQ(parse_rule("cos\nsystem\n]\x81."s), detail::pickle::rules::kArgsNotTuple.id);
+  EXPECT_EQ(parse_rule("cos\nsystem\n)N\x92."s), detail::pickle::rules::kKwargsNotDict.id);
 }
 
 TEST(PickleVm, OperationsOnObjectsAreRecorded) {
   // CVE-2026-24747 used SETITEM on a non-dict: here it is recorded in the Object.
   std::string s = "cos\nsystem\n)R" + bu("k") + "K\x01s" + "K\x02" "a" + "(K\x03K\x04\x65" + "}" + bu("x") +
                   "K\x05sb" + "}" + bu("y") + "K\x06sb.";
-  pk::Parsed p = parse_bytes(s);
+  detail::pickle::Parsed p = parse_bytes(s);
   const Object& o = p.value.as_object();
   EXPECT_EQ(describe(Value(std::make_shared<List>(List{o.list_items}))), "[i2,i3,i4]");
   ASSERT_EQ(o.dict_items.size(), 1u);
@@ -501,25 +505,26 @@ TEST(PickleVm, OperationsOnObjectsAreRecorded) {
 }
 
 TEST(PickleVm, BuildOnDictSetsAttrs) {
-  pk::Parsed p = parse_bytes("}" + bu("a") + "K\x01s}" + bu("_metadata") + "}sb.");
+  detail::pickle::Parsed p = parse_bytes("}" + bu("a") + "K\x01s}" + bu("_metadata") + "}sb.");
   EXPECT_EQ(describe(p.value), "{u61:i1}@{u5f6d65746164617461:{}}");
-  EXPECT_EQ(parse_rule("}K\x01\x62."s), r::kBadBuildState.id);
+  EXPECT_EQ(parse_rule("}K\x01\x62."s), detail::pickle::rules::kBadBuildState.id);
   EXPECT_EQ(describe(parse_bytes("}N}\x86\x62."s).value), "{}") << "(None, {}) slot state";
 }
 
 TEST(PickleVm, BadTargets) {
-  EXPECT_EQ(parse_rule("}Na"), r::kBadAppendTarget.id);
-  EXPECT_EQ(parse_rule("cx\ny\nNa"), r::kBadAppendTarget.id);
-  EXPECT_EQ(parse_rule("]NNs"), r::kBadSetItemTarget.id);
-  EXPECT_EQ(parse_rule("](N\x90"s), r::kBadAddItemsTarget.id);
-  EXPECT_EQ(parse_rule("\x80\x04(\x91(N\x90"s), r::kBadAddItemsTarget.id) << "frozenset is immutable";
-  EXPECT_EQ(parse_rule("]}b"), r::kBadBuildTarget.id);
-  EXPECT_EQ(parse_rule("cx\ny\n}b"), r::kBadBuildTarget.id);
+  EXPECT_EQ(parse_rule("}Na"), detail::pickle::rules::kBadAppendTarget.id);
+  EXPECT_EQ(parse_rule("cx\ny\nNa"), detail::pickle::rules::kBadAppendTarget.id);
+  EXPECT_EQ(parse_rule("]NNs"), detail::pickle::rules::kBadSetItemTarget.id);
+  EXPECT_EQ(parse_rule("](N\x90"s), detail::pickle::rules::kBadAddItemsTarget.id);
+  EXPECT_EQ(parse_rule("\x80\x04(\x91(N\x90"s),
+            detail::pickle::rules::kBadAddItemsTarget.id) << "frozenset is immutable";
+  EXPECT_EQ(parse_rule("]}b"), detail::pickle::rules::kBadBuildTarget.id);
+  EXPECT_EQ(parse_rule("cx\ny\n}b"), detail::pickle::rules::kBadBuildTarget.id);
 }
 
 TEST(PickleVm, OddSetItems) {
-  EXPECT_EQ(parse_rule("}(Nu"), r::kOddSetItems.id);
-  EXPECT_EQ(parse_rule("(Nd"), r::kOddSetItems.id);
+  EXPECT_EQ(parse_rule("}(Nu"), detail::pickle::rules::kOddSetItems.id);
+  EXPECT_EQ(parse_rule("(Nd"), detail::pickle::rules::kOddSetItems.id);
 }
 
 TEST(PickleVm, DictAndSetKeysFollowPythonEquality) {
@@ -527,34 +532,36 @@ TEST(PickleVm, DictAndSetKeysFollowPythonEquality) {
   EXPECT_EQ(describe(parse_bytes("}(\x88K\x02K\x01K\x03G?\xf0\x00\x00\x00\x00\x00\x00K\x04u."s).value), "{T:i4}");
   EXPECT_EQ(describe(parse_bytes("\x8f(K\x01K\x01\x88\x90."s).value), "S{i1}") << "1 == True: the first item stays";
   EXPECT_EQ(describe(parse_bytes("}(K\x01K\x02\x86K\x03K\x01K\x02\x86K\x04u."s).value), "{(i1,i2):i4}");
-  EXPECT_EQ(parse_rule("}]Ns"), r::kUnhashableKey.id);
-  EXPECT_EQ(parse_rule("(]\x91"s), r::kUnhashableKey.id);
+  EXPECT_EQ(parse_rule("}]Ns"), detail::pickle::rules::kUnhashableKey.id);
+  EXPECT_EQ(parse_rule("(]\x91"s), detail::pickle::rules::kUnhashableKey.id);
 }
 
-TEST(PickleVm, ObjMissingClass) { EXPECT_EQ(parse_rule("(o"), r::kObjMissingClass.id); }
+TEST(PickleVm, ObjMissingClass) { EXPECT_EQ(parse_rule("(o"), detail::pickle::rules::kObjMissingClass.id); }
 
 TEST(PickleVm, LateMutation) {
-  EXPECT_EQ(parse_rule("]q\x00\x85h\x00Na"s), r::kLateMutation.id) << "list changed after it went into a tuple";
-  EXPECT_EQ(parse_rule("]q\x00h\x00\x61"s), r::kLateMutation.id) << "list appended to itself";
-  EXPECT_EQ(parse_rule("}q\x00(Nh\x00u"s), r::kLateMutation.id) << "dict set into itself";
-  EXPECT_EQ(parse_rule("cx\ny\n)Rq\x00h\x00\x62"s), r::kLateMutation.id) << "object built with itself";
+  EXPECT_EQ(parse_rule("]q\x00\x85h\x00Na"s),
+            detail::pickle::rules::kLateMutation.id) << "list changed after it went into a tuple";
+  EXPECT_EQ(parse_rule("]q\x00h\x00\x61"s), detail::pickle::rules::kLateMutation.id) << "list appended to itself";
+  EXPECT_EQ(parse_rule("}q\x00(Nh\x00u"s), detail::pickle::rules::kLateMutation.id) << "dict set into itself";
+  EXPECT_EQ(parse_rule("cx\ny\n)Rq\x00h\x00\x62"s),
+            detail::pickle::rules::kLateMutation.id) << "object built with itself";
 }
 
 TEST(PickleVm, PopSemanticsLikeCPython) {
   EXPECT_EQ(describe(parse_bytes("K\x01(0.").value), "i1") << "POP right after MARK drops the MARK";
   EXPECT_EQ(describe(parse_bytes("K\x01(K\x02K\x03\x31.").value), "i1");
-  EXPECT_EQ(parse_rule("K\x01K\x02(."), r::kStackUnderflow.id);
+  EXPECT_EQ(parse_rule("K\x01K\x02(."), detail::pickle::rules::kStackUnderflow.id);
 }
 
 TEST(PickleVm, FramesAreCheckedAndReported) {
   REQUIRE_FIXTURE(data, "py3_nested_p4.pkl");
   EXPECT_EQ(fact(parse_fixture("py3_nested_p4.pkl"), "pickle.frames"), "count=1");
   EXPECT_EQ(fact(parse_fixture("py3_nested_p2.pkl"), "pickle.frames"), "<absent>");
-  EXPECT_EQ(parse_rule("\x80\x04\x95"s + u64le(100) + "N."), r::kTruncated.id);
+  EXPECT_EQ(parse_rule("\x80\x04\x95"s + u64le(100) + "N."), detail::pickle::rules::kTruncated.id);
 }
 
 TEST(PickleVm, Facts) {
-  pk::Parsed p = parse_bytes("\x80\x02]q\x00h\x00\x86."s, {}, {}, "f.pkl");
+  detail::pickle::Parsed p = parse_bytes("\x80\x02]q\x00h\x00\x86."s, {}, {}, "f.pkl");
   EXPECT_EQ(fact(p, "pickle.protocol"), "2");
   EXPECT_EQ(fact(p, "pickle.memo"), "puts=1 gets=1");
   EXPECT_EQ(fact(p, "pickle.opcodes"), "BINGET:1,BINPUT:1,EMPTY_LIST:1,PROTO:1,STOP:1,TUPLE2:1");
@@ -569,18 +576,22 @@ TEST(PickleVm, Facts) {
 
 TEST(PickleVm, DeepNestingIsRejectedFast) {
   auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(parse_rule(std::string(1'000'000, '(')), r::kMaxDepth.id);                 // MARK nesting
-  EXPECT_EQ(parse_rule(")" + std::string(1'000'000, '\x85')), r::kMaxDepth.id);        // TUPLE1 chain
-  EXPECT_EQ(parse_rule(std::string(500'000, ']') + std::string(500'000, 'a')), r::kMaxDepth.id);  // APPEND chain
-  EXPECT_EQ(parse_rule(std::string(500'000, '}') + std::string(500'000, 'b')), r::kMaxDepth.id);  // BUILD chain
+  EXPECT_EQ(parse_rule(std::string(1'000'000, '(')),
+            detail::pickle::rules::kMaxDepth.id);                 // MARK nesting
+  EXPECT_EQ(parse_rule(")" + std::string(1'000'000, '\x85')),
+            detail::pickle::rules::kMaxDepth.id);        // TUPLE1 chain
+  EXPECT_EQ(parse_rule(std::string(500'000, ']') + std::string(500'000, 'a')),
+            detail::pickle::rules::kMaxDepth.id);  // APPEND chain
+  EXPECT_EQ(parse_rule(std::string(500'000, '}') + std::string(500'000, 'b')),
+            detail::pickle::rules::kMaxDepth.id);  // BUILD chain
   auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(ms, 3000.0);
   // Exactly at the limit is fine; one more is not.
   Limits lim;
   lim.max_depth = 10;
   EXPECT_EQ(parse_rule(")" + std::string(9, '\x85') + ".", lim), "");
-  EXPECT_EQ(parse_rule(")" + std::string(10, '\x85') + ".", lim), r::kMaxDepth.id);
-  EXPECT_EQ(parse_rule(std::string(11, '('), lim), r::kMaxDepth.id);
+  EXPECT_EQ(parse_rule(")" + std::string(10, '\x85') + ".", lim), detail::pickle::rules::kMaxDepth.id);
+  EXPECT_EQ(parse_rule(std::string(11, '('), lim), detail::pickle::rules::kMaxDepth.id);
 }
 
 TEST(PickleVm, MemoBombIsBounded) {
@@ -598,55 +609,55 @@ TEST(PickleVm, MemoBombIsBounded) {
     (void)parse_bytes(s);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(e.rule(), r::kMaxAlloc.id);
+    EXPECT_EQ(e.rule(), detail::pickle::rules::kMaxAlloc.id);
     EXPECT_EQ(e.kind(), ErrorKind::kLimit);
   }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(ms, 2000.0);
   Limits lim;
   lim.max_alloc = 1000;
-  EXPECT_EQ(parse_rule(bu(std::string(2000, 'a')) + ".", lim), r::kMaxAlloc.id);
+  EXPECT_EQ(parse_rule(bu(std::string(2000, 'a')) + ".", lim), detail::pickle::rules::kMaxAlloc.id);
 }
 
 TEST(PickleVm, MaxMemo) {
   Limits lim;
   lim.max_memo = 2;
   EXPECT_EQ(parse_rule("Nq\x00q\x01q\x00."s, lim), "") << "re-PUT of an index does not grow the memo";
-  EXPECT_EQ(parse_rule("Nq\x00q\x01q\x02."s, lim), r::kMaxMemo.id);
-  EXPECT_EQ(parse_rule("\x80\x04N\x94\x94\x94.", lim), r::kMaxMemo.id);
+  EXPECT_EQ(parse_rule("Nq\x00q\x01q\x02."s, lim), detail::pickle::rules::kMaxMemo.id);
+  EXPECT_EQ(parse_rule("\x80\x04N\x94\x94\x94.", lim), detail::pickle::rules::kMaxMemo.id);
 }
 
 TEST(PickleVm, MaxStack) {
   Limits lim;
   lim.max_stack = 10;
-  EXPECT_EQ(parse_rule(std::string(11, 'N'), lim), r::kMaxStack.id);
-  EXPECT_EQ(parse_rule(std::string(5, 'N') + std::string(6, '('), lim), r::kMaxStack.id);
+  EXPECT_EQ(parse_rule(std::string(11, 'N'), lim), detail::pickle::rules::kMaxStack.id);
+  EXPECT_EQ(parse_rule(std::string(5, 'N') + std::string(6, '('), lim), detail::pickle::rules::kMaxStack.id);
   EXPECT_EQ(parse_rule(std::string(9, 'N') + ".", lim), "");
 }
 
 TEST(PickleVm, MaxString) {
   Limits lim;
   lim.max_string = 4;
-  EXPECT_EQ(parse_rule(bu("abcde") + ".", lim), r::kMaxString.id);
+  EXPECT_EQ(parse_rule(bu("abcde") + ".", lim), detail::pickle::rules::kMaxString.id);
   EXPECT_EQ(parse_rule(bu("abcd") + ".", lim), "");
-  EXPECT_EQ(parse_rule("C\x05"s + "abcde.", lim), r::kMaxString.id);
-  EXPECT_EQ(parse_rule("Vabcdefgh\n.", lim), r::kMaxString.id);
-  EXPECT_EQ(parse_rule("\x96"s + u64le(5) + "abcde.", lim), r::kMaxString.id);
+  EXPECT_EQ(parse_rule("C\x05"s + "abcde.", lim), detail::pickle::rules::kMaxString.id);
+  EXPECT_EQ(parse_rule("Vabcdefgh\n.", lim), detail::pickle::rules::kMaxString.id);
+  EXPECT_EQ(parse_rule("\x96"s + u64le(5) + "abcde.", lim), detail::pickle::rules::kMaxString.id);
 }
 
 TEST(PickleVm, MaxOps) {
   Limits lim;
   lim.max_pickle_ops = 3;
-  EXPECT_EQ(parse_rule("NN0.", lim), r::kMaxOps.id);
-  EXPECT_EQ(parse_rule("N0N.", lim), r::kMaxOps.id);
+  EXPECT_EQ(parse_rule("NN0.", lim), detail::pickle::rules::kMaxOps.id);
+  EXPECT_EQ(parse_rule("N0N.", lim), detail::pickle::rules::kMaxOps.id);
   EXPECT_EQ(parse_rule("NN.", lim), "");
 }
 
 TEST(PickleVm, MaxBytes) {
   Limits lim;
   lim.max_pickle_bytes = 4;
-  EXPECT_EQ(parse_rule("NNNNN.", lim), r::kMaxBytes.id);
-  EXPECT_EQ(parse_rule(bu("abc") + ".", lim), r::kMaxBytes.id);
+  EXPECT_EQ(parse_rule("NNNNN.", lim), detail::pickle::rules::kMaxBytes.id);
+  EXPECT_EQ(parse_rule(bu("abc") + ".", lim), detail::pickle::rules::kMaxBytes.id);
   EXPECT_EQ(parse_rule("NNN.trailing data is not part of the stream", lim), "");
 }
 
@@ -669,14 +680,14 @@ TEST(PickleVm, StdlibReduce) {
     o.args = std::make_shared<Value>(Value::tuple(std::move(args)));
     return o;
   };
-  EXPECT_EQ(describe(*pk::stdlib_reduce(obj(Value::global("builtins", "getattr"),
+  EXPECT_EQ(describe(*detail::pickle::stdlib_reduce(obj(Value::global("builtins", "getattr"),
                                             {Value::global("torch", "nn"), Value::str("Module")}))),
             "Gtorch.nn.Module");
-  EXPECT_EQ(describe(*pk::stdlib_reduce(obj(Value::global("_codecs", "encode"), {Value::str("\xc3\xbf"), Value::str("latin1")}))), "bff");
-  EXPECT_FALSE(pk::stdlib_reduce(obj(Value::global("_codecs", "encode"), {Value::str("\xe1\x88\xb4"), Value::str("latin1")})));
-  EXPECT_FALSE(pk::stdlib_reduce(obj(Value::global("posix", "system"), {Value::str("id")})));
-  EXPECT_FALSE(pk::stdlib_reduce(obj(Value::global("builtins", "set"), {Value::list({Value::list()})}))) << "unhashable";
-  EXPECT_EQ(describe(*pk::stdlib_reduce(obj(Value::global("builtins", "bytearray"), {}))), "y");
+  EXPECT_EQ(describe(*detail::pickle::stdlib_reduce(obj(Value::global("_codecs", "encode"), {Value::str("\xc3\xbf"), Value::str("latin1")}))), "bff");
+  EXPECT_FALSE(detail::pickle::stdlib_reduce(obj(Value::global("_codecs", "encode"), {Value::str("\xe1\x88\xb4"), Value::str("latin1")})));
+  EXPECT_FALSE(detail::pickle::stdlib_reduce(obj(Value::global("posix", "system"), {Value::str("id")})));
+  EXPECT_FALSE(detail::pickle::stdlib_reduce(obj(Value::global("builtins", "set"), {Value::list({Value::list()})}))) << "unhashable";
+  EXPECT_EQ(describe(*detail::pickle::stdlib_reduce(obj(Value::global("builtins", "bytearray"), {}))), "y");
 }
 
 }  // namespace

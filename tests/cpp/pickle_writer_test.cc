@@ -15,10 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::string_literals;
-namespace r = pk::rules;
 
-std::string write(const Value& v, pk::Writer::Hooks hooks = {}) {
-  pk::Writer w(std::move(hooks));
+std::string write(const Value& v, detail::pickle::Writer::Hooks hooks = {}) {
+  detail::pickle::Writer w(std::move(hooks));
   return w.finish(v);
 }
 
@@ -98,7 +97,7 @@ TEST(PickleWriter, ByteIdenticalToCPythonOnRealProtocol2Pickles) {
     std::string file = entry.path().filename().string();
     if (file.rfind("py3_", 0) != 0 || file.size() < 7 || file.substr(file.size() - 7) != "_p2.pkl") continue;
     std::string original = read_all(entry.path());
-    pk::Parsed p = parse_bytes(original, {}, stdlib_hooks(), file);
+    detail::pickle::Parsed p = parse_bytes(original, {}, stdlib_hooks(), file);
     std::string ours = write(p.value);
     EXPECT_EQ(hex(ours), hex(original)) << file;
     same += ours == original;
@@ -146,7 +145,7 @@ Value rich_value() {
 TEST(PickleWriter, RoundTripKeepsValuesAndSharing) {
   Value v = rich_value();
   std::string bytes = write(v);
-  pk::Parsed p = parse_bytes(bytes, {}, stdlib_hooks());
+  detail::pickle::Parsed p = parse_bytes(bytes, {}, stdlib_hooks());
   EXPECT_TRUE(equal(p.value, v)) << describe(p.value).substr(0, 2000);
   EXPECT_EQ(p.protocol, 2);
   // Sharing survives: the same node in two places is one node after reading back.
@@ -169,7 +168,7 @@ TEST(PickleWriter, RoundTripKeepsValuesAndSharing) {
 TEST(PickleWriter, BatchesOf1000LikeCPython) {
   Value l = Value::list();
   for (int i = 0; i < 2001; ++i) l.items().push_back(Value(1));
-  pk::Parsed p = parse_bytes(write(l));
+  detail::pickle::Parsed p = parse_bytes(write(l));
   EXPECT_EQ(fact(p, "pickle.opcodes"), "APPEND:1,APPENDS:2,BININT1:2001,BINPUT:1,EMPTY_LIST:1,MARK:2,PROTO:1,STOP:1");
   Value d = Value::dict();
   for (int i = 0; i < 1000; ++i) d.as_dict().set(Value(i), Value());
@@ -193,17 +192,17 @@ TEST(PickleWriter, FixImportsNamesLikeCPython) {
 }
 
 TEST(PickleWriter, BadGlobalName) {
-  EXPECT_EQ(rule_of([] { (void)write(Value::global("m\xc3\xa9", "x")); }), r::kWriteGlobalName.id);
-  EXPECT_EQ(rule_of([] { (void)write(Value::global("m", "a\nb")); }), r::kWriteGlobalName.id);
-  EXPECT_EQ(rule_of([] { (void)write(Value::global("", "x")); }), r::kWriteGlobalName.id);
+  EXPECT_EQ(rule_of([] { (void)write(Value::global("m\xc3\xa9", "x")); }), detail::pickle::rules::kWriteGlobalName.id);
+  EXPECT_EQ(rule_of([] { (void)write(Value::global("m", "a\nb")); }), detail::pickle::rules::kWriteGlobalName.id);
+  EXPECT_EQ(rule_of([] { (void)write(Value::global("", "x")); }), detail::pickle::rules::kWriteGlobalName.id);
 }
 
 TEST(PickleWriter, BadValues) {
-  EXPECT_EQ(rule_of([] { (void)write(Value::str("\xff")); }), r::kWriteBadValue.id);
+  EXPECT_EQ(rule_of([] { (void)write(Value::str("\xff")); }), detail::pickle::rules::kWriteBadValue.id);
   auto o = std::make_shared<Object>();
-  EXPECT_EQ(rule_of([&] { (void)write(Value(o)); }), r::kWriteBadValue.id);
-  pk::Writer w({});
-  EXPECT_EQ(rule_of([&] { w.tuple(std::size_t{4}); }), r::kWriteBadValue.id);
+  EXPECT_EQ(rule_of([&] { (void)write(Value(o)); }), detail::pickle::rules::kWriteBadValue.id);
+  detail::pickle::Writer w({});
+  EXPECT_EQ(rule_of([&] { w.tuple(std::size_t{4}); }), detail::pickle::rules::kWriteBadValue.id);
 }
 
 TEST(PickleWriter, TooDeep) {
@@ -214,7 +213,7 @@ TEST(PickleWriter, TooDeep) {
     cur.items().push_back(next);
     cur = next;
   }
-  EXPECT_EQ(rule_of([&] { (void)write(root); }), r::kWriteTooDeep.id);
+  EXPECT_EQ(rule_of([&] { (void)write(root); }), detail::pickle::rules::kWriteTooDeep.id);
   // Unlink iteratively so the destructor does not recurse 6000 levels.
   cur = root;
   while (!cur.items().empty()) {
@@ -229,11 +228,11 @@ TEST(PickleWriter, TensorsAndStoragesGoThroughHooks) {
   auto tensor = make_contiguous(DType::kFloat32, {1}, storage);
   Value t(tensor);
   Value v = Value::list({t, t, Value(storage)});
-  EXPECT_EQ(rule_of([&] { (void)write(v); }), r::kWriteNoHook.id);
-  EXPECT_EQ(rule_of([&] { (void)write(Value(storage)); }), r::kWriteNoHook.id);
+  EXPECT_EQ(rule_of([&] { (void)write(v); }), detail::pickle::rules::kWriteNoHook.id);
+  EXPECT_EQ(rule_of([&] { (void)write(Value(storage)); }), detail::pickle::rules::kWriteNoHook.id);
   int tensor_calls = 0, storage_calls = 0;
-  pk::Writer::Hooks h;
-  h.tensor = [&](pk::Writer& w, const Tensor& x) {
+  detail::pickle::Writer::Hooks h;
+  h.tensor = [&](detail::pickle::Writer& w, const Tensor& x) {
     if (!w.begin_node(&x)) return;
     ++tensor_calls;
     w.global("torch._utils", "_rebuild_tensor_v2");
@@ -244,7 +243,7 @@ TEST(PickleWriter, TensorsAndStoragesGoThroughHooks) {
     w.reduce();
     w.end_node(&x);
   };
-  h.storage = [&](pk::Writer& w, const Storage&) {
+  h.storage = [&](detail::pickle::Writer& w, const Storage&) {
     ++storage_calls;
     w.begin_tuple(5);
     for (const char* s : {"storage", "0", "cpu"}) w.value(Value::str(s));
@@ -256,9 +255,9 @@ TEST(PickleWriter, TensorsAndStoragesGoThroughHooks) {
   std::string b = write(v, h);
   EXPECT_EQ(tensor_calls, 1) << "second use is a BINGET";
   EXPECT_EQ(storage_calls, 1);
-  pk::Hooks rh;
+  detail::pickle::Hooks rh;
   rh.persistent_load = [](const Value& pid, std::uint64_t) { return pid; };
-  pk::Parsed p = parse_bytes(b, {}, rh);
+  detail::pickle::Parsed p = parse_bytes(b, {}, rh);
   EXPECT_EQ(p.value.items()[0].node(), p.value.items()[1].node());
   EXPECT_EQ(describe(p.value.items()[0]), "R0<Gtorch._utils._rebuild_tensor_v2>(i0,(i1))");
   EXPECT_EQ(describe(p.value.items()[2]), "(u73746f72616765,u30,u637075,Gtorch.FloatStorage,i1)");
@@ -267,14 +266,14 @@ TEST(PickleWriter, TensorsAndStoragesGoThroughHooks) {
 TEST(PickleWriter, TupleBuildingBlocks) {
   const char* expect[] = {"EMPTY_TUPLE:1,", "TUPLE1:1", "TUPLE2:1", "TUPLE3:1", "TUPLE:1", "TUPLE:1"};
   for (std::size_t n = 0; n <= 5; ++n) {
-    pk::Writer w({});
+    detail::pickle::Writer w({});
     std::vector<Value> items(n, Value(1));
     w.tuple(std::span<const Value>(items));
-    pk::Parsed p = parse_bytes(w.finish(Value()));
+    detail::pickle::Parsed p = parse_bytes(w.finish(Value()));
     EXPECT_NE(fact(p, "pickle.opcodes").find(expect[n]), std::string::npos) << n << " " << fact(p, "pickle.opcodes");
     EXPECT_EQ(fact(p, "pickle.memo"), n ? "puts=1 gets=0" : "puts=0 gets=0") << "CPython memoizes tuples except ()";
   }
-  pk::Writer w({});
+  detail::pickle::Writer w({});
   w.mark();
   w.value(Value(1));
   w.tuple_from_mark();

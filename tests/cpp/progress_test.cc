@@ -37,7 +37,7 @@ struct Recorder {
       if (i) EXPECT_LE(calls[i - 1].first, calls[i].first);
     }
     EXPECT_EQ(calls.back().first, total);
-    EXPECT_LE(calls.size(), util::ProgressMeter::kSteps + 2);
+    EXPECT_LE(calls.size(), detail::util::ProgressMeter::kSteps + 2);
   }
 };
 
@@ -45,7 +45,7 @@ TEST(Progress, MeterIsSerialisedMonotoneAndFinishesAtTotal) {
   Recorder rec;
   const Progress fn = rec.fn();
   constexpr std::uint64_t kTotal = 1'000'003;
-  util::ProgressMeter meter(&fn, kTotal);
+  detail::util::ProgressMeter meter(&fn, kTotal);
   std::vector<std::thread> threads;
   std::atomic<std::uint64_t> next{0};
   for (int t = 0; t < 4; ++t)
@@ -59,12 +59,12 @@ TEST(Progress, MeterIsSerialisedMonotoneAndFinishesAtTotal) {
 }
 
 TEST(Progress, NullCallbackCostsNothing) {
-  util::ProgressMeter meter(nullptr, 100);
+  detail::util::ProgressMeter meter(nullptr, 100);
   EXPECT_FALSE(meter.active());
   meter.add(50);
   meter.finish();
   const Progress empty;
-  EXPECT_FALSE(util::ProgressMeter(&empty, 100).active());
+  EXPECT_FALSE(detail::util::ProgressMeter(&empty, 100).active());
 }
 
 // 6 MiB of float32 in two tensors: more than one 1 MiB hash unit and one 8 MiB write

@@ -34,8 +34,8 @@ std::string entry(std::string_view name, std::string_view dtype, std::string_vie
 // Everything an index holds, as text (two indexes are equal when their texts are).
 std::string render(const SafetensorsIndex& idx) { return fuzz::render_index(idx); }
 
-detail::Input input_of(const std::string& bytes, const ReadOptions& opt) {
-  detail::Input in;
+detail::io::Input input_of(const std::string& bytes, const ReadOptions& opt) {
+  detail::io::Input in;
   in.whole = Storage::owned(std::vector<std::byte>(testing::bytes_of(bytes).begin(), testing::bytes_of(bytes).end()));
   in.name = "x.safetensors";
   in.options = &opt;
@@ -45,7 +45,7 @@ detail::Input input_of(const std::string& bytes, const ReadOptions& opt) {
 // The index (or the error) one parser makes of `bytes`.
 std::string outcome(const std::string& bytes, bool fast, const ReadOptions& opt = {}) {
   try {
-    return render(detail::index_safetensors(input_of(bytes, opt), fast));
+    return render(detail::safetensors::index_safetensors(input_of(bytes, opt), fast));
   } catch (const Error& e) {
     return std::string("error ") + e.what();
   }
@@ -54,7 +54,7 @@ std::string outcome(const std::string& bytes, bool fast, const ReadOptions& opt 
 // The full reader's verdict: "" or the error.
 std::string reader_error(const std::string& bytes, const ReadOptions& opt = {}) {
   try {
-    (void)detail::read_safetensors(input_of(bytes, opt));
+    (void)detail::safetensors::read_safetensors(input_of(bytes, opt));
   } catch (const Error& e) {
     return std::string("error ") + e.what();
   }
@@ -292,7 +292,7 @@ TEST(SafetensorsIndex, HostileHeadersSameErrorOnBothParsers) {
 TEST(SafetensorsIndex, RandomEditsAgreeOnBothParsers) {
   const std::string base = testing::read_all(testing::fixture_dir("gen_safetensors") / "meta_one.safetensors");
   ASSERT_GT(base.size(), 8u);
-  const std::uint64_t n = util::load_le<std::uint64_t>(reinterpret_cast<const std::byte*>(base.data()));
+  const std::uint64_t n = detail::util::load_le<std::uint64_t>(reinterpret_cast<const std::byte*>(base.data()));
   const std::string header = base.substr(8, n), data = base.substr(8 + n);
   const std::string alphabet = "{}[]:,\"\\ \t\n0123456789-.eE+aIFU_untrlsfx~\x7f\xc3\xa9";
   std::mt19937_64 rng(20261130);

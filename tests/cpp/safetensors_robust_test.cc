@@ -44,12 +44,12 @@ std::string outcome(const std::string& bytes, const std::string& label) {
 // The codec alone (no format detection in front): "" or the rule.
 std::string codec_rule(const std::string& bytes) {
   ReadOptions opt;
-  detail::Input in;
+  detail::io::Input in;
   in.whole = Storage::owned(std::vector<std::byte>(testing::bytes_of(bytes).begin(), testing::bytes_of(bytes).end()));
   in.name = "codec";
   in.options = &opt;
   try {
-    (void)detail::read_safetensors(in);
+    (void)detail::safetensors::read_safetensors(in);
   } catch (const Error& e) {
     EXPECT_NE(e.offset(), kNoOffset) << e.what();
     EXPECT_LE(e.offset(), bytes.size()) << e.what();

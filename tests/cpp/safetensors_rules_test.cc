@@ -15,7 +15,6 @@
 namespace tensorseal {
 namespace {
 
-namespace st = safetensors;
 constexpr const char* kName = "poked.safetensors";
 
 // The real file: {"__metadata__":{"format":"pt"},"w":F32[2,3] @[0,24],"b":F16[3] @[24,30]}
@@ -30,7 +29,7 @@ std::string make_file(std::string_view header, std::string_view buffer = {}) { r
 
 std::string make_file_n(std::uint64_t n, std::string_view rest) {
   std::string out;
-  util::append_le<std::uint64_t>(out, n);
+  detail::util::append_le<std::uint64_t>(out, n);
   out += rest;
   return out;
 }
@@ -45,11 +44,11 @@ std::string poke(std::string s, std::string_view from, std::string_view to) {
 }
 
 Checkpoint read_codec(const std::string& bytes, const ReadOptions& opt = {}) {
-  detail::Input in;
+  detail::io::Input in;
   in.whole = Storage::owned(std::vector<std::byte>(testing::bytes_of(bytes).begin(), testing::bytes_of(bytes).end()));
   in.name = kName;
   in.options = &opt;
-  return detail::read_safetensors(in);
+  return detail::safetensors::read_safetensors(in);
 }
 
 std::optional<Error> error_of(const std::string& bytes, const ReadOptions& opt = {}) {
@@ -90,15 +89,15 @@ void expect_rule(const std::string& bytes, const Rule& rule, std::optional<std::
     index_what = x.what();
   }
   try {
-    detail::Input in;
+    detail::io::Input in;
     in.whole = Storage::owned(std::vector<std::byte>(testing::bytes_of(bytes).begin(), testing::bytes_of(bytes).end()));
     in.name = kName;
     in.options = &opt;
-    (void)detail::index_safetensors(in, /*fast_scan=*/false);
+    (void)detail::safetensors::index_safetensors(in, /*fast_scan=*/false);
   } catch (const Error& x) {
     slow_what = x.what();
   }
-  if (rule.id != st::rules::kBadStructure.id) {  // the tree, not the header: read_file only
+  if (rule.id != detail::safetensors::rules::kBadStructure.id) {  // the tree, not the header: read_file only
     EXPECT_EQ(index_what, what);
     EXPECT_EQ(slow_what, what);
   }
@@ -131,20 +130,20 @@ TEST(SafetensorsRules, HandBuiltMinimalFileIsValid) {
 TEST(SafetensorsRules, FileTooSmall) {
   for (std::size_t n = 0; n < 8; ++n) {
     SCOPED_TRACE(n);
-    expect_rule(real_file().substr(0, n), st::rules::kFileTooSmall, 0);
+    expect_rule(real_file().substr(0, n), detail::safetensors::rules::kFileTooSmall, 0);
   }
 }
 
 TEST(SafetensorsRules, HeaderTooLarge) {
   // Over safetensors' own cap of 100,000,000 bytes, however long the file is.
-  expect_rule(make_file_n(100'000'001, "{}"), st::rules::kHeaderTooLarge, 0);
-  expect_rule(make_file_n(~std::uint64_t{0}, "{}"), st::rules::kHeaderTooLarge, 0);
+  expect_rule(make_file_n(100'000'001, "{}"), detail::safetensors::rules::kHeaderTooLarge, 0);
+  expect_rule(make_file_n(~std::uint64_t{0}, "{}"), detail::safetensors::rules::kHeaderTooLarge, 0);
   // Exactly the cap is not "too large" (it runs past the end instead).
-  expect_rule(make_file_n(100'000'000, "{}"), st::rules::kHeaderLength, 0);
+  expect_rule(make_file_n(100'000'000, "{}"), detail::safetensors::rules::kHeaderLength, 0);
   // Limits::max_safetensors_header lowers the cap.
   ReadOptions small;
   small.limits.max_safetensors_header = 64;
-  expect_rule(real_file(), st::rules::kHeaderTooLarge, 0, small);
+  expect_rule(real_file(), detail::safetensors::rules::kHeaderTooLarge, 0, small);
   EXPECT_EQ(error_of(real_file(), small)->kind(), ErrorKind::kLimit);
 }
 
@@ -153,8 +152,8 @@ TEST(SafetensorsRules, HeaderLength) {
   // N claims more bytes than the file holds after the prefix.
   std::string longer = f;
   longer.replace(0, 8, make_file_n(f.size() - 8 + 1, ""));
-  expect_rule(longer, st::rules::kHeaderLength, 0);
-  expect_rule(make_file_n(3, "{}"), st::rules::kHeaderLength, 0);
+  expect_rule(longer, detail::safetensors::rules::kHeaderLength, 0);
+  expect_rule(make_file_n(3, "{}"), detail::safetensors::rules::kHeaderLength, 0);
 }
 
 TEST(SafetensorsRules, HeaderUtf8) {
@@ -163,11 +162,11 @@ TEST(SafetensorsRules, HeaderUtf8) {
   const auto at = f.find("\"w\"") + 1;
   std::string bad = f;
   bad[at] = '\xff';
-  expect_rule(bad, st::rules::kHeaderUtf8, at);
+  expect_rule(bad, detail::safetensors::rules::kHeaderUtf8, at);
   // Overlong encoding of '/', an unpaired surrogate, a truncated sequence.
   for (std::string_view seq : {std::string_view("\xc0\xaf"), std::string_view("\xed\xa0\x80"), std::string_view("\xe6\x97")}) {
     const std::string h = "{\"__metadata__\":{\"k\":\"" + std::string(seq) + "\"}}";
-    expect_rule(make_file(h), st::rules::kHeaderUtf8, 8 + h.find(seq));
+    expect_rule(make_file(h), detail::safetensors::rules::kHeaderUtf8, 8 + h.find(seq));
   }
 }
 
@@ -177,20 +176,20 @@ TEST(SafetensorsRules, HeaderJson) {
   const auto close = f.rfind('}');
   std::string bad = f;
   bad[close] = ' ';
-  expect_rule(bad, st::rules::kHeaderJson);
+  expect_rule(bad, detail::safetensors::rules::kHeaderJson);
   EXPECT_GE(error_of(bad)->offset(), 8u);
   EXPECT_LE(error_of(bad)->offset(), 8u + 0x90);
   // Padding with NUL instead of spaces is not JSON whitespace.
   std::string nul = f;
   nul[8 + 0x90 - 1] = '\0';
-  expect_rule(nul, st::rules::kHeaderJson, 8 + 0x90 - 1);
+  expect_rule(nul, detail::safetensors::rules::kHeaderJson, 8 + 0x90 - 1);
   // NUL then anything: serde says "trailing characters"; nothing may hide after a NUL.
-  expect_rule(make_file(std::string("{}\0junk", 7)), st::rules::kHeaderJson, 10);
-  expect_rule(make_file(std::string("{\"a\":\"\0\"}", 8)), st::rules::kHeaderJson, 14);
+  expect_rule(make_file(std::string("{}\0junk", 7)), detail::safetensors::rules::kHeaderJson, 10);
+  expect_rule(make_file(std::string("{\"a\":\"\0\"}", 8)), detail::safetensors::rules::kHeaderJson, 14);
   // Garbage, an empty header, a trailing comma, single quotes.
   for (std::string_view h : {"{\"a\":tru}", "", "{\"a\":1,}", "{'a':1}", "{\"a\":1} x", "{\"a\":\"\x01\"}"}) {
     SCOPED_TRACE(h);
-    expect_rule(make_file(h), st::rules::kHeaderJson);
+    expect_rule(make_file(h), detail::safetensors::rules::kHeaderJson);
   }
   EXPECT_EQ(error_of(make_file(""))->offset(), 8u);
 }
@@ -203,32 +202,33 @@ TEST(SafetensorsRules, HeaderJsonNestingIsCappedLikeSerde) {
                      std::string(arrays, '[') + std::string(arrays, ']') + "}}");
   };
   EXPECT_NO_THROW(read_codec(nested(125)));
-  expect_rule(nested(126), st::rules::kHeaderJson, 8);
-  expect_rule(nested(100000), st::rules::kHeaderJson, 8);
+  expect_rule(nested(126), detail::safetensors::rules::kHeaderJson, 8);
+  expect_rule(nested(100000), detail::safetensors::rules::kHeaderJson, 8);
 }
 
 TEST(SafetensorsRules, HeaderNotObject) {
   for (std::string_view h : {"[]", "null", "\"str\"", "123", "  [1,2]  "}) {
     SCOPED_TRACE(h);
-    expect_rule(make_file(h), st::rules::kHeaderNotObject, 8);
+    expect_rule(make_file(h), detail::safetensors::rules::kHeaderNotObject, 8);
   }
 }
 
 TEST(SafetensorsRules, DuplicateKey) {
   const std::string a = entry("a", "U8", "[1]", "[0,1]");
-  expect_rule(make_file("{" + a + "," + entry("a", "U8", "[1]", "[1,2]") + "}", "xy"), st::rules::kDuplicateKey, 8);
+  expect_rule(make_file("{" + a + "," + entry("a", "U8", "[1]", "[1,2]") + "}", "xy"),
+              detail::safetensors::rules::kDuplicateKey, 8);
   // Twice __metadata__, and a duplicate field inside an entry (which would otherwise
   // let the last "dtype" silently win).
-  expect_rule(make_file("{\"__metadata__\":{},\"__metadata__\":{}}"), st::rules::kDuplicateKey, 8);
+  expect_rule(make_file("{\"__metadata__\":{},\"__metadata__\":{}}"), detail::safetensors::rules::kDuplicateKey, 8);
   expect_rule(make_file("{\"a\":{\"dtype\":\"U8\",\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[0,1]}}", "x"),
-              st::rules::kDuplicateKey, 8);
-  expect_rule(make_file("{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}"), st::rules::kDuplicateKey, 8);
+              detail::safetensors::rules::kDuplicateKey, 8);
+  expect_rule(make_file("{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}"), detail::safetensors::rules::kDuplicateKey, 8);
 }
 
 TEST(SafetensorsRules, MetadataType) {
   for (std::string_view m : {"{\"k\":1}", "{\"k\":null}", "{\"k\":[\"v\"]}", "[]", "\"x\"", "7"}) {
     SCOPED_TRACE(m);
-    expect_rule(make_file("{\"__metadata__\":" + std::string(m) + "}"), st::rules::kMetadataType, 8);
+    expect_rule(make_file("{\"__metadata__\":" + std::string(m) + "}"), detail::safetensors::rules::kMetadataType, 8);
   }
   // null and {} are accepted and mean "no metadata".
   EXPECT_TRUE(read_codec(make_file("{\"__metadata__\":null}")).metadata.empty());
@@ -240,52 +240,53 @@ TEST(SafetensorsRules, EntryType) {
                              "\"a\":{\"dtype\":\"U8\",\"data_offsets\":[0,1]}", "\"a\":{\"dtype\":\"U8\",\"shape\":[1]}",
                              "\"a\":{\"dtype\":8,\"shape\":[1],\"data_offsets\":[0,1]}"}) {
     SCOPED_TRACE(e);
-    expect_rule(make_file("{" + std::string(e) + "}", "x"), st::rules::kEntryType, 8);
+    expect_rule(make_file("{" + std::string(e) + "}", "x"), detail::safetensors::rules::kEntryType, 8);
   }
 }
 
 TEST(SafetensorsRules, UnknownDtype) {
-  expect_rule(poke(real_file(), "\"F32\"", "\"F31\""), st::rules::kUnknownDtype, 8);
-  expect_rule(poke(real_file(), "\"F32\"", "\"f32\""), st::rules::kUnknownDtype, 8);
-  expect_rule(make_file("{" + entry("a", "", "[1]", "[0,1]") + "}", "x"), st::rules::kUnknownDtype, 8);
-  expect_rule(make_file("{" + entry("a", "C128", "[1]", "[0,16]") + "}", std::string(16, 'x')), st::rules::kUnknownDtype, 8);
+  expect_rule(poke(real_file(), "\"F32\"", "\"F31\""), detail::safetensors::rules::kUnknownDtype, 8);
+  expect_rule(poke(real_file(), "\"F32\"", "\"f32\""), detail::safetensors::rules::kUnknownDtype, 8);
+  expect_rule(make_file("{" + entry("a", "", "[1]", "[0,1]") + "}", "x"), detail::safetensors::rules::kUnknownDtype, 8);
+  expect_rule(make_file("{" + entry("a", "C128", "[1]", "[0,16]") + "}", std::string(16, 'x')),
+              detail::safetensors::rules::kUnknownDtype, 8);
 }
 
 TEST(SafetensorsRules, BadShape) {
   // A float where a size belongs, poked into the real file.
-  expect_rule(poke(real_file(), "[2,3]", "[6e0]"), st::rules::kBadShape, 8);
+  expect_rule(poke(real_file(), "[2,3]", "[6e0]"), detail::safetensors::rules::kBadShape, 8);
   for (std::string_view s : {"\"x\"", "[-1]", "[-0]", "[1.5]", "[1e2]", "[true]", "[\"2\"]", "{}", "[9223372036854775808]",
                              "[18446744073709551616]"}) {
     SCOPED_TRACE(s);
-    expect_rule(make_file("{" + entry("a", "U8", s, "[0,1]") + "}", "x"), st::rules::kBadShape, 8);
+    expect_rule(make_file("{" + entry("a", "U8", s, "[0,1]") + "}", "x"), detail::safetensors::rules::kBadShape, 8);
   }
   // More dimensions than Limits::max_ndim (64 by default).
   std::string many = "[1";
   for (int i = 1; i < 65; ++i) many += ",1";
   many += "]";
-  expect_rule(make_file("{" + entry("a", "U8", many, "[0,1]") + "}", "x"), st::rules::kBadShape, 8);
+  expect_rule(make_file("{" + entry("a", "U8", many, "[0,1]") + "}", "x"), detail::safetensors::rules::kBadShape, 8);
   ReadOptions two;
   two.limits.max_ndim = 1;
-  expect_rule(real_file(), st::rules::kBadShape, 8, two);
+  expect_rule(real_file(), detail::safetensors::rules::kBadShape, 8, two);
 }
 
 TEST(SafetensorsRules, BadOffsets) {
   for (std::string_view o : {"[0]", "[0,1,2]", "[-1,0]", "[\"0\",\"1\"]", "[0.0,1]", "{}", "null",
                              "[0,18446744073709551616]"}) {
     SCOPED_TRACE(o);
-    expect_rule(make_file("{" + entry("a", "U8", "[1]", o) + "}", "x"), st::rules::kBadOffsets, 8);
+    expect_rule(make_file("{" + entry("a", "U8", "[1]", o) + "}", "x"), detail::safetensors::rules::kBadOffsets, 8);
   }
   // begin > end.
-  expect_rule(make_file("{" + entry("a", "U8", "[0]", "[1,0]") + "}", "x"), st::rules::kBadOffsets, 8);
+  expect_rule(make_file("{" + entry("a", "U8", "[0]", "[1,0]") + "}", "x"), detail::safetensors::rules::kBadOffsets, 8);
 }
 
 TEST(SafetensorsRules, SizeOverflow) {
   // Element count overflows 64 bits.
   expect_rule(make_file("{" + entry("a", "U8", "[4294967296,4294967296,2]", "[0,1]") + "}", "x"),
-              st::rules::kSizeOverflow, 8);
+              detail::safetensors::rules::kSizeOverflow, 8);
   // Element count fits but count * bits does not (2^61 elements of 64 bits).
   expect_rule(make_file("{" + entry("a", "F64", "[2305843009213693952]", "[0,8]") + "}", std::string(8, 'x')),
-              st::rules::kSizeOverflow, 8);
+              detail::safetensors::rules::kSizeOverflow, 8);
   // A zero dimension makes the product 0 even after huge ones: no overflow.
   EXPECT_EQ(read_codec(make_file("{" + entry("a", "F64", "[0,9223372036854775807]", "[0,0]") + "}"))
                 .root.as_dict().items[0].second.as_tensor()->numel(), 0u);
@@ -293,18 +294,22 @@ TEST(SafetensorsRules, SizeOverflow) {
 
 TEST(SafetensorsRules, SizeMismatch) {
   // F32 [2,3] needs 24 bytes; make it [2,2] (16 bytes) over the same offsets.
-  expect_rule(poke(real_file(), "[2,3]", "[2,2]"), st::rules::kSizeMismatch, 8);
+  expect_rule(poke(real_file(), "[2,3]", "[2,2]"), detail::safetensors::rules::kSizeMismatch, 8);
   // The dtype changed under the same offsets: F16 [2,3] is 12 bytes, not 24.
-  expect_rule(poke(real_file(), "\"F32\"", "\"F16\""), st::rules::kSizeMismatch, 8);
+  expect_rule(poke(real_file(), "\"F32\"", "\"F16\""), detail::safetensors::rules::kSizeMismatch, 8);
   // Scalar of F32 is 4 bytes.
-  expect_rule(make_file("{" + entry("a", "F32", "[]", "[0,2]") + "}", "xx"), st::rules::kSizeMismatch, 8);
+  expect_rule(make_file("{" + entry("a", "F32", "[]", "[0,2]") + "}", "xx"),
+              detail::safetensors::rules::kSizeMismatch, 8);
 }
 
 TEST(SafetensorsRules, MisalignedSubByte) {
   // 3 fp4 values are 12 bits; 2 fp6 values are 12 bits.
-  expect_rule(make_file("{" + entry("a", "F4", "[3]", "[0,2]") + "}", "xx"), st::rules::kMisaligned, 8);
-  expect_rule(make_file("{" + entry("a", "F6_E2M3", "[2]", "[0,2]") + "}", "xx"), st::rules::kMisaligned, 8);
-  expect_rule(make_file("{" + entry("a", "F6_E3M2", "[1]", "[0,1]") + "}", "x"), st::rules::kMisaligned, 8);
+  expect_rule(make_file("{" + entry("a", "F4", "[3]", "[0,2]") + "}", "xx"),
+              detail::safetensors::rules::kMisaligned, 8);
+  expect_rule(make_file("{" + entry("a", "F6_E2M3", "[2]", "[0,2]") + "}", "xx"),
+              detail::safetensors::rules::kMisaligned, 8);
+  expect_rule(make_file("{" + entry("a", "F6_E3M2", "[1]", "[0,1]") + "}", "x"),
+              detail::safetensors::rules::kMisaligned, 8);
   // Whole bytes are fine: 4 fp6 values are 3 bytes, 2 fp4 values 1 byte, 2x3 fp4 3 bytes.
   const Checkpoint ok = read_codec(make_file("{" + entry("a", "F6_E2M3", "[4]", "[0,3]") + "," +
                                              entry("b", "F4", "[2]", "[3,4]") + "," +
@@ -329,18 +334,18 @@ TEST(SafetensorsRules, OffsetsTiling) {
   // stays 6 only if end moves too, so poke both).
   const std::string gap = poke(real_file(), "[24,30]", "[26,32]");
   // header byte count unchanged; file data start = 8 + 0x90 = 152.
-  expect_rule(gap, st::rules::kTiling, 152 + 24);
+  expect_rule(gap, detail::safetensors::rules::kTiling, 152 + 24);
   // An overlap: b starts inside w.
-  expect_rule(poke(real_file(), "[24,30]", "[20,26]"), st::rules::kTiling, 152 + 20);
+  expect_rule(poke(real_file(), "[24,30]", "[20,26]"), detail::safetensors::rules::kTiling, 152 + 20);
   // Not starting at 0.
-  expect_rule(make_file("{" + entry("a", "U8", "[1]", "[1,2]") + "}", "xy"), st::rules::kTiling);
+  expect_rule(make_file("{" + entry("a", "U8", "[1]", "[1,2]") + "}", "xy"), detail::safetensors::rules::kTiling);
   // Two tensors at the same place.
   expect_rule(make_file("{" + entry("a", "U8", "[1]", "[0,1]") + "," + entry("b", "U8", "[1]", "[0,1]") + "}", "x"),
-              st::rules::kTiling);
+              detail::safetensors::rules::kTiling);
   // Hostile offsets far past the file still report an offset inside the file.
   expect_rule(make_file("{" + entry("a", "U8", "[1]", "[0,1]") + "," +
                         entry("b", "U8", "[1]", "[18446744073709551613,18446744073709551614]") + "}", "x"),
-              st::rules::kTiling);
+              detail::safetensors::rules::kTiling);
   // Zero-size tensors may sit anywhere a boundary is (safetensors does the same).
   EXPECT_NO_THROW(read_codec(make_file("{" + entry("a", "U8", "[1]", "[0,1]") + "," + entry("z", "U8", "[0]", "[1,1]") +
                                        "," + entry("y", "U8", "[0]", "[0,0]") + "}", "x")));
@@ -348,18 +353,18 @@ TEST(SafetensorsRules, OffsetsTiling) {
 
 TEST(SafetensorsRules, BufferLength) {
   // Trailing bytes after the last tensor (e.g. a polyglot appended file).
-  expect_rule(real_file() + "PK", st::rules::kBufferLength, 152 + 30);
+  expect_rule(real_file() + "PK", detail::safetensors::rules::kBufferLength, 152 + 30);
   // A buffer shorter than the tensors claim.
-  expect_rule(real_file().substr(0, 181), st::rules::kBufferLength, 152 + 29);
+  expect_rule(real_file().substr(0, 181), detail::safetensors::rules::kBufferLength, 152 + 29);
   // No tensors but data bytes.
-  expect_rule(make_file("{}", "x"), st::rules::kBufferLength, 10);
+  expect_rule(make_file("{}", "x"), detail::safetensors::rules::kBufferLength, 10);
   EXPECT_NO_THROW(read_codec(make_file("{}")));
 }
 
 TEST(SafetensorsRules, TooManyTensors) {
   ReadOptions one;
   one.limits.max_entries = 1;
-  expect_rule(real_file(), st::rules::kTooManyTensors, 8, one);
+  expect_rule(real_file(), detail::safetensors::rules::kTooManyTensors, 8, one);
   EXPECT_EQ(error_of(real_file(), one)->kind(), ErrorKind::kLimit);
   ReadOptions two;
   two.limits.max_entries = 3;  // 2 tensors + __metadata__
@@ -396,9 +401,11 @@ TEST(SafetensorsWriterRules, NotFlat) {
   auto storage = Storage::owned(std::vector<std::byte>(4), DType::kFloat32);
   Value in_dict = Value::dict();
   in_dict.as_dict().set(Value::str("s"), Value(storage));
-  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(in_dict, Format::kSafetensors); }), st::rules::kNotFlat.id);
+  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(in_dict, Format::kSafetensors); }),
+            detail::safetensors::rules::kNotFlat.id);
   Value in_list = Value::list({Value(storage)});
-  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(in_list, Format::kSafetensors); }), st::rules::kNotFlat.id);
+  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(in_list, Format::kSafetensors); }),
+            detail::safetensors::rules::kNotFlat.id);
 }
 
 TEST(SafetensorsWriterRules, DtypeUnsupported) {
@@ -407,14 +414,16 @@ TEST(SafetensorsWriterRules, DtypeUnsupported) {
     Value v = Value::dict();
     auto t = make_contiguous(d, {1}, Storage::owned(std::vector<std::byte>(16)));
     v.as_dict().set(Value::str("t"), Value(t));
-    EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(v, Format::kSafetensors); }), st::rules::kDtypeUnsupported.id);
+    EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(v, Format::kSafetensors); }),
+              detail::safetensors::rules::kDtypeUnsupported.id);
   }
 }
 
 TEST(SafetensorsWriterRules, ReservedName) {
   Value v = Value::dict();
   v.as_dict().set(Value::str("__metadata__"), Value(u8_tensor({1}, 1)));
-  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(v, Format::kSafetensors); }), st::rules::kReservedName.id);
+  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(v, Format::kSafetensors); }),
+            detail::safetensors::rules::kReservedName.id);
 }
 
 TEST(SafetensorsWriterRules, HeaderTooLarge) {
@@ -426,7 +435,8 @@ TEST(SafetensorsWriterRules, HeaderTooLarge) {
     name += std::to_string(i);
     v.as_dict().set(Value::str(std::move(name)), Value(u8_tensor({0}, 0)));
   }
-  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(v, Format::kSafetensors); }), st::rules::kHeaderTooLarge.id);
+  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(v, Format::kSafetensors); }),
+            detail::safetensors::rules::kHeaderTooLarge.id);
   v.as_dict().items.resize(99);  // 99 MB of names: fine
   EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(v, Format::kSafetensors); }), "");
 }
@@ -435,7 +445,8 @@ TEST(SafetensorsWriterRules, DuplicateMetadataKey) {
   Value v = Value::dict();
   WriteOptions o;
   o.metadata = {{"k", "1"}, {"k", "2"}};
-  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(v, Format::kSafetensors, o); }), st::rules::kDuplicateKey.id);
+  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(v, Format::kSafetensors, o); }),
+            detail::safetensors::rules::kDuplicateKey.id);
 }
 
 TEST(SafetensorsWriterRules, InvalidTensorIsRejectedBeforeWriting) {

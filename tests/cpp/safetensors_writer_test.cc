@@ -57,7 +57,7 @@ struct Split {
 };
 Split split(const std::string& f) {
   EXPECT_GE(f.size(), 8u);
-  const auto n = util::load_le<std::uint64_t>(reinterpret_cast<const std::byte*>(f.data()));
+  const auto n = detail::util::load_le<std::uint64_t>(reinterpret_cast<const std::byte*>(f.data()));
   return {f.substr(8, n), f.substr(8 + n)};
 }
 

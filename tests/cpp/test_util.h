@@ -73,7 +73,7 @@ inline std::string make_safetensors_file(std::string_view header, std::string_vi
 }
 
 // Lower-case hex of raw bytes.
-inline std::string hex_of(std::string_view s) { return tensorseal::util::to_hex(s); }
+inline std::string hex_of(std::string_view s) { return detail::util::to_hex(s); }
 
 // The seed's byte strings, kept in the repository (tests/fixtures/vectors/).
 inline std::string vectors_dir() {

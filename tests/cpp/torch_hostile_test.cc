@@ -18,7 +18,6 @@ namespace tensorseal {
 namespace {
 
 namespace fs = std::filesystem;
-namespace zr = detail::zip;  // reader; tensorseal::zip holds the constants
 
 fs::path dir() { return testing::fixture_dir("gen_torch"); }
 
@@ -95,7 +94,7 @@ TEST(TorchHostile, LegacyTruncatedAtEveryLengthIsAnError) { every_prefix_fails("
 // (data.pkl, a storage, version...) is zip/crc-mismatch.
 TEST(TorchHostile, ZipBitFlipInAnyRecordIsCrcMismatch) {
   const std::string whole = fixture("tiny.pt");
-  const auto archive = zr::read(testing::bytes_of(whole), "tiny.pt", Limits{});
+  const auto archive = detail::zip::read(testing::bytes_of(whole), "tiny.pt", Limits{});
   std::size_t flips = 0;
   for (const auto& e : archive.entries) {
     SCOPED_TRACE(e.name);
@@ -103,7 +102,7 @@ TEST(TorchHostile, ZipBitFlipInAnyRecordIsCrcMismatch) {
       for (int bit = 0; bit < 8; ++bit) {
         std::string b = whole;
         b[i] = static_cast<char>(b[i] ^ (1 << bit));
-        ASSERT_EQ(read_outcome(b).rule, zip::rules::kCrcMismatch.id) << "byte " << i << " bit " << bit;
+        ASSERT_EQ(read_outcome(b).rule, detail::zip::rules::kCrcMismatch.id) << "byte " << i << " bit " << bit;
         ++flips;
       }
   }
@@ -149,21 +148,21 @@ TEST(TorchHostile, LegacyBitFlipAnywhereNeverCrashes) {
 TEST(TorchHostile, LocalHeaderDisagreeingWithCentralDirectory) {
   std::string b = fixture("tiny.pt");
   ASSERT_GT(b.size(), 40u);
-  b[zip::kLocalHeaderSize] = static_cast<char>(b[zip::kLocalHeaderSize] ^ 0x20);  // first name byte
-  EXPECT_EQ(read_outcome(b).rule, zip::rules::kLocalMismatch.id);
+  b[detail::zip::kLocalHeaderSize] = static_cast<char>(b[detail::zip::kLocalHeaderSize] ^ 0x20);  // first name byte
+  EXPECT_EQ(read_outcome(b).rule, detail::zip::rules::kLocalMismatch.id);
 }
 
 TEST(TorchHostile, TorchScriptArchiveIsRefused) {
   const std::string b = fixture("torchscript.pt");
-  EXPECT_EQ(read_outcome(b).rule, torchfmt::rules::kTorchScript.id);
+  EXPECT_EQ(read_outcome(b).rule, detail::torch::rules::kTorchScript.id);
 }
 
 // data.pkl patched (same length) to claim 255 floats for a 4-float record: the
 // CVE-2026-24747 shape. Read without CRC checks, as torch reads, to reach the rule.
 TEST(TorchHostile, StorageLargerThanItsRecord) {
   std::string b = fixture("tiny.pt");
-  const auto archive = zr::read(testing::bytes_of(b), "tiny.pt", Limits{});
-  const zr::Entry* pkl = nullptr;
+  const auto archive = detail::zip::read(testing::bytes_of(b), "tiny.pt", Limits{});
+  const detail::zip::Entry* pkl = nullptr;
   for (const auto& e : archive.entries)
     if (e.name.ends_with("/data.pkl")) pkl = &e;
   ASSERT_TRUE(pkl);
@@ -176,8 +175,8 @@ TEST(TorchHostile, StorageLargerThanItsRecord) {
   b[pkl->data_offset + k + 1] = '\xff';
   ReadOptions no_crc;
   no_crc.verify_checksums = false;
-  EXPECT_EQ(read_outcome(b, no_crc).rule, torchfmt::rules::kStorageTooSmall.id);
-  EXPECT_EQ(read_outcome(b).rule, zip::rules::kCrcMismatch.id);  // with checks: the CRC first
+  EXPECT_EQ(read_outcome(b, no_crc).rule, detail::torch::rules::kStorageTooSmall.id);
+  EXPECT_EQ(read_outcome(b).rule, detail::zip::rules::kCrcMismatch.id);  // with checks: the CRC first
 }
 
 // ---- pickle-level attacks -------------------------------------------------------------
@@ -283,12 +282,12 @@ std::string patched(std::string b, std::string_view from, std::string_view to, s
 
 TEST(TorchHostile, LegacyProtocolVersionMustBe1001) {
   const std::string b = patched(fixture("tiny.legacy.pt"), std::string_view("M\xe9\x03", 3), std::string_view("M\xea\x03", 3));
-  EXPECT_EQ(read_outcome(b).rule, torchfmt::rules::kLegacyProtocol.id);
+  EXPECT_EQ(read_outcome(b).rule, detail::torch::rules::kLegacyProtocol.id);
 }
 
 TEST(TorchHostile, LegacySysInfoNeedsLittleEndianFlag) {
   const std::string b = patched(fixture("tiny.legacy.pt"), "little_endian", "little_endiaX");
-  EXPECT_EQ(read_outcome(b).rule, torchfmt::rules::kLegacySysInfo.id);
+  EXPECT_EQ(read_outcome(b).rule, detail::torch::rules::kLegacySysInfo.id);
 }
 
 // The key list after the object pickle must name exactly the storages the object
@@ -304,7 +303,7 @@ TEST(TorchHostile, LegacyKeyListNamesUnusedStorage) {
   std::string b = whole;
   const std::size_t last = x + 5 + static_cast<unsigned char>(whole[x + 1]) - 1;
   b[last] = b[last] == '1' ? '2' : '1';
-  EXPECT_EQ(read_outcome(b).rule, torchfmt::rules::kLegacyKeys.id);
+  EXPECT_EQ(read_outcome(b).rule, detail::torch::rules::kLegacyKeys.id);
 }
 
 TEST(TorchHostile, LegacyStorageRecordLargerThanFile) {
@@ -315,11 +314,11 @@ TEST(TorchHostile, LegacyStorageRecordLargerThanFile) {
   ASSERT_NE(stop, std::string::npos);
   ASSERT_LT(static_cast<unsigned char>(b[stop + 1]), 5);  // 1 ("n") or 4 ("w"), little-endian
   b[stop + 8] = '\x10';
-  EXPECT_EQ(read_outcome(b).rule, torchfmt::rules::kLegacyStorageHeader.id);
+  EXPECT_EQ(read_outcome(b).rule, detail::torch::rules::kLegacyStorageHeader.id);
 }
 
 TEST(TorchHostile, LegacyTrailingBytes) {
-  EXPECT_EQ(read_outcome(fixture("tiny.legacy.pt") + "x").rule, torchfmt::rules::kLegacyTrailing.id);
+  EXPECT_EQ(read_outcome(fixture("tiny.legacy.pt") + "x").rule, detail::torch::rules::kLegacyTrailing.id);
 }
 
 // The object's persistent id claims more elements than the storage record holds.
@@ -328,11 +327,12 @@ TEST(TorchHostile, LegacyStorageSmallerThanItsPersistentId) {
   const auto cpu = whole.find("cpu");
   ASSERT_NE(cpu, std::string::npos);
   const std::string b = patched(whole, "K\x04", "K\x05", cpu);
-  EXPECT_EQ(read_outcome(b).rule, torchfmt::rules::kStorageTooSmall.id);
+  EXPECT_EQ(read_outcome(b).rule, detail::torch::rules::kStorageTooSmall.id);
 }
 
 TEST(TorchHostile, PickleTrailingBytes) {
-  EXPECT_EQ(read_outcome(fixture("hostile/reduce_os_system.pkl") + "\n").rule, torchfmt::rules::kPickleTrailing.id);
+  EXPECT_EQ(read_outcome(fixture("hostile/reduce_os_system.pkl") + "\n").rule,
+            detail::torch::rules::kPickleTrailing.id);
 }
 
 // Every error message is one line of valid UTF-8 (the CLI prints it; the Python module
@@ -350,7 +350,7 @@ TEST(TorchHostile, ErrorMessagesAreOneUtf8Line) {
       } catch (const Error& e) {
         const std::string m = e.what();
         EXPECT_EQ(m.find('\n'), std::string::npos) << file << " byte " << i << ": " << m;
-        EXPECT_FALSE(util::first_invalid_utf8(m)) << file << " byte " << i;
+        EXPECT_FALSE(detail::util::first_invalid_utf8(m)) << file << " byte " << i;
       }
     }
   }

@@ -19,7 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-namespace zip = detail::zip;
 
 fs::path fixture(const std::string& name) { return testing::fixture_dir("gen_crc") / name; }
 
@@ -77,35 +76,37 @@ TEST(ZipCrc, CombineEqualsCrcOfTheConcatenation) {
   for (std::size_t cut : {std::size_t{0}, std::size_t{1}, std::size_t{63}, std::size_t{4096}, std::size_t{1} << 20,
                           data.size() - 1, data.size()}) {
     const auto a = all.first(cut), b = all.subspan(cut);
-    EXPECT_EQ(util::crc32_combine(util::crc32(0, a), util::crc32(0, b), b.size()), util::crc32(0, all)) << cut;
+    EXPECT_EQ(detail::util::crc32_combine(detail::util::crc32(0, a), detail::util::crc32(0, b), b.size()),
+              detail::util::crc32(0, all)) << cut;
   }
   // Chained zeros: 5 MiB of them after 100 bytes.
   std::vector<std::byte> zeros(1 << 20);
-  std::uint32_t chained = util::crc32(0, all.first(100)), zeros_crc = 0;
-  for (int i = 0; i < 5; ++i) chained = util::crc32(chained, zeros), zeros_crc = util::crc32(zeros_crc, zeros);
-  EXPECT_EQ(util::crc32_combine(util::crc32(0, all.first(100)), zeros_crc, 5u << 20), chained);
+  std::uint32_t chained = detail::util::crc32(0, all.first(100)), zeros_crc = 0;
+  for (int i = 0; i < 5; ++i)
+    chained = detail::util::crc32(chained, zeros), zeros_crc = detail::util::crc32(zeros_crc, zeros);
+  EXPECT_EQ(detail::util::crc32_combine(detail::util::crc32(0, all.first(100)), zeros_crc, 5u << 20), chained);
   // Lengths past 2^32 (the high powers): combining is associative for any values.
   const std::uint64_t l1 = 3'000'000'017, l2 = (std::uint64_t{5} << 32) + 3;
   for (std::uint32_t a : {0u, 1u, 0x12345678u, 0xffffffffu})
-    EXPECT_EQ(util::crc32_combine(util::crc32_combine(a, 0xcafef00d, l1), 0x0badf00d, l2),
-              util::crc32_combine(a, util::crc32_combine(0xcafef00d, 0x0badf00d, l2), l1 + l2));
+    EXPECT_EQ(detail::util::crc32_combine(detail::util::crc32_combine(a, 0xcafef00d, l1), 0x0badf00d, l2),
+              detail::util::crc32_combine(a, detail::util::crc32_combine(0xcafef00d, 0x0badf00d, l2), l1 + l2));
 }
 
 TEST(ZipCrc, VerifyCrcsReportsPrefixCrcsAndTheFirstMismatch) {
   const auto data = random_bytes((20 << 20) + 5, 11);  // 3 pieces of 8 MiB
   const std::span<const std::byte> all(data);
-  zip::Entry a, b;
+  detail::zip::Entry a, b;
   a.name = "archive/data/0";
-  a.crc32 = util::crc32(0, all);
+  a.crc32 = detail::util::crc32(0, all);
   a.data_offset = 100;
   b.name = "archive/data/1";
-  b.crc32 = util::crc32(0, all.first(1000));
+  b.crc32 = detail::util::crc32(0, all.first(1000));
   b.data_offset = 200;
-  std::vector<zip::CrcCheck> checks{{a, all, 9 << 20}, {b, all.first(1000), 1000}, {a, all, 0}};
+  std::vector<detail::zip::CrcCheck> checks{{a, all, 9 << 20}, {b, all.first(1000), 1000}, {a, all, 0}};
   for (unsigned threads : {1u, 2u, 5u}) {
-    const auto prefix = zip::verify_crcs(checks, "f.pt", threads);
+    const auto prefix = detail::zip::verify_crcs(checks, "f.pt", threads);
     ASSERT_EQ(prefix.size(), 3u);
-    EXPECT_EQ(prefix[0], util::crc32(0, all.first(9 << 20)));
+    EXPECT_EQ(prefix[0], detail::util::crc32(0, all.first(9 << 20)));
     EXPECT_EQ(prefix[1], b.crc32);
     EXPECT_EQ(prefix[2], 0u);
   }
@@ -114,7 +115,7 @@ TEST(ZipCrc, VerifyCrcsReportsPrefixCrcsAndTheFirstMismatch) {
   checks[2].entry.crc32 ^= 1;
   checks[2].entry.name = "archive/data/2";
   try {
-    zip::verify_crcs(checks, "f.pt", 2);
+    detail::zip::verify_crcs(checks, "f.pt", 2);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.rule(), "zip/crc-mismatch");
@@ -132,7 +133,7 @@ TEST_F(ZipCrcTest, StoragesOfWholeRecordsCarryTheirVerifiedCrc) {
   for (const auto& ref : collect_tensors(c.root)) {
     const Storage& s = *ref.tensor->storage;
     ASSERT_TRUE(s.verified_crc32().has_value()) << ref.path;
-    EXPECT_EQ(*s.verified_crc32(), util::crc32(0, s.bytes())) << ref.path;
+    EXPECT_EQ(*s.verified_crc32(), detail::util::crc32(0, s.bytes())) << ref.path;
     // Every storage here is a whole record: its CRC is the archive's.
     bool found = false;
     for (const auto& [name, r] : rec.items())
@@ -175,7 +176,7 @@ TEST_F(ZipCrcTest, OnlyWholeStoragesReuseTheCrcWindowsComputeTheirs) {
   std::vector<std::byte> bytes(4096);
   for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 7);
   auto storage = Storage::owned(bytes, DType::kFloat32);
-  storage->set_verified_crc32(util::crc32(0, storage->bytes()) ^ 0xdeadbeef);  // deliberately wrong
+  storage->set_verified_crc32(detail::util::crc32(0, storage->bytes()) ^ 0xdeadbeef);  // deliberately wrong
   auto make = [&](std::int64_t offset, std::int64_t n) {
     auto t = std::make_shared<Tensor>();
     t->dtype = DType::kFloat32;
@@ -287,8 +288,8 @@ TEST_F(ZipCrcTest, HashFileCatchesAFlipInEveryStorageRecordOfRealFiles) {
   for (const char* name : {"views.pt", "tied.pt", "state_dict.pt", "params.pt", "dtypes.pt"}) {
     const fs::path src = testing::fixture_dir("gen_torch") / name;
     const std::string bytes = testing::read_all(src);
-    const zip::Archive ar = zip::read(testing::bytes_of(bytes), name, Limits{});
-    for (const zip::Entry& e : ar.entries) {
+    const detail::zip::Archive ar = detail::zip::read(testing::bytes_of(bytes), name, Limits{});
+    for (const detail::zip::Entry& e : ar.entries) {
       if (e.name.find("/data/") == std::string::npos || e.size == 0) continue;
       for (std::uint64_t at : {std::uint64_t{0}, e.size / 2, e.size - 1}) {
         std::string bad = bytes;

@@ -8,10 +8,9 @@
 namespace tensorseal {
 namespace {
 
-namespace zip = detail::zip;
 
-zip::Entry entry(std::string name, std::uint16_t method, std::uint16_t date, std::uint16_t system) {
-  zip::Entry e;
+detail::zip::Entry entry(std::string name, std::uint16_t method, std::uint16_t date, std::uint16_t system) {
+  detail::zip::Entry e;
   e.name = std::move(name);
   e.method = method;
   e.dos_date = date;
@@ -26,13 +25,13 @@ std::vector<std::string> rows(const std::vector<Fact>& facts) {
 }
 
 TEST(ZipDescribe, FactsOfAnArchive) {
-  zip::Archive a;
+  detail::zip::Archive a;
   a.entries.push_back(entry("model/data.pkl", 0, (1 << 9) | (2 << 5) | 3, 3));
   a.entries.push_back(entry("model/data/0", 8, 0x21, 0));
   a.entries[1].has_data_descriptor = true;
   a.entries[1].central_extra = "xx";
   a.zip64 = true;
-  EXPECT_EQ(rows(zip::describe(a, "model/")),
+  EXPECT_EQ(rows(detail::zip::describe(a, "model/")),
             (std::vector<std::string>{
                 "zip.prefix | archive folder | model",
                 "zip.records | record order | data.pkl,data/0",
@@ -46,10 +45,10 @@ TEST(ZipDescribe, FactsOfAnArchive) {
 }
 
 TEST(ZipDescribe, EmptyArchiveWithUnaccountedBytes) {
-  zip::Archive a;
+  detail::zip::Archive a;
   a.prefix_size = 4;
   a.unaccounted_bytes = 10;
-  EXPECT_EQ(rows(zip::describe(a, "")),
+  EXPECT_EQ(rows(detail::zip::describe(a, "")),
             (std::vector<std::string>{
                 "zip.records | record order | ",
                 "zip.timestamps | entries | none",

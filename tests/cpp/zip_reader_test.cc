@@ -12,7 +12,6 @@ namespace tensorseal {
 namespace {
 
 namespace fs = std::filesystem;
-namespace zip = detail::zip;
 using json = nlohmann::json;
 
 fs::path dir() { return testing::fixture_dir("gen_zip"); }
@@ -46,7 +45,7 @@ TEST(ZipReader, RealArchivesMatchPythonZipfile) {
     SCOPED_TRACE(file);
     const std::string bytes = testing::read_all(dir() / file);
     ASSERT_EQ(bytes.size(), f["size"].get<std::uint64_t>());
-    const auto a = zip::read(testing::bytes_of(bytes), file, Limits{});
+    const auto a = detail::zip::read(testing::bytes_of(bytes), file, Limits{});
     ASSERT_EQ(a.entries.size(), f["entries"].size());
     EXPECT_EQ(a.prefix_size, f["prefix"].get<std::uint64_t>());
     EXPECT_EQ(hex_of(a.comment), f["comment"].get<std::string>());
@@ -71,11 +70,11 @@ TEST(ZipReader, RealArchivesMatchPythonZipfile) {
       EXPECT_EQ((e.dos_time >> 5) & 63, dt[4]);
       EXPECT_EQ((e.dos_time & 31) * 2, dt[5]);
       std::vector<std::byte> scratch;
-      const auto data = zip::entry_bytes(testing::bytes_of(bytes), e, scratch, file, Limits{});
+      const auto data = detail::zip::entry_bytes(testing::bytes_of(bytes), e, scratch, file, Limits{});
       EXPECT_EQ(sha256_hex(data), x["sha256"].get<std::string>());
-      EXPECT_NO_THROW(zip::verify_crc(e, data, file));
+      EXPECT_NO_THROW(detail::zip::verify_crc(e, data, file));
       // STORED entries are views into the file, not copies.
-      if (e.method == tensorseal::zip::kMethodStored && !data.empty())
+      if (e.method == detail::zip::kMethodStored && !data.empty())
         EXPECT_EQ(reinterpret_cast<const char*>(data.data()), bytes.data() + e.data_offset);
     }
   }
@@ -90,7 +89,7 @@ TEST(ZipReader, UnaccountedBytesRevealPolyglots) {
     const std::string file = f["file"];
     SCOPED_TRACE(file);
     const std::string bytes = testing::read_all(dir() / file);
-    const auto a = zip::read(testing::bytes_of(bytes), file, Limits{});
+    const auto a = detail::zip::read(testing::bytes_of(bytes), file, Limits{});
     if (file == "prefixed.zip") {
       EXPECT_EQ(a.prefix_size, 6u);
       EXPECT_EQ(a.unaccounted_bytes, 6u);
@@ -109,7 +108,7 @@ TEST(ZipReader, Zip64EndRecords) {
   for (const auto& f : m["files"]) {
     const std::string file = f["file"];
     const std::string bytes = testing::read_all(dir() / file);
-    const auto a = zip::read(testing::bytes_of(bytes), file, Limits{});
+    const auto a = detail::zip::read(testing::bytes_of(bytes), file, Limits{});
     EXPECT_EQ(a.zip64, f["producer"] == "torch") << file;
   }
 }
@@ -120,7 +119,7 @@ TEST(ZipReader, Zip64EndRecords) {
 TEST(ZipReader, DataDescriptorSizes) {
   const std::string bytes = testing::read_all(dir() / "descriptors.zip");
   ASSERT_FALSE(bytes.empty());
-  const auto a = zip::read(testing::bytes_of(bytes), "descriptors.zip", Limits{});
+  const auto a = detail::zip::read(testing::bytes_of(bytes), "descriptors.zip", Limits{});
   ASSERT_EQ(a.entries.size(), 3u);
   EXPECT_TRUE(a.entries[0].has_data_descriptor);
   EXPECT_EQ(a.entries[0].descriptor_size, 24u);  // desc64.bin
@@ -128,7 +127,7 @@ TEST(ZipReader, DataDescriptorSizes) {
   EXPECT_EQ(a.entries[2].descriptor_size, 16u);  // desc_deflated.bin
 
   const std::string torch = testing::read_all(dir() / "many.pt");
-  const auto t = zip::read(testing::bytes_of(torch), "many.pt", Limits{});
+  const auto t = detail::zip::read(testing::bytes_of(torch), "many.pt", Limits{});
   bool saw_empty = false;
   for (const auto& e : t.entries) {
     if (e.size == 0) {
@@ -148,7 +147,7 @@ TEST(ZipReader, TorchRecordsAreAligned) {
   for (const auto& [file, align] : {std::pair{"a.pt", 64u}, std::pair{"many.pt", 64u}, std::pair{"align4096.pt", 4096u}}) {
     const std::string bytes = testing::read_all(dir() / file);
     ASSERT_FALSE(bytes.empty()) << file;
-    const auto a = zip::read(testing::bytes_of(bytes), file, Limits{});
+    const auto a = detail::zip::read(testing::bytes_of(bytes), file, Limits{});
     for (const auto& e : a.entries) EXPECT_EQ(e.data_offset % align, 0u) << file << " " << e.name;
   }
 }
@@ -163,15 +162,15 @@ TEST(ZipReader, CommentContainingEndSignatureIsAmbiguous) {
   bytes[at] = 'P';
   // zipfile and miniz take the last signature (the one in the comment); the reader
   // would take the record the comment belongs to: loaders disagree, so it is refused.
-  EXPECT_EQ(testing::rule_of([&] { (void)zip::read(testing::bytes_of(bytes), "comment.zip", Limits{}); }),
+  EXPECT_EQ(testing::rule_of([&] { (void)detail::zip::read(testing::bytes_of(bytes), "comment.zip", Limits{}); }),
             "zip/ambiguous-end-of-central-directory");
 }
 
 TEST(ZipReader, Crc32IsZipCrcAndChainable) {
   const std::string check = "123456789";
-  EXPECT_EQ(util::crc32(0, testing::bytes_of(check)), 0xCBF43926u);  // the CRC-32 check value
+  EXPECT_EQ(detail::util::crc32(0, testing::bytes_of(check)), 0xCBF43926u);  // the CRC-32 check value
   const std::string a = "hello, ", b = "world";
-  EXPECT_EQ(util::crc32(util::crc32(0, testing::bytes_of(a)), testing::bytes_of(b)), util::crc32(0, testing::bytes_of(a + b)));
+  EXPECT_EQ(detail::util::crc32(detail::util::crc32(0, testing::bytes_of(a)), testing::bytes_of(b)), detail::util::crc32(0, testing::bytes_of(a + b)));
 }
 
 }  // namespace

@@ -22,7 +22,6 @@ namespace tensorseal {
 namespace {
 
 namespace fs = std::filesystem;
-namespace zip = detail::zip;
 using json = nlohmann::json;
 
 fs::path dir() { return testing::fixture_dir("gen_zip"); }
@@ -46,18 +45,18 @@ std::uint64_t le64(const std::string& s, std::uint64_t at) {
 // Reads a torch.save file and writes its records again, in the same order.
 std::string rewrite_torch(const std::string& bytes, const std::string& name, std::size_t chunk = 0) {
   const auto file = testing::bytes_of(bytes);
-  const auto a = zip::read(file, name, Limits{});
+  const auto a = detail::zip::read(file, name, Limits{});
   std::uint32_t alignment = 64;
   for (const auto& e : a.entries)
     if (e.name.ends_with("/.storage_alignment")) {
       std::vector<std::byte> scratch;
-      alignment = static_cast<std::uint32_t>(std::stoul(std::string(util::as_chars(zip::entry_bytes(file, e, scratch, name, Limits{})))));
+      alignment = static_cast<std::uint32_t>(std::stoul(std::string(detail::util::as_chars(detail::zip::entry_bytes(file, e, scratch, name, Limits{})))));
     }
-  detail::StringSink sink;
-  zip::Writer w(sink, zip::Profile::kTorch, alignment);
+  detail::io::StringSink sink;
+  detail::zip::Writer w(sink, detail::zip::Profile::kTorch, alignment);
   for (const auto& e : a.entries) {
     std::vector<std::byte> scratch;
-    const auto data = zip::entry_bytes(file, e, scratch, name, Limits{});
+    const auto data = detail::zip::entry_bytes(file, e, scratch, name, Limits{});
     w.begin_record(e.name, data.size());
     if (chunk == 0) {
       w.write(data);
@@ -100,14 +99,14 @@ TEST(ZipWriter, TorchSavePastFourGiBIsReproducedByteForByte) {
   const fs::path big = dir() / "big.pt";
   if (!fs::exists(big)) GTEST_SKIP() << "set TENSORSEAL_BIG_FIXTURES=1 when generating fixtures";
   const auto in = MappedFile::open(big);
-  const auto a = zip::read(in->bytes(), big.string(), Limits{});
+  const auto a = detail::zip::read(in->bytes(), big.string(), Limits{});
   const fs::path out = fs::temp_directory_path() / ("tseal_big_rewrite." + std::to_string(::getpid()));
   {
-    detail::AtomicFileSink sink(out, false);
-    zip::Writer w(sink);
+    detail::io::AtomicFileSink sink(out, false);
+    detail::zip::Writer w(sink);
     for (const auto& e : a.entries) {
       std::vector<std::byte> scratch;
-      const auto data = zip::entry_bytes(in->bytes(), e, scratch, big.string(), Limits{});
+      const auto data = detail::zip::entry_bytes(in->bytes(), e, scratch, big.string(), Limits{});
       w.begin_record(e.name, data.size());
       w.write(data);
       w.end_record();
@@ -129,16 +128,16 @@ TEST(ZipWriter, StreamingCrcDoesNotDependOnChunking) {
 }
 
 TEST(ZipWriter, DeclaredSizeAndCrcAreEnforced) {
-  detail::StringSink sink;
-  zip::Writer w(sink);
+  detail::io::StringSink sink;
+  detail::zip::Writer w(sink);
   w.begin_record("x/data/0", 4);
   const std::string three = "abc";
   w.write(testing::bytes_of(three));
   EXPECT_EQ(testing::rule_of([&] { w.end_record(); }), "zip/writer-misuse");
   EXPECT_EQ(testing::rule_of([&] { w.write(testing::bytes_of(three)); }), "zip/writer-misuse");
 
-  detail::StringSink sink2;
-  zip::Writer np(sink2, zip::Profile::kNumpy);
+  detail::io::StringSink sink2;
+  detail::zip::Writer np(sink2, detail::zip::Profile::kNumpy);
   EXPECT_EQ(testing::rule_of([&] { np.begin_record("a.npy", 3); }), "zip/writer-misuse");  // no CRC
   np.begin_record("a.npy", 3, 1234);
   np.write(testing::bytes_of(three));
@@ -146,22 +145,22 @@ TEST(ZipWriter, DeclaredSizeAndCrcAreEnforced) {
 }
 
 TEST(ZipWriter, RoundTripThroughReader) {
-  for (auto profile : {zip::Profile::kTorch, zip::Profile::kNumpy}) {
-    detail::StringSink sink;
-    zip::Writer w(sink, profile);
+  for (auto profile : {detail::zip::Profile::kTorch, detail::zip::Profile::kNumpy}) {
+    detail::io::StringSink sink;
+    detail::zip::Writer w(sink, profile);
     std::map<std::string, std::string> records = {
         {"r/data.pkl", "pickle"}, {"r/data/0", std::string(1000, '\x07')}, {"r/empty", ""}, {"r/\xc3\xa9t\xc3\xa9", "utf8 name"}};
     for (const auto& [n, d] : records) w.record(n, d);
     w.finish();
-    const auto a = zip::read(testing::bytes_of(sink.out), "rt", Limits{});
+    const auto a = detail::zip::read(testing::bytes_of(sink.out), "rt", Limits{});
     ASSERT_EQ(a.entries.size(), records.size());
     EXPECT_EQ(a.unaccounted_bytes, 0u);
     for (const auto& e : a.entries) {
       std::vector<std::byte> scratch;
-      const auto data = zip::entry_bytes(testing::bytes_of(sink.out), e, scratch, "rt", Limits{});
-      EXPECT_EQ(std::string(util::as_chars(data)), records.at(e.name));
-      EXPECT_NO_THROW(zip::verify_crc(e, data, "rt"));
-      if (profile == zip::Profile::kTorch) {
+      const auto data = detail::zip::entry_bytes(testing::bytes_of(sink.out), e, scratch, "rt", Limits{});
+      EXPECT_EQ(std::string(detail::util::as_chars(data)), records.at(e.name));
+      EXPECT_NO_THROW(detail::zip::verify_crc(e, data, "rt"));
+      if (profile == detail::zip::Profile::kTorch) {
         if (e.size) EXPECT_EQ(e.data_offset % 64, 0u) << e.name;
         EXPECT_EQ(e.flags, e.size ? 0x0808 : 0x0800);
       } else {
@@ -175,10 +174,10 @@ TEST(ZipWriter, RoundTripThroughReader) {
 
 // A sink that stores small writes (headers) at their offsets and only counts large
 // ones (record data), so archives past 4 GiB cost no memory.
-class HeaderSink final : public detail::Sink {
+class HeaderSink final : public detail::io::Sink {
  public:
   void write(std::span<const std::byte> data) override {
-    if (data.size() <= 1 << 16) pieces[position_] = std::string(util::as_chars(data));
+    if (data.size() <= 1 << 16) pieces[position_] = std::string(detail::util::as_chars(data));
     position_ += data.size();
   }
   // Rebuilds the archive as a sparse file (data regions are holes of zeros).
@@ -194,7 +193,7 @@ class HeaderSink final : public detail::Sink {
   std::map<std::uint64_t, std::string> pieces;
 };
 
-void write_zeros(zip::Writer& w, std::uint64_t n) {
+void write_zeros(detail::zip::Writer& w, std::uint64_t n) {
   static const std::vector<std::byte> zeros(1 << 22);
   while (n) {
     const std::uint64_t k = std::min<std::uint64_t>(n, zeros.size());
@@ -208,7 +207,7 @@ void write_zeros(zip::Writer& w, std::uint64_t n) {
 // getPadding, then parsed back by the reader from a sparse file.
 TEST(ZipWriter, TorchProfilePastFourGiB) {
   HeaderSink sink;
-  zip::Writer w(sink, zip::Profile::kTorch);
+  detail::zip::Writer w(sink, detail::zip::Profile::kTorch);
   const std::uint64_t big = 0x100000000ull + 5;  // >= 0xFFFFFFFF: zip64 sizes
   w.record("big/data.pkl", "small first");
   const std::uint64_t big_at = sink.position();
@@ -255,7 +254,7 @@ TEST(ZipWriter, TorchProfilePastFourGiB) {
 
   const fs::path p = sink.materialize("tseal_zip64_torch");
   const auto mapped = MappedFile::open(p);
-  const auto arc = zip::read(mapped->bytes(), p.string(), Limits{});
+  const auto arc = detail::zip::read(mapped->bytes(), p.string(), Limits{});
   fs::remove(p);
   ASSERT_EQ(arc.entries.size(), 4u);
   EXPECT_TRUE(arc.zip64);
@@ -280,12 +279,12 @@ TEST(ZipWriter, NumpyProfilePastTwoGiB) {
     static const std::vector<std::byte> zeros(1 << 22);
     for (std::uint64_t n = big; n;) {
       const std::uint64_t k = std::min<std::uint64_t>(n, zeros.size());
-      crc = util::crc32(crc, {zeros.data(), k});
+      crc = detail::util::crc32(crc, {zeros.data(), k});
       n -= k;
     }
   }
   HeaderSink sink;
-  zip::Writer w(sink, zip::Profile::kNumpy);
+  detail::zip::Writer w(sink, detail::zip::Profile::kNumpy);
   w.record("first.npy", "x");
   const std::uint64_t big_at = sink.position();
   w.begin_record("big.npy", big, crc);
@@ -302,7 +301,7 @@ TEST(ZipWriter, NumpyProfilePastTwoGiB) {
 
   const fs::path p = sink.materialize("tseal_zip64_numpy");
   const auto mapped = MappedFile::open(p);
-  const auto arc = zip::read(mapped->bytes(), p.string(), Limits{});
+  const auto arc = detail::zip::read(mapped->bytes(), p.string(), Limits{});
   fs::remove(p);
   ASSERT_EQ(arc.entries.size(), 3u);
   EXPECT_TRUE(arc.zip64);  // the central directory starts past 2^31 - 1
