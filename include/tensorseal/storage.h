@@ -58,7 +58,8 @@ class Storage {
   [[nodiscard]] static std::shared_ptr<Storage> external(const std::byte* data, std::uint64_t size,
                                                          std::shared_ptr<const void> owner,
                                                          DType dtype = DType::kUInt8);
-  // A window of another storage (shares its lifetime, no copy).
+  // A window of another storage (shares its lifetime, no copy; a window of a pieced
+  // storage is pieced).
   [[nodiscard]] static std::shared_ptr<Storage> slice(std::shared_ptr<const Storage> parent,
                                                       std::uint64_t offset, std::uint64_t size);
   // Bytes that are `pieces` one after another (windows of memory `owners` keep alive),

@@ -1,5 +1,6 @@
 #include "tensorseal/storage.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "tensorseal/error.h"
@@ -87,8 +88,28 @@ std::shared_ptr<Storage> Storage::slice(std::shared_ptr<const Storage> parent, s
                 "range of " + std::to_string(size) + " bytes at " + std::to_string(offset) +
                     " runs past the end of its buffer (" + std::to_string(parent->size()) + " bytes)",
                 {}, offset);
+  if (parent->pieced_) {  // a window of the pieces: still pieced, nothing joined
+    std::vector<std::span<const std::byte>> cut;
+    std::uint64_t at = offset, left = size;
+    for (const auto& p : parent->pieced_->pieces) {
+      if (left == 0) break;
+      if (at >= p.size()) {
+        at -= p.size();
+        continue;
+      }
+      const std::uint64_t take = std::min<std::uint64_t>(p.size() - at, left);
+      cut.push_back(p.subspan(at, take));
+      at = 0;
+      left -= take;
+    }
+    auto join = [parent, offset, size]() -> std::shared_ptr<const Storage> {
+      return Storage::external(parent->bytes().data() + offset, size, parent, parent->dtype);
+    };
+    auto owner = std::shared_ptr<const void>(parent);
+    return pieced(std::move(cut), {std::move(owner)}, std::move(join), parent->dtype);
+  }
   auto s = std::shared_ptr<Storage>(new Storage());
-  s->data_ = parent->bytes().data() + offset;
+  s->data_ = parent->data_ + offset;
   s->size_ = size;
   s->file_ = parent->file_;
   s->file_offset_ = parent->file_offset_ + offset;

@@ -563,8 +563,18 @@ TEST(ContentHash, PiecedStorageHashesAsOneBufferWithoutJoining) {
   std::vector<std::byte> scratch;
   const auto cb = mid.contiguous_bytes(scratch);
   EXPECT_EQ(std::vector<std::byte>(cb.begin(), cb.end()), got);
-  EXPECT_EQ(pieced->bytes().size(), all.size());
   EXPECT_EQ(joins, 1);
+  // A window of a pieced storage is pieced (what the DCP writer cuts chunks with).
+  int joins2 = 0;
+  auto again = Storage::pieced(pieces, {owner}, [&] { ++joins2; return Storage::owned(all); });
+  auto window = Storage::slice(again, 100, 2u << 20);
+  EXPECT_EQ(window->pieces().size(), 3u);
+  std::vector<std::byte> w;
+  for (const auto& p : window->pieces()) w.insert(w.end(), p.begin(), p.end());
+  EXPECT_EQ(w, std::vector<std::byte>(all.begin() + 100, all.begin() + 100 + (2u << 20)));
+  EXPECT_EQ(joins2, 0);
+  EXPECT_EQ(std::vector<std::byte>(window->bytes().begin(), window->bytes().end()), w);
+  EXPECT_EQ(joins2, 1);
 }
 
 }  // namespace
