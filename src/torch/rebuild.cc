@@ -306,14 +306,19 @@ struct Resolution {
     return Value(std::shared_ptr<const Tensor>(t));
   }
 
-  // The elements of a small int64 tensor (nested sizes/strides/offsets), row-major.
-  std::vector<std::int64_t> int64_elements(const Tensor& t, const std::string& fn, const char* what) {
-    if (t.dtype != DType::kInt64 || t.quantization || t.numpy != NumpyType::kNone)
-      bad_args(fn, std::string(what) + " is not an int64 tensor", in);
+  // The elements of a small int64 (or, with `int32_too`, int32) tensor, row-major: nested
+  // sizes/strides/offsets, jagged offsets/lengths.
+  std::vector<std::int64_t> int_elements(const Tensor& t, const std::string& fn, const char* what,
+                                         bool int32_too = false) {
+    const bool int32 = int32_too && t.dtype == DType::kInt32;
+    if ((t.dtype != DType::kInt64 && !int32) || t.quantization || t.numpy != NumpyType::kNone)
+      bad_args(fn, std::string(what) + (int32_too ? " is not an int32 or int64 tensor" : " is not an int64 tensor"), in);
     std::vector<std::byte> scratch;
     const auto bytes = t.contiguous_bytes(scratch);
-    std::vector<std::int64_t> out(bytes.size() / 8);
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = util::load_le<std::int64_t>(bytes.data() + 8 * i);
+    const std::size_t item = int32 ? 4 : 8;
+    std::vector<std::int64_t> out(bytes.size() / item);
+    for (std::size_t i = 0; i < out.size(); ++i)
+      out[i] = int32 ? util::load_le<std::int32_t>(bytes.data() + 4 * i) : util::load_le<std::int64_t>(bytes.data() + 8 * i);
     return out;
   }
 
@@ -333,13 +338,13 @@ struct Resolution {
     const Tensor& strides_t = *a[2].as_tensor();
     if (buffer.shape.size() != 1 || !buffer.is_contiguous() || buffer.quantization || buffer.numpy != NumpyType::kNone)
       bad_args(fn, "buffer is not a 1-d contiguous tensor", in);
-    const auto offsets = int64_elements(*a[3].as_tensor(), fn, "offsets");
+    const auto offsets = int_elements(*a[3].as_tensor(), fn, "offsets");
     if (a[3].as_tensor()->shape.size() != 1) bad_args(fn, "offsets is not 1-d", in);
     const std::size_t n = offsets.size();
     if (sizes_t.shape.size() != 2 || sizes_t.shape != strides_t.shape || static_cast<std::size_t>(sizes_t.shape[0]) != n)
       bad_args(fn, "sizes and strides are not two (n, d) tensors for n offsets", in);
-    const auto sizes = int64_elements(sizes_t, fn, "sizes");
-    const auto strides = int64_elements(strides_t, fn, "strides");
+    const auto sizes = int_elements(sizes_t, fn, "sizes");
+    const auto strides = int_elements(strides_t, fn, "strides");
     const auto d = static_cast<std::size_t>(sizes_t.shape[1]);
     const auto numel = static_cast<std::int64_t>(buffer.numel());
     for (std::size_t i = 0; i < n; ++i) {
@@ -358,19 +363,6 @@ struct Resolution {
       if (!empty && last >= numel)
         bad_args(fn, "component " + std::to_string(i) + " lies outside the buffer of " + std::to_string(numel) + " elements", in);
     }
-  }
-
-  // The elements of a small int32/int64 index tensor (jagged offsets/lengths).
-  std::vector<std::int64_t> index_elements(const Tensor& t, const std::string& fn, const char* what) {
-    if (t.shape.size() != 1) bad_args(fn, std::string(what) + " is not 1-d", in);
-    if (t.dtype == DType::kInt64) return int64_elements(t, fn, what);
-    if (t.dtype != DType::kInt32 || t.quantization || t.numpy != NumpyType::kNone)
-      bad_args(fn, std::string(what) + " is not an int32 or int64 tensor", in);
-    std::vector<std::byte> scratch;
-    const auto bytes = t.contiguous_bytes(scratch);
-    std::vector<std::int64_t> out(bytes.size() / 4);
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = util::load_le<std::int32_t>(bytes.data() + 4 * i);
-    return out;
   }
 
   // _rebuild_from_type_v2(_rebuild_njt, NestedTensor, (kwargs,), state) is a jagged
@@ -420,13 +412,15 @@ struct Resolution {
     if (ragged_idx < 1 || ragged_idx > static_cast<std::int64_t>(v.shape.size()))
       bad_args(fn, "_ragged_idx is outside the dimensions of values", in);
     const std::int64_t total = v.shape[static_cast<std::size_t>(ragged_idx - 1)];
-    const auto off = index_elements(*offsets->as_tensor(), fn, "offsets");
+    if (offsets->as_tensor()->shape.size() != 1) bad_args(fn, "offsets is not 1-d", in);
+    const auto off = int_elements(*offsets->as_tensor(), fn, "offsets", true);
     if (off.empty()) bad_args(fn, "offsets is empty", in);
     const std::size_t n = off.size() - 1;
     for (std::int64_t o : off)
       if (o < 0 || o > total) bad_args(fn, "an offset lies outside the " + std::to_string(total) + " rows of values", in);
     if (lengths) {
-      const auto len = index_elements(*lengths->as_tensor(), fn, "lengths");
+      if (lengths->as_tensor()->shape.size() != 1) bad_args(fn, "lengths is not 1-d", in);
+      const auto len = int_elements(*lengths->as_tensor(), fn, "lengths", true);
       if (len.size() != n) bad_args(fn, "lengths does not have one entry per component", in);
       for (std::size_t i = 0; i < n; ++i)
         if (len[i] < 0 || len[i] > total - off[i])

@@ -33,6 +33,18 @@ def run_tseal(*args: str, check: bool = False) -> subprocess.CompletedProcess:
     return subprocess.run([tseal_bin(), *map(str, args)], capture_output=True, text=True, check=check)
 
 
+def assert_refused(path, rule: str, what: str) -> None:
+    """tensorseal.load refuses `path` with "[rule] what: ..." and `tseal inspect` exits 2
+    naming the rule and the file."""
+    import re
+
+    import tensorseal
+    with pytest.raises(tensorseal.Error, match=re.escape(f"[{rule}] {what}: ")):
+        tensorseal.load(path)
+    r = run_tseal("inspect", path)
+    assert r.returncode == 2 and rule in r.stderr and str(path) in r.stderr
+
+
 def assert_saved_in_torchs_form(obj, theirs, mine, tmp_path) -> None:
     """`theirs` is torch.save(obj), `mine` tensorseal.torch.save(obj): torch's file
     canonicalised is `mine` byte for byte, all three hash alike, and what tensorseal
