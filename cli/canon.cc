@@ -38,19 +38,14 @@ std::shared_ptr<WriteFlags> add_write_flags(CLI::App* cmd) {
   return flags;
 }
 
-void write_canonical(const tensorseal::Checkpoint& c, const std::string& out, tensorseal::Format f,
-                     const WriteFlags& flags, std::uint64_t max_shard_size = 0, std::uint32_t world_size = 0) {
-  tensorseal::WriteOptions o = tensorseal::canonical_write_options(c, f, flags.threads);
+// The write options of canon and convert (convert_file merges them with the input's
+// canonical ones).
+tensorseal::WriteOptions write_options(const WriteFlags& flags, ProgressBar& bar) {
+  tensorseal::WriteOptions o;
+  o.threads = flags.threads;
   o.fsync = !flags.no_fsync;
-  if (world_size != 0) o.world_size = world_size;
-  // canon keeps a shard directory's split; convert --shards SIZE makes a new one.
-  if (max_shard_size != 0) {
-    o.max_shard_size = max_shard_size;
-    o.shard_counts.clear();
-  }
-  ProgressBar bar("writing " + out, flags.quiet);
   o.progress = bar.callback();
-  tensorseal::write_file(c.root, out, f, o);
+  return o;
 }
 
 // All of standard input (the clean filter's file).
@@ -161,29 +156,45 @@ Runner add_canon(CLI::App& app) {
     if (outputs == 0) throw Error(rules::kInvalidArgument, "give -o OUT, --stdout, or --in-place to replace the input");
     if (outputs > 1) throw Error(rules::kInvalidArgument, "-o, --in-place and --stdout exclude each other");
     if (*in_place && *from_stdin) throw Error(rules::kInvalidArgument, "--in-place needs a file, not --stdin");
-    Checkpoint c = *from_stdin ? read_bytes(read_stdin(), "<stdin>", read_options(*limits, *format))
-                               : read_file(ins->front(), read_options(*limits, *format));
-    if (!*allow_unsafe) {
-      const ScanReport r = scan(c);
-      if (r.verdict == Verdict::kDangerous) {
-        std::fprintf(stderr, "tseal: refused: %s\n", dangerous_refusal(r).what());
-        return kExitDifferent;
+    const ReadOptions ro = read_options(*limits, *format);
+    // Refuses an output name of another format; refuses (false: exit 1) a file with
+    // dangerous globals unless --allow-unsafe.
+    const auto accept = [&](const Checkpoint& c) {
+      const Format f = canonical_format(c);
+      if (!out->empty() && !format_info(f)->directory) {
+        const Format named = format_for_extension(*out);
+        if (named != Format::kUnknown && named != f)
+          throw Error(rules::kInvalidArgument, "'" + *out + "' names " + std::string(format_name(named)) +
+                                                   " but canon writes " + std::string(format_name(f)) + " for this " +
+                                                   std::string(format_name(c.format)) + " file; use tseal convert");
       }
-    }
-    if (*to_stdout) {
-      write_stdout(canonical_bytes(c, flags->threads));
+      if (*allow_unsafe) return true;
+      const ScanReport r = scan(c);
+      if (r.verdict != Verdict::kDangerous) return true;
+      std::fprintf(stderr, "tseal: refused: %s\n", dangerous_refusal(r).what());
+      return false;
+    };
+    const std::string target = *in_place ? ins->front() : *out;
+    ProgressBar bar("writing " + target, flags->quiet || *to_stdout);
+    if (*from_stdin || *to_stdout) {  // bytes in memory on one side: no streaming
+      const Checkpoint c = *from_stdin ? read_bytes(read_stdin(), "<stdin>", ro) : read_file(ins->front(), ro);
+      if (!accept(c)) return kExitDifferent;
+      if (*to_stdout) {
+        write_stdout(canonical_bytes(c, flags->threads));
+        return kExitOk;
+      }
+      WriteOptions o = canonical_write_options(c, canonical_format(c), flags->threads);
+      const WriteOptions mine = write_options(*flags, bar);
+      o.fsync = mine.fsync;
+      o.progress = mine.progress;
+      write_file(c.root, target, canonical_format(c), o);
       return kExitOk;
     }
-    const Format f = canonical_format(c);
-    if (!out->empty() && !format_info(f)->directory) {
-      const Format named = format_for_extension(*out);
-      if (named != Format::kUnknown && named != f)
-        throw Error(rules::kInvalidArgument, "'" + *out + "' names " + std::string(format_name(named)) + " but canon writes " +
-                                                 std::string(format_name(f)) + " for this " +
-                                                 std::string(format_name(c.format)) + " file; use tseal convert");
-    }
-    write_canonical(c, *in_place ? ins->front() : *out, f, *flags);
-    return kExitOk;
+    ConvertOptions o;
+    o.read = ro;
+    o.write = write_options(*flags, bar);
+    o.accept = accept;
+    return convert_file(ins->front(), target, o) ? kExitOk : kExitDifferent;
   };
 }
 
@@ -226,8 +237,14 @@ Runner add_convert(CLI::App& app) {
     }
     if (f == Format::kUnknown)
       throw Error(rules::kInvalidArgument, "cannot tell the output format from '" + *out + "'; use --to");
-    Checkpoint c = read_file(*in, read_options(*limits, *format));
-    write_canonical(c, *out, f, *flags, max_shard_size, *world);
+    ProgressBar bar("writing " + *out, flags->quiet);
+    ConvertOptions o;
+    o.read = read_options(*limits, *format);
+    o.to = f;
+    o.write = write_options(*flags, bar);
+    o.write.max_shard_size = max_shard_size;
+    o.write.world_size = *world;
+    (void)convert_file(*in, *out, o);
     return kExitOk;
   };
 }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -68,6 +69,27 @@ struct CanonCheckOptions {
 // input, and kCanonCheckDirectory for a directory (a shard directory is many files).
 [[nodiscard]] CanonCheck check_canonical_file(const std::filesystem::path& path,
                                               const CanonCheckOptions& options = {});
+
+struct ConvertOptions {
+  ReadOptions read;               // how the input is read (format, limits, in_memory)
+  Format to = Format::kUnknown;   // kUnknown: the input's canonical format (canon)
+  // threads, fsync, progress; max_shard_size (hf-shards: a new split instead of the
+  // input's) and world_size (dcp: this many ranks instead of the input's) when set.
+  // Metadata, shard_counts and before_commit come from canonical_write_options.
+  WriteOptions write;
+  // Sees the checkpoint once it is read, before anything is written; false writes
+  // nothing (canon's refusal of dangerous globals).
+  std::function<bool(const Checkpoint&)> accept;
+};
+
+// read_file(in) and write_file of its canonical form to `out` as options.to (a file,
+// or a directory for directory formats), streaming from the mapped input. The tensor
+// data's container checksums (zip CRC32) are verified on another thread while the
+// output is written, not before; `out` appears only once every one held, else the
+// reader's error is thrown and nothing is left at `out`. Returns false (writing
+// nothing) when options.accept declined the checkpoint.
+bool convert_file(const std::filesystem::path& in, const std::filesystem::path& out,
+                  const ConvertOptions& options = {});
 
 }  // namespace tensorseal
 TENSORSEAL_API_END

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string_view>
 #include <string>
 #include <utility>
@@ -38,6 +39,10 @@ struct WriteOptions {
   // dcp (a directory): the number of ranks whose files the tensors are split over
   // (dim 0, like DTensor Shard(0)); 0 means 1.
   std::uint32_t world_size = 0;
+  // Called once every byte is written and before the output appears (the file renamed,
+  // the directory swapped into place); an exception from it aborts the write and
+  // leaves nothing at the target (convert_file verifies input checksums here).
+  std::function<void()> before_commit;
 };
 
 // A shard size as huggingface_hub's parse_size_to_int reads it: a number (decimals

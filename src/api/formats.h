@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <span>
 
 #include "io/input.h"
@@ -38,6 +39,10 @@ Checkpoint read_input(const io::Input& in);
 // that a pickle loader would also read as a pickle importing something.
 Checkpoint detect_and_read(const io::Input& in);
 
+// read_file(path, options), with `prepare` (when set) adjusting the Input of the file
+// (or a directory's entry file) before it is read.
+Checkpoint read_path(const std::filesystem::path& path, const ReadOptions& options,
+                     const std::function<void(io::Input&)>& prepare);
 // read_file(path, options), leaving the container checksums of tensor data on the
 // storages (Input::defer_checksums): the caller must run content_hash over the root
 // (which verifies each while it reads the bytes) before trusting any byte.

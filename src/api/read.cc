@@ -12,23 +12,28 @@ Checkpoint read_mapped(std::shared_ptr<const MappedFile> file, const ReadOptions
 }
 
 Checkpoint read_file(const std::filesystem::path& path, const ReadOptions& options) {
-  const auto file = detail::api::checkpoint_file(path, options.format);
-  Checkpoint c = read_mapped(MappedFile::open(file), options);
-  if (file != path) c.file = path.string();  // a directory: named as given
-  if (const auto* info = format_info(c.format); info && info->directory)
-    c.mapping.reset();  // the bytes are the data files', not the index's
-  return c;
+  return detail::api::read_path(path, options, nullptr);
 }
 
 namespace detail::api {
 
-Checkpoint read_file_deferred(const std::filesystem::path& path, const ReadOptions& options) {
+Checkpoint read_path(const std::filesystem::path& path, const ReadOptions& options,
+                     const std::function<void(io::Input&)>& prepare) {
   const auto file = checkpoint_file(path, options.format);
-  io::Input in = io::input_of(MappedFile::open(file), options);
-  in.defer_checksums = true;
+  const auto mapped = MappedFile::open(file);
+  io::Input in = io::input_of(mapped, options);
+  if (prepare) prepare(in);
   Checkpoint c = read_input(in);
-  c.file = path.string();
+  c.file = file != path ? path.string() : mapped->path();  // a directory: named as given
+  const auto* info = format_info(c.format);
+  // The mapping is kept for a single file read in place; a directory's bytes are its
+  // data files', not the index's.
+  if (!options.in_memory && (info == nullptr || !info->directory)) c.mapping = mapped;
   return c;
+}
+
+Checkpoint read_file_deferred(const std::filesystem::path& path, const ReadOptions& options) {
+  return read_path(path, options, [](io::Input& in) { in.defer_checksums = true; });
 }
 
 }  // namespace detail::api

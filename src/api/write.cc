@@ -36,6 +36,7 @@ void write_file(const Value& root, const std::filesystem::path& path, Format for
   } catch (const Error& e) {
     throw e.located(path.string());
   }
+  if (options.before_commit) options.before_commit();
   sink.commit();
   meter.finish();
 }

@@ -157,6 +157,9 @@ const io::Input& Items::file(const std::string& rel) {
   io::Input in = io::input_of(MappedFile::open(p), *meta_.options);
   in.nesting = meta_.nesting;
   in.read_nested = meta_.read_nested;
+  // Not defer_checksums: chunk storages are assembled into new ones that would not
+  // carry a pending checksum; a list of later checks survives assembly.
+  in.checks_later = meta_.checks_later;
   return files_.emplace(rel, std::move(in)).first->second;
 }
 

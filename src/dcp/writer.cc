@@ -226,6 +226,7 @@ void write_dcp(const Value& root, const WriteOptions& options, const fs::path& d
     file.commit();
   }
   io::write_file_atomically(out.file(std::string(dcp::kMetadataFile)), dcp::encode_metadata(md), options.fsync);
+  if (options.before_commit) options.before_commit();
   out.commit();
   meter.finish();
 }

@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "io/memory_copy.h"
 #include "tensorseal/checkpoint.h"
@@ -15,6 +17,19 @@
 namespace tensorseal::detail::io {
 
 struct Input;
+
+// Container checksums of tensor data a reader was asked to leave for later
+// (Input::checks_later): the consumer verifies every one (check_later_checks) before
+// anything written from the bytes is made visible. Readers of several files may add
+// from several threads.
+struct LaterChecks {
+  void add(std::shared_ptr<const Storage::PendingChecksum> c) {
+    const std::lock_guard lock(mutex);
+    items.push_back(std::move(c));
+  }
+  std::mutex mutex;
+  std::vector<std::shared_ptr<const Storage::PendingChecksum>> items;
+};
 // Reads a file embedded in another (torch.storage._load_from_bytes payloads): given by
 // the dispatch layer to every reader, so that no format calls back up to detection.
 using ReadNested = Checkpoint (*)(const Input&);
@@ -33,6 +48,10 @@ struct Input {
   // (Storage::pending_checksum) and must be checked before anything computed from its
   // bytes leaves the library. Only the top-level file of hash_file sets this.
   bool defer_checksums = false;
+  // When set (and defer_checksums is not), the container checksums of tensor data are
+  // added here instead of being verified while reading; copies of this Input (nested
+  // and sibling files) share it. Only convert_file sets this.
+  std::shared_ptr<LaterChecks> checks_later;
 
   std::span<const std::byte> bytes() const { return whole->bytes(); }
   std::uint64_t size() const { return whole->size(); }

@@ -168,6 +168,7 @@ void write_hf_shards(const Value& root, const WriteOptions& options, const fs::p
                           {std::string(shards::kWeightMapKey), std::move(weight_map)}};
   io::write_file_atomically(out.file(std::string(shards::kSafetensorsIndex)), index.dump(2, ' ', true) + "\n",
                             options.fsync);
+  if (options.before_commit) options.before_commit();
   out.commit();
   meter.finish();
 }

@@ -228,14 +228,21 @@ Checkpoint read_torch_zip(const io::Input& in) {
   // window of its record keeps the CRC32 of its bytes, computed in the same pass, so
   // that the canonical .pt writer need not compute it again. With in.defer_checksums
   // each storage instead carries its record's checksum (Storage::pending_checksum) for
-  // the consumer to verify while it reads the bytes (hash_file).
+  // the consumer to verify while it reads the bytes (hash_file); with in.checks_later
+  // the checksums are handed over for convert_file to verify while it writes.
   if (in.options->verify_checksums) {
-    if (in.defer_checksums) {
+    if (in.defer_checksums || in.checks_later) {
       for (const RecordUse& u : to_verify) {
         auto pending = std::make_shared<Storage::PendingChecksum>();
         pending->covered = file.subspan(u.entry->data_offset, u.entry->size);
-        pending->check = [entry = *u.entry, name = in.name](std::uint32_t crc) { zip::check_crc(entry, crc, name); };
-        for (Storage* s : u.storages) s->set_pending_checksum(pending);
+        pending->check = [entry = *u.entry, name = in.name, keep = in.whole](std::uint32_t crc) {
+          zip::check_crc(entry, crc, name);  // `keep` holds the covered bytes
+        };
+        if (in.defer_checksums) {
+          for (Storage* s : u.storages) s->set_pending_checksum(pending);
+        } else {
+          in.checks_later->add(std::move(pending));
+        }
       }
     } else {
       std::vector<zip::CrcCheck> checks;
