@@ -21,3 +21,18 @@ if(rc OR NOT out MATCHES "sha256:[0-9a-f]+")
   message(FATAL_ERROR "consumer run failed: rc=${rc} out=${out}")
 endif()
 message(STATUS "consumer printed: ${out}")
+
+# The CLI, in the build tree and installed: runs from another directory, and no
+# RUNPATH entry is empty (the loader would search the current directory).
+if(TSEAL)
+  foreach(bin ${TSEAL} ${prefix}/bin/tseal)
+    file(READ_ELF ${bin} RUNPATH runpath)
+    if(runpath MATCHES "(^|:)(:|$)")
+      message(FATAL_ERROR "${bin}: RUNPATH '${runpath}' has an empty entry (the current directory)")
+    endif()
+    execute_process(COMMAND ${bin} --version WORKING_DIRECTORY ${cbuild} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+    if(rc OR NOT out MATCHES "^tseal ")
+      message(FATAL_ERROR "${bin} --version failed: rc=${rc} out=${out}")
+    endif()
+  endforeach()
+endif()
