@@ -7,13 +7,20 @@
 #include <cctype>
 #include <string>
 
+#include "dcp/constants.h"
 #include "dcp/format.h"
+#include "numpy/constants.h"
 #include "numpy/format.h"
+#include "pickle/constants.h"
 #include "pickle/vm.h"
+#include "safetensors/constants.h"
 #include "safetensors/format.h"
+#include "shards/constants.h"
 #include "shards/format.h"
 #include "tensorseal/error.h"
+#include "torch/constants.h"
 #include "torch/format.h"
+#include "zip/constants.h"
 
 namespace tensorseal {
 namespace detail::api {
@@ -29,6 +36,19 @@ constexpr std::array<Names, 1> kNpzExtensions{".npz"};
 constexpr std::array<Names, 1> kHfShardsAliases{"shards"};
 constexpr std::array<Names, 2> kDcpAliases{"distcp", "torch-dcp"};
 
+// The topics each format's facts may have: its own, and those of what it contains
+// (zip archives, pickles, nested torch files and safetensors data).
+constexpr Topics kZip = zip::topics::kAll, kPickle = pickle::topics::kAll, kTorch = torch::topics::kAll,
+                 kNumpy = numpy::topics::kAll, kSafetensors = safetensors::topics::kAll;
+constexpr std::array kNpzTopics{kZip, kNumpy};
+constexpr std::array kTorchZipTopics{kZip, kPickle, kTorch};
+constexpr std::array kNpyTopics{kNumpy};
+constexpr std::array kTorchLegacyTopics{kPickle, kTorch};
+constexpr std::array kSafetensorsTopics{kSafetensors};
+constexpr std::array kDcpTopics{Topics(dcp::topics::kAll), kPickle, kZip, kTorch, kSafetensors};
+constexpr std::array kPickleTopics{kPickle, kTorch};
+constexpr std::array kHfShardsTopics{Topics(shards::topics::kAll), kSafetensors, kZip, kPickle, kTorch};
+
 // Detection order: zip archives first (npz before torch zip: both are zips, told apart
 // by their first member), then fixed magic numbers, then the legacy pickle magic before
 // plain pickles, and safetensors (a JSON header after a length) before plain pickles,
@@ -36,29 +56,41 @@ constexpr std::array<Names, 2> kDcpAliases{"distcp", "torch-dcp"};
 // class first) before plain pickles. Last, formats of several files, recognised by the
 // index file a directory is read through (a JSON object, which no row above accepts).
 constexpr std::array kRows{
-    FormatRow{{Format::kNpz, "npz", {}, kNpzExtensions, "numpy.savez archive of .npy arrays", true, Format::kNpz},
-              numpy::detect_npz, numpy::read_npz, numpy::write_npz},
-    FormatRow{{Format::kTorchZip, "torch-zip", kTorchZipAliases, kTorchZipExtensions,
-               "torch.save zip archive (torch >= 1.6)", true, Format::kTorchZip},
-              torch::detect_torch_zip, torch::read_torch_zip, torch::write_torch_zip},
-    FormatRow{{Format::kNpy, "npy", {}, kNpyExtensions, "numpy.save array", true, Format::kNpy},
-              numpy::detect_npy, numpy::read_npy, numpy::write_npy},
-    FormatRow{{Format::kTorchLegacy, "torch-legacy", kTorchLegacyAliases, {},
-               "torch.save legacy stream (_use_new_zipfile_serialization=False)", true, Format::kTorchZip},
-              torch::detect_torch_legacy, torch::read_torch_legacy, torch::write_torch_legacy},
-    FormatRow{{Format::kSafetensors, "safetensors", {}, kSafetensorsExtensions, "safetensors file", true,
-               Format::kSafetensors},
-              safetensors::detect_safetensors, safetensors::read_safetensors, safetensors::write_safetensors},
-    FormatRow{{Format::kDcp, "dcp", kDcpAliases, {},
-               "torch.distributed.checkpoint directory (.metadata + *.distcp)", true, Format::kDcp, true},
-              dcp::detect_dcp, dcp::read_dcp, nullptr, dcp::write_dcp, dcp::find_dcp_metadata},
-    FormatRow{{Format::kPickle, "pickle", {}, {}, "plain pickle stream (pickle.dumps)", false, Format::kTorchZip},
-              torch::detect_pickle, torch::read_pickle_file, nullptr},
-    FormatRow{{Format::kHfShards, "hf-shards", kHfShardsAliases, {},
-               "Hugging Face shard directory (*.index.json + safetensors or .bin shards)", true, Format::kHfShards,
-               true},
-              shards::detect_hf_shards, shards::read_hf_shards, nullptr, shards::write_hf_shards,
-              shards::find_shard_index},
+    FormatRow{.info = {Format::kNpz, "npz", {}, kNpzExtensions, "numpy.savez archive of .npy arrays", true,
+                       Format::kNpz},
+              .detect = numpy::detect_npz, .read = numpy::read_npz, .write = numpy::write_npz,
+              .structure = Structure::kZip, .topics = kNpzTopics},
+    FormatRow{.info = {Format::kTorchZip, "torch-zip", kTorchZipAliases, kTorchZipExtensions,
+                       "torch.save zip archive (torch >= 1.6)", true, Format::kTorchZip},
+              .detect = torch::detect_torch_zip, .read = torch::read_torch_zip, .write = torch::write_torch_zip,
+              .structure = Structure::kZip, .topics = kTorchZipTopics},
+    FormatRow{.info = {Format::kNpy, "npy", {}, kNpyExtensions, "numpy.save array", true, Format::kNpy},
+              .detect = numpy::detect_npy, .read = numpy::read_npy, .write = numpy::write_npy,
+              .structure = Structure::kNpy, .topics = kNpyTopics},
+    FormatRow{.info = {Format::kTorchLegacy, "torch-legacy", kTorchLegacyAliases, {},
+                       "torch.save legacy stream (_use_new_zipfile_serialization=False)", true, Format::kTorchZip},
+              .detect = torch::detect_torch_legacy, .read = torch::read_torch_legacy,
+              .write = torch::write_torch_legacy, .structure = Structure::kTorchLegacy,
+              .topics = kTorchLegacyTopics},
+    FormatRow{.info = {Format::kSafetensors, "safetensors", {}, kSafetensorsExtensions, "safetensors file", true,
+                       Format::kSafetensors},
+              .detect = safetensors::detect_safetensors, .read = safetensors::read_safetensors,
+              .write = safetensors::write_safetensors, .structure = Structure::kSafetensors,
+              .topics = kSafetensorsTopics},
+    FormatRow{.info = {Format::kDcp, "dcp", kDcpAliases, {},
+                       "torch.distributed.checkpoint directory (.metadata + *.distcp)", true, Format::kDcp, true},
+              .detect = dcp::detect_dcp, .read = dcp::read_dcp, .write = nullptr, .write_dir = dcp::write_dcp,
+              .entry_file = dcp::find_dcp_metadata, .structure = Structure::kPickle, .topics = kDcpTopics},
+    FormatRow{.info = {Format::kPickle, "pickle", {}, {}, "plain pickle stream (pickle.dumps)", false,
+                       Format::kTorchZip},
+              .detect = torch::detect_pickle, .read = torch::read_pickle_file, .write = nullptr,
+              .structure = Structure::kPickle, .topics = kPickleTopics},
+    FormatRow{.info = {Format::kHfShards, "hf-shards", kHfShardsAliases, {},
+                       "Hugging Face shard directory (*.index.json + safetensors or .bin shards)", true,
+                       Format::kHfShards, true},
+              .detect = shards::detect_hf_shards, .read = shards::read_hf_shards, .write = nullptr,
+              .write_dir = shards::write_hf_shards, .entry_file = shards::find_shard_index,
+              .structure = Structure::kNone, .topics = kHfShardsTopics},
 };
 
 std::string known_formats() {

@@ -4,16 +4,31 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <span>
 
+#include "core/topic.h"
 #include "io/input.h"
 #include "io/sink.h"
 #include "tensorseal/format.h"
 #include "tensorseal/write.h"
 
 namespace tensorseal::detail::api {
+
+// The byte structure a loader parses a file of a format as: what `scan` reads it as
+// first (its failure is the file's error; scan tries every other structure too).
+enum class Structure : std::uint8_t {
+  kNone,         // a directory: its files are scanned one by one
+  kPickle,       // one pickle stream (pickle.load; a DCP .metadata)
+  kTorchLegacy,  // torch's legacy sequence of pickles
+  kZip,          // a zip archive (torch.load, numpy.load)
+  kNpy,          // an .npy header (numpy.load, pickled object arrays)
+  kSafetensors,  // a safetensors header (runs nothing; its rules still apply)
+};
+
+using Topics = std::span<const core::Topic>;
 
 struct FormatRow {
   FormatInfo info;
@@ -25,6 +40,10 @@ struct FormatRow {
   // Formats that are directories: the file of `dir` that read_file reads (what
   // detection sees), or an empty path when `dir` is not of this format.
   std::filesystem::path (*entry_file)(const std::filesystem::path& dir) = nullptr;
+  Structure structure = Structure::kNone;
+  // The fact topics a checkpoint of this format may carry (its folder's topics::kAll
+  // and those of the codecs and formats inside it): `explain`'s sentences.
+  std::span<const Topics> topics;
 };
 
 // Every row, in detection order.

@@ -7,17 +7,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "api/formats.h"
 #include "tensorseal/diff.h"
-#include "dcp/constants.h"
-#include "numpy/constants.h"
-#include "pickle/constants.h"
-#include "safetensors/constants.h"
-#include "shards/constants.h"
 #include "tensorseal/hash.h"
 #include "tools/explain_topics.h"
 #include "tools/json.h"
-#include "torch/constants.h"
-#include "zip/constants.h"
 
 namespace tensorseal {
 namespace {
@@ -139,13 +133,13 @@ std::span<const Topic> detail::tools::own_topics() { return kOwnTopics; }
 
 std::span<const Topic> detail::tools::known_topics() {
   static const std::vector<Topic> all = [] {
-    std::vector<Topic> v;
-    for (std::span<const Topic> table :
-         {std::span<const Topic>(kOwnTopics), std::span<const Topic>(detail::zip::topics::kAll),
-          std::span<const Topic>(detail::torch::topics::kAll), std::span<const Topic>(detail::pickle::topics::kAll),
-          std::span<const Topic>(detail::safetensors::topics::kAll), std::span<const Topic>(detail::numpy::topics::kAll),
-          std::span<const Topic>(detail::shards::topics::kAll), std::span<const Topic>(detail::dcp::topics::kAll)})
-      v.insert(v.end(), table.begin(), table.end());
+    std::vector<Topic> v(std::begin(kOwnTopics), std::end(kOwnTopics));
+    std::unordered_set<std::string_view> seen;
+    for (const Topic& t : v) seen.insert(t.id);
+    for (const auto& row : detail::api::rows())
+      for (const auto& table : row.topics)
+        for (const Topic& t : table)
+          if (seen.insert(t.id).second) v.push_back(t);
     return v;
   }();
   return all;

@@ -1,7 +1,7 @@
 // The topics `explain` has a sentence for: its own ("format", "metadata",
-// "order.tensors", "data") followed by each format's topics::kAll (zip, torch, pickle,
-// safetensors, numpy, hf-shards, dcp). Every fact a reader emits has one of these topics, and every
-// one of these is emitted by some reader (tests/cpp/explain_test.cc checks both).
+// "order.tensors", "data") followed by those of every row of the format table
+// (FormatRow::topics), each once. Every fact a reader emits has one of these topics, and
+// every one of these is emitted by some reader (tests/cpp/explain_test.cc checks both).
 #pragma once
 
 #include <span>

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "api/formats.h"
 #include "dcp/constants.h"
 #include "dcp/transform.h"
 #include "numpy/npy.h"
@@ -53,6 +54,13 @@ namespace tensorseal {
 namespace {
 
 using Bytes = std::span<const std::byte>;
+using detail::api::Structure;
+
+// What a loader parses `data` as, by the format table's row of its detected format.
+Structure structure_of(Bytes data) {
+  const auto* row = detail::api::row(detect_format(data));
+  return row != nullptr ? row->structure : Structure::kNone;
+}
 
 // pickle.load reads one pickle; torch's legacy loader reads the magic number, the
 // protocol version, sys_info, the object and the storage keys.
@@ -73,7 +81,7 @@ class Scanner {
   // Every interpretation of a whole file (or nested payload). Returns false when none
   // applied; `primary_error` is the failure of the one the format table picked.
   void blob(Bytes data, const std::string& where, unsigned depth, bool top, std::optional<Error>& primary_error) {
-    const Format detected = detect_format(data);
+    const Structure as = structure_of(data);
     auto attempt = [&](const char* what, bool primary, auto&& fn) {
       const std::size_t before = refs.size();
       try {
@@ -87,13 +95,13 @@ class Scanner {
       }
     };
     const bool zip_head = detail::zip::starts_with_local_header(data);
-    attempt(detected == Format::kTorchLegacy ? "torch-legacy" : "pickle",
-            detected == Format::kPickle || detected == Format::kTorchLegacy || detected == Format::kDcp,
+    attempt(as == Structure::kTorchLegacy ? "torch-legacy" : "pickle",
+            as == Structure::kPickle || as == Structure::kTorchLegacy,
             [&] { return !zip_head && pickles(data, where, 0, depth); });
-    attempt("zip", detected == Format::kTorchZip || detected == Format::kNpz, [&] { return zip(data, where, depth); });
-    attempt("npy", detected == Format::kNpy, [&] { return npy(data, where, 0, depth); });
+    attempt("zip", as == Structure::kZip, [&] { return zip(data, where, depth); });
+    attempt("npy", as == Structure::kNpy, [&] { return npy(data, where, 0, depth); });
     attempt("tar", false, [&] { return tar(data, where, depth); });
-    if (detected == Format::kSafetensors && top) note("safetensors");
+    if (as == Structure::kSafetensors && top) note("safetensors");
   }
 
   // A DCP data file: items one after another (torch.save zips at the offsets .metadata
@@ -101,7 +109,7 @@ class Scanner {
   // Every zip record in it is scanned from its local header.
   void records(Bytes data, const std::string& where) {
     if (walk_local_headers(data, where, 0) > 0) note("zip records");
-    if (detect_format(data) == Format::kSafetensors) note("safetensors");
+    if (structure_of(data) == Structure::kSafetensors) note("safetensors");
   }
 
  private:
@@ -470,7 +478,7 @@ ScanReport scan_file(const std::filesystem::path& path, const ReadOptions& optio
   s.blob(file->bytes(), name, 0, true, primary_error);
   // A safetensors file runs nothing, but its header rules (and limits) still apply, as
   // for every command that reads it.
-  if (detect_format(file->bytes()) == Format::kSafetensors && !primary_error) {
+  if (structure_of(file->bytes()) == Structure::kSafetensors && !primary_error) {
     try {
       (void)read_safetensors_index(file, options);
     } catch (const Error& e) {
