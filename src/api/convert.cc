@@ -1,5 +1,5 @@
 // convert_file: read, then write canonically, verifying the input's tensor-data
-// checksums on a second thread while the output is written.
+// checksums and mapping its pages on a second thread while the output is written.
 //
 // Invariant: the output is committed (WriteOptions::before_commit) only after every
 // checksum the reader left (io::Input::checks_later) was computed over the bytes and
@@ -8,27 +8,53 @@
 #include <atomic>
 #include <exception>
 #include <thread>
+#include <unordered_set>
+#include <vector>
 
 #include "api/formats.h"
+#include "core/walk.h"
+#include "io/prefault.h"
 #include "tensorseal/canon.h"
 #include "util/crc32.h"
 
 namespace tensorseal {
 namespace {
 
-// Verifies a list of checksums on its own thread. wait() joins it and rethrows the
-// first mismatch; destroyed without wait() (the writer failed), it stops early.
-class Verifier {
+// The mapped files whose windows `root`'s tensors and storages are, each once, in
+// tree order.
+std::vector<std::span<const std::byte>> mapped_files(const Value& root) {
+  struct Files final : detail::core::Visitor {
+    std::vector<std::span<const std::byte>> out;
+    std::unordered_set<const MappedFile*> seen;
+    void add(const Storage* s) {
+      if (s != nullptr && s->file() != nullptr && seen.insert(s->file().get()).second) out.push_back(s->file()->bytes());
+    }
+    bool enter(const Value& v, const std::string&) override {
+      if (v.is(Value::Kind::kTensor)) add(v.as_tensor()->storage.get());
+      if (v.is(Value::Kind::kStorage)) add(v.as_storage().get());
+      return true;
+    }
+  } files;
+  detail::core::walk(root, files, detail::core::Reach::kEverything);
+  return std::move(files.out);
+}
+
+// Reads ahead of the writer on its own thread: verifies the checksums a reader left
+// (each over bytes the writer is about to copy), then maps the pages of the input's
+// files (io::prefault), so that the writer does neither. wait() joins it and rethrows
+// the first mismatch; destroyed without wait() (the writer failed), it stops early.
+class ReadAhead {
  public:
-  explicit Verifier(std::shared_ptr<detail::io::LaterChecks> checks) : checks_(std::move(checks)) {
-    if (checks_ && !checks_->items.empty()) thread_ = std::thread([this] { run(); });
+  ReadAhead(std::shared_ptr<detail::io::LaterChecks> checks, std::vector<std::span<const std::byte>> files)
+      : checks_(std::move(checks)), files_(std::move(files)) {
+    if (!checks_->items.empty() || !files_.empty()) thread_ = std::thread([this] { run(); });
   }
-  ~Verifier() {
+  ~ReadAhead() {
     stop_ = true;
     if (thread_.joinable()) thread_.join();
   }
-  Verifier(const Verifier&) = delete;
-  Verifier& operator=(const Verifier&) = delete;
+  ReadAhead(const ReadAhead&) = delete;
+  ReadAhead& operator=(const ReadAhead&) = delete;
 
   void wait() {
     if (thread_.joinable()) thread_.join();
@@ -44,10 +70,13 @@ class Verifier {
       }
     } catch (...) {
       error_ = std::current_exception();
+      return;
     }
+    for (const auto& f : files_) detail::io::prefault(f, stop_);
   }
 
   std::shared_ptr<detail::io::LaterChecks> checks_;
+  std::vector<std::span<const std::byte>> files_;
   std::atomic<bool> stop_{false};
   std::exception_ptr error_;
   std::thread thread_;
@@ -70,9 +99,9 @@ bool convert_file(const std::filesystem::path& in, const std::filesystem::path& 
     o.max_shard_size = options.write.max_shard_size;
     o.shard_counts.clear();
   }
-  Verifier verifier(checks);
+  ReadAhead ahead(checks, mapped_files(c.root));
   o.before_commit = [&] {
-    verifier.wait();
+    ahead.wait();
     if (options.write.before_commit) options.write.before_commit();
   };
   write_file(c.root, out, to, o);
