@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   git libcli11-dev nlohmann-json3-dev libssl-dev libxxhash-dev libdeflate-dev libisal-dev zlib1g-dev libzstd-dev
+  # {fmt}, header-only (nothing to ship in wheels): messages built with fmt::format.
+  libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   # Wheel builds (tests/py/test_wheel.py, make wheels) compile the core again: cached.

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "dcp/constants.h"
 #include "dcp/manifest.h"
 #include "dcp/transform.h"
@@ -21,7 +23,7 @@ bool is_zip_record(std::span<const std::byte> b) {
 
 }  // namespace
 
-std::string where(const StorageInfo& s) { return s.relative_path + "@" + std::to_string(s.offset); }
+std::string where(const StorageInfo& s) { return fmt::format("{}@{}", s.relative_path, s.offset); }
 
 Items::Items(const io::Input& meta, const Metadata& md, Checkpoint& out) : meta_(meta), out_(out) {
   std::error_code ec;
@@ -38,8 +40,8 @@ Items::Items(const io::Input& meta, const Metadata& md, Checkpoint& out) : meta_
   }
   // One record per storage_data entry, naming the same item.
   if (manifest_.size() != md.storage_order.size())
-    throw Error(rules::kManifest, "lists " + std::to_string(manifest_.size()) + " items, .metadata " +
-                                         std::to_string(md.storage_order.size()), name);
+    throw Error(rules::kManifest,
+                fmt::format("lists {} items, .metadata {}", manifest_.size(), md.storage_order.size()), name);
   for (const auto& st : md.storage_order) {
     const auto it = manifest_.find(where(st.storage));
     if (it == manifest_.end() || it->second.storage.length != st.storage.length || it->second.fqn != st.fqn ||
@@ -52,12 +54,11 @@ io::Input Items::raw_window(const StorageInfo& s) {
   const io::Input& f = file(s.relative_path);
   if (s.offset > f.size() || s.length > f.size() - s.offset)
     throw Error(rules::kStorageBounds,
-                "item [" + std::to_string(s.offset) + ", +" + std::to_string(s.length) + ") ends past the file's " +
-                    std::to_string(f.size()) + " bytes",
+                fmt::format("item [{}, +{}) ends past the file's {} bytes", s.offset, s.length, f.size()),
                 f.name, s.offset);
   io::Input sub = f;
   sub.whole = f.window(s.offset, s.length);
-  sub.name = f.name + "@" + std::to_string(s.offset);
+  sub.name = fmt::format("{}@{}", f.name, s.offset);
   return sub;
 }
 
@@ -127,7 +128,7 @@ std::shared_ptr<const Tensor> Items::chunk(const StorageInfo& s, const std::stri
     if (it == blobs_.end()) {
       io::Input sub = f;
       sub.whole = f.window(s.offset, f.size() - s.offset);
-      sub.name = f.name + "@" + std::to_string(s.offset);
+      sub.name = fmt::format("{}@{}", f.name, s.offset);
       it = blobs_.emplace(key, take(meta_.read_nested(sub), key)).first;
     }
     const Value* t = it->second.is(Value::Kind::kDict) ? it->second.as_dict().find(fqn) : nullptr;
@@ -144,8 +145,8 @@ std::shared_ptr<const Tensor> Items::chunk(const StorageInfo& s, const std::stri
                 f.name, s.offset);
   const auto& t = v.as_tensor();
   if (s.transforms.empty() && !is_zip_record(head) && t->nbytes() != s.length)
-    throw Error(rules::kChunkMismatch, what + " has " + std::to_string(t->nbytes()) + " bytes, storage_data says " +
-                                              std::to_string(s.length), f.name, s.offset);
+    throw Error(rules::kChunkMismatch,
+                fmt::format("{} has {} bytes, storage_data says {}", what, t->nbytes(), s.length), f.name, s.offset);
   return t;
 }
 
