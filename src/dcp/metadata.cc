@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <map>
+
+#include <fmt/format.h>
 
 #include "dcp/constants.h"
 #include "dcp/transform.h"
@@ -34,7 +37,8 @@ std::uint64_t where_offset(const std::string& where) {
   const auto at = where.rfind("@ ");
   if (at == std::string::npos) return kNoOffset;
   std::uint64_t v = 0;
-  for (std::size_t i = at + 2; i < where.size() && where[i] >= '0' && where[i] <= '9'; ++i) v = v * 10 + (where[i] - '0');
+  for (std::size_t i = at + 2; i < where.size() && where[i] >= '0' && where[i] <= '9'; ++i)
+    v = v * 10 + (where[i] - '0');
   return v;
 }
 
@@ -139,7 +143,7 @@ std::string item_key(const std::string& fqn, const std::optional<std::vector<std
   std::string k = fqn;
   k.push_back('\0');
   if (!offsets) return k + "-";
-  for (auto o : *offsets) k += std::to_string(o) + ",";
+  for (auto o : *offsets) fmt::format_to(std::back_inserter(k), "{},", o);
   return k;
 }
 
@@ -158,8 +162,9 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
   hooks.on_global = [&](const GlobalRef& g) {
     if (!allowed(g))
       throw Error(rules::kMetadataGlobal,
-                  "references " + g.module + "." + g.name +
-                      ", which is not a torch.distributed.checkpoint metadata class (pickle.load would import and run it)",
+                  fmt::format("references {}.{}, which is not a torch.distributed.checkpoint metadata class "
+                              "(pickle.load would import and run it)",
+                              g.module, g.name),
                   name, where_offset(g.where));
   };
   pickle::Parsed p = pickle::parse(bytes, name, 0, limits, hooks);
@@ -170,7 +175,7 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
   const Value& sdm = field(root, "state_dict_metadata", "Metadata", name);
   if (!sdm.is(Value::Kind::kDict)) shape_error(name, "state_dict_metadata is not a dict");
   if (sdm.as_dict().items.size() > limits.max_entries)
-    throw Error(rules::kTooMany, std::to_string(sdm.as_dict().items.size()) + " entries exceed max_entries", name);
+    throw Error(rules::kTooMany, fmt::format("{} entries exceed max_entries", sdm.as_dict().items.size()), name);
 
   // storage_data: (fqn, chunk offsets | none) -> where the bytes are.
   std::map<std::string, StorageInfo> storage;
@@ -190,9 +195,11 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
       if (!t->is(Value::Kind::kList)) shape_error(name, "_StorageInfo.transform_descriptors is not a list");
       for (const auto& x : t->items()) {
         if (!x.is(Value::Kind::kStr) || !known_transform(x.as_str()))
-          throw Error(rules::kTransform, "item '" + fqn + "' is stored through the transform " + repr(x, 80) +
-                                                " (of DCP's extensions only " + std::string(dcp::kZstdTransform) +
-                                                "/1 is known)", name);
+          throw Error(rules::kTransform,
+                      fmt::format("item '{}' is stored through the transform {} "
+                                  "(of DCP's extensions only {}/1 is known)",
+                                  fqn, repr(x, 80), dcp::kZstdTransform),
+                      name);
         s.transforms.emplace_back(x.as_str());
       }
     }
@@ -223,7 +230,8 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
       const Value& props = field(tm, "properties", "TensorStorageMetadata", name);
       const bool legacy = props.is(Value::Kind::kObject) && props.as_object().callable &&
                           props.as_object().callable->is_global(dcp::kLegacyPropertiesModule, "TensorProperties");
-      properties_of(instance(props, legacy ? dcp::kLegacyPropertiesModule : dcp::kMetadataModule, "TensorProperties", name),
+      properties_of(instance(props, legacy ? dcp::kLegacyPropertiesModule : dcp::kMetadataModule,
+                             "TensorProperties", name),
                     e, name);
       e.size = ints(field(tm, "size", "TensorStorageMetadata", name), "TensorStorageMetadata.size", name);
       for (auto s : e.size)
@@ -238,23 +246,27 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
         Chunk ch{ints(field(co, "offsets", "ChunkStorageMetadata", name), "ChunkStorageMetadata.offsets", name),
                  ints(field(co, "sizes", "ChunkStorageMetadata", name), "ChunkStorageMetadata.sizes", name)};
         if (ch.offsets.size() != e.size.size() || ch.sizes.size() != e.size.size())
-          throw Error(rules::kChunkMismatch, "a chunk of tensor '" + e.fqn + "' has " +
-                                                   std::to_string(ch.offsets.size()) + " dimensions, the tensor " +
-                                                   std::to_string(e.size.size()), name);
+          throw Error(rules::kChunkMismatch,
+                      fmt::format("a chunk of tensor '{}' has {} dimensions, the tensor {}", e.fqn, ch.offsets.size(),
+                                  e.size.size()),
+                      name);
         const auto it = storage.find(item_key(e.fqn, ch.offsets));
         if (it == storage.end())
-          throw Error(rules::kStorageMissing, "chunk at " + shape_text(ch.offsets) + " of tensor '" + e.fqn +
-                                                     "' has no storage_data entry", name);
+          throw Error(rules::kStorageMissing,
+                      fmt::format("chunk at {} of tensor '{}' has no storage_data entry", shape_text(ch.offsets),
+                                  e.fqn),
+                      name);
         e.storage.push_back(it->second);
         e.chunks.push_back(std::move(ch));
       }
     }
     if (planner) {
       if (const Value* path = planner->as_dict().find(e.fqn)) {
-        if (!path->is(Value::Kind::kTuple) && !path->is(Value::Kind::kList)) shape_error(name, "planner_data path is not a tuple");
+        if (!path->is(Value::Kind::kTuple) && !path->is(Value::Kind::kList))
+          shape_error(name, "planner_data path is not a tuple");
         for (const auto& part : path->items())
           if (!part.is(Value::Kind::kStr) && !part.is(Value::Kind::kInt))
-            shape_error(name, "planner_data path of '" + e.fqn + "' has a " + std::string(kind_name(part.kind())));
+            shape_error(name, fmt::format("planner_data path of '{}' has a {}", e.fqn, kind_name(part.kind())));
         e.path = path->items();
         if (e.path.empty()) shape_error(name, "planner_data path of '" + e.fqn + "' is empty");
       }
@@ -264,11 +276,13 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
 
   if (const Value* sm = optional_field(root, "storage_meta")) {
     const Object& meta = instance(*sm, dcp::kMetadataModule, "StorageMeta", name);
-    if (const Value* s = optional_field(meta, "save_id"); s && s->is(Value::Kind::kStr)) md.save_id = std::string(s->as_str());
+    if (const Value* s = optional_field(meta, "save_id"); s && s->is(Value::Kind::kStr))
+      md.save_id = std::string(s->as_str());
     if (const Value* s = optional_field(meta, "checkpoint_id"); s && s->is(Value::Kind::kStr))
       md.checkpoint_id = std::string(s->as_str());
   }
-  if (const Value* v = optional_field(root, "version"); v && v->is(Value::Kind::kStr)) md.version = std::string(v->as_str());
+  if (const Value* v = optional_field(root, "version"); v && v->is(Value::Kind::kStr))
+    md.version = std::string(v->as_str());
   return md;
 }
 

@@ -13,6 +13,8 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "core/topic.h"
 #include "dcp/constants.h"
 #include "dcp/format.h"
@@ -50,8 +52,9 @@ void check_tiling(const Entry& e, const std::string& file) {
   for (const auto& c : e.chunks)
     for (std::size_t k = 0; k < n; ++k)
       if (c.offsets[k] < 0 || c.sizes[k] < 0 || c.offsets[k] > e.size[k] || c.sizes[k] > e.size[k] - c.offsets[k])
-        throw Error(rules::kChunkOutside, "chunk at " + shape_text(c.offsets) + " of size " + shape_text(c.sizes) +
-                                                 " lies outside tensor '" + e.fqn + "' of size " + shape_text(e.size),
+        throw Error(rules::kChunkOutside,
+                    fmt::format("chunk at {} of size {} lies outside tensor '{}' of size {}", shape_text(c.offsets),
+                                shape_text(c.sizes), e.fqn, shape_text(e.size)),
                     file);
   for (std::size_t i = 0; i < e.chunks.size(); ++i) {
     const Chunk& a = e.chunks[i];
@@ -63,15 +66,18 @@ void check_tiling(const Entry& e, const std::string& file) {
       for (std::size_t k = 0; k < n && !disjoint; ++k)
         disjoint = a.offsets[k] + a.sizes[k] <= b.offsets[k] || b.offsets[k] + b.sizes[k] <= a.offsets[k];
       if (!disjoint)
-        throw Error(rules::kChunkOverlap, "chunks at " + shape_text(a.offsets) + " and " + shape_text(b.offsets) +
-                                                 " of tensor '" + e.fqn + "' overlap", file);
+        throw Error(rules::kChunkOverlap,
+                    fmt::format("chunks at {} and {} of tensor '{}' overlap", shape_text(a.offsets),
+                                shape_text(b.offsets), e.fqn),
+                    file);
     }
   }
   std::uint64_t covered = 0;
   for (const auto& c : e.chunks) covered += volume(c.sizes);  // disjoint and inside: no overflow
   if (covered != volume(e.size))
-    throw Error(rules::kChunkGap, "the chunks of tensor '" + e.fqn + "' cover " + std::to_string(covered) + " of its " +
-                                         std::to_string(volume(e.size)) + " elements", file);
+    throw Error(rules::kChunkGap,
+                fmt::format("the chunks of tensor '{}' cover {} of its {} elements", e.fqn, covered, volume(e.size)),
+                file);
 }
 
 // Copies chunk `t` (shape c.sizes) into `dst`, the row-major bytes of a tensor of
@@ -187,13 +193,16 @@ Value assemble(const Entry& e, Items& items, const io::Input& meta) {
   }
   const std::uint64_t item = itemsize(e.dtype);
   if (item == 0)
-    throw Error(rules::kChunkMismatch, "tensor '" + e.fqn + "' of sub-byte dtype " + std::string(name(e.dtype)) +
-                                              " is split into chunks (not supported)", meta.name);
+    throw Error(rules::kChunkMismatch,
+                fmt::format("tensor '{}' of sub-byte dtype {} is split into chunks (not supported)", e.fqn,
+                            name(e.dtype)),
+                meta.name);
   const std::uint64_t bytes = volume(e.size) * item;
   if (volume(e.size) > meta.options->limits.max_alloc / item)
-    throw Error(rules::kMaxAlloc, "tensor '" + e.fqn + "' of " + std::to_string(volume(e.size)) +
-                                        " elements exceeds max_alloc", meta.name);
-  auto join = [parts, chunks = e.chunks, size = e.size, bytes, item, dtype = e.dtype]() -> std::shared_ptr<const Storage> {
+    throw Error(rules::kMaxAlloc, fmt::format("tensor '{}' of {} elements exceeds max_alloc", e.fqn, volume(e.size)),
+                meta.name);
+  auto join = [parts, chunks = e.chunks, size = e.size, bytes, item,
+               dtype = e.dtype]() -> std::shared_ptr<const Storage> {
     io::Scratch buf = io::scratch(bytes, dtype);
     for (std::size_t i = 0; i < parts.size(); ++i)
       if (volume(chunks[i].sizes) != 0) place(*parts[i], chunks[i], size, item, buf.data);
@@ -211,7 +220,7 @@ Value assemble(const Entry& e, Items& items, const io::Input& meta) {
 // with None). Paths that DCP itself could not have produced together are refused.
 void set_element(Value& root, const Entry& e, Value v, const io::Input& meta) {
   auto conflict = [&](const std::string& why) {
-    throw Error(rules::kPathConflict, "planner_data path of '" + e.fqn + "' " + why, meta.name);
+    throw Error(rules::kPathConflict, fmt::format("planner_data path of '{}' {}", e.fqn, why), meta.name);
   };
   Value* cur = &root;
   for (std::size_t i = 0; i < e.path.size(); ++i) {
@@ -231,7 +240,7 @@ void set_element(Value& root, const Entry& e, Value v, const io::Input& meta) {
     } else if (cur->is(Value::Kind::kList)) {
       if (!key.is(Value::Kind::kInt) || key.as_int() < 0) conflict("indexes a list with " + repr(key, 40));
       if (static_cast<std::uint64_t>(key.as_int()) >= meta.options->limits.max_entries)
-        conflict("indexes a list at " + std::to_string(key.as_int()) + " (beyond max_entries)");
+        conflict(fmt::format("indexes a list at {} (beyond max_entries)", key.as_int()));
       auto& list = cur->items();
       const auto k = static_cast<std::size_t>(key.as_int());
       if (list.size() <= k) list.resize(k + 1);
@@ -239,7 +248,7 @@ void set_element(Value& root, const Entry& e, Value v, const io::Input& meta) {
       else if (last) conflict("meets a value another path already set");
       cur = &list[k];
     } else {
-      conflict("passes through a " + std::string(kind_name(cur->kind())));
+      conflict(fmt::format("passes through a {}", kind_name(cur->kind())));
     }
   }
 }
@@ -284,7 +293,7 @@ Checkpoint read_dcp(const io::Input& in) {
   std::vector<std::string> chunked;
   for (const Entry& e : md.entries) {
     Value v = e.is_tensor ? assemble(e, items, in) : items.torch_item(e.storage[0], "bytes item '" + e.fqn + "'");
-    if (e.is_tensor && e.chunks.size() > 1) chunked.push_back(e.fqn + "=" + std::to_string(e.chunks.size()));
+    if (e.is_tensor && e.chunks.size() > 1) chunked.push_back(fmt::format("{}={}", e.fqn, e.chunks.size()));
     if (e.path.empty()) {
       if (c.root.as_dict().find(e.fqn) != nullptr)
         throw Error(rules::kPathConflict, "item '" + e.fqn + "' is set twice", in.name);
@@ -302,19 +311,19 @@ Checkpoint read_dcp(const io::Input& in) {
     order.push_back(where(st.storage));
   }
   std::vector<std::string> files;
-  for (const auto& [f, n] : per_file) files.push_back(f + " (" + std::to_string(n) + " items)");
+  for (const auto& [f, n] : per_file) files.push_back(fmt::format("{} ({} items)", f, n));
   c.world_size = static_cast<std::uint32_t>(std::max<std::size_t>(1, per_file.size()));
   std::vector<Fact> facts{
       fact(topics::kSaveId, ".metadata", md.save_id.value_or("none")),
       fact(topics::kCheckpointPath, ".metadata", md.checkpoint_id.value_or("none")),
-      fact(topics::kFiles, "storage_data", std::to_string(per_file.size()) + " files: " + join(files, ", ")),
+      fact(topics::kFiles, "storage_data", fmt::format("{} files: {}", per_file.size(), join(files, ", "))),
       fact(topics::kItemOrder, "storage_data", join(order, ",")),
       fact(topics::kChunks, "state_dict_metadata", chunked.empty() ? "one chunk per tensor" : join(chunked, ",")),
       fact(topics::kSerialization, "data files",
            items.formats().empty() ? "none" : join({items.formats().begin(), items.formats().end()}, "+")),
       fact(topics::kVersion, ".metadata", md.version.value_or("none")),
       fact(topics::kMetadataFiles, "directory",
-           per_rank ? std::to_string(ranks) + " per-rank files __<rank>.metadata" : "one .metadata"),
+           per_rank ? fmt::format("{} per-rank files __<rank>.metadata", ranks) : "one .metadata"),
   };
   c.facts.insert(c.facts.begin(), facts.begin(), facts.end());
   return c;

@@ -20,6 +20,8 @@
 #include <variant>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "numpy/format.h"
 #include "numpy/constants.h"
 #include "tensorseal/error.h"
@@ -59,7 +61,8 @@ class HeaderParser {
       expect(':');
       ws();
       Literal v = value(key);
-      if (!out.emplace(key, std::move(v)).second) fail(numpy::rules::kBadHeader, "key '" + key + "' appears twice", base_ + key_at);
+      if (!out.emplace(key, std::move(v)).second)
+        fail(numpy::rules::kBadHeader, "key '" + key + "' appears twice", base_ + key_at);
       ws();
       if (peek() == ',') {
         ++i_;
@@ -79,7 +82,7 @@ class HeaderParser {
     std::string near(s_.substr(i_, 24));
     for (char& c : near)
       if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-    fail(numpy::rules::kBadHeader, "header literal: " + what + " at \"" + near + "\"", base_ + i_);
+    fail(numpy::rules::kBadHeader, fmt::format("header literal: {} at \"{}\"", what, near), base_ + i_);
   }
   char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
   void expect(char c) {
@@ -143,12 +146,14 @@ class HeaderParser {
     const u64 at = i_;
     if (peek() == '-') fail(numpy::rules::kBadShape, "negative dimension in the shape", base_ + at);
     if (peek() < '0' || peek() > '9') bad("expected a dimension");
-    if (peek() == '0' && i_ + 1 < s_.size() && s_[i_ + 1] >= '0' && s_[i_ + 1] <= '9') bad("leading zero in an integer");
+    if (peek() == '0' && i_ + 1 < s_.size() && s_[i_ + 1] >= '0' && s_[i_ + 1] <= '9')
+      bad("leading zero in an integer");
     std::uint64_t v = 0;
     while (peek() >= '0' && peek() <= '9') {
       auto m = util::mul(v, 10);
       auto a = m ? util::add(*m, static_cast<u64>(peek() - '0')) : std::nullopt;
-      if (!a || *a > static_cast<u64>(INT64_MAX)) fail(numpy::rules::kShapeOverflow, "dimension does not fit in 64 bits", base_ + at);
+      if (!a || *a > static_cast<u64>(INT64_MAX))
+        fail(numpy::rules::kShapeOverflow, "dimension does not fit in 64 bits", base_ + at);
       v = *a;
       ++i_;
     }
@@ -163,13 +168,7 @@ class HeaderParser {
 };
 
 std::string python_repr_shape(std::span<const std::int64_t> shape) {
-  std::string s = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  if (shape.size() == 1) s += ",";
-  return s + ")";
+  return fmt::format("({}{})", fmt::join(shape, ", "), shape.size() == 1 ? "," : "");
 }
 
 }  // namespace
@@ -193,14 +192,16 @@ RawHeader read_raw_header(std::span<const std::byte> b) {
   p.major = static_cast<int>(b[6]);
   p.minor = static_cast<int>(b[7]);
   if (!((p.major == 1 || p.major == 2 || p.major == 3) && p.minor == 0))
-    fail(numpy::rules::kBadVersion, "format version " + std::to_string(p.major) + "." + std::to_string(p.minor) + " (known: 1.0, 2.0, 3.0)", 6);
+    fail(numpy::rules::kBadVersion, fmt::format("format version {}.{} (known: 1.0, 2.0, 3.0)", p.major, p.minor), 6);
   const u64 prefix = p.major == 1 ? numpy::kPrefixSizeV1 : numpy::kPrefixSizeV2;
   if (size < prefix) fail(numpy::rules::kTruncatedHeader, "file ends inside the header length", 8);
-  const u64 hlen = p.major == 1 ? util::load_le<std::uint16_t>(b.data() + 8) : util::load_le<std::uint32_t>(b.data() + 8);
+  const u64 hlen =
+      p.major == 1 ? util::load_le<std::uint16_t>(b.data() + 8) : util::load_le<std::uint32_t>(b.data() + 8);
   if (hlen > numpy::kMaxHeaderSize)
-    fail(numpy::rules::kHeaderTooLarge, "header of " + std::to_string(hlen) + " bytes exceeds " + std::to_string(numpy::kMaxHeaderSize), 8);
+    fail(numpy::rules::kHeaderTooLarge, fmt::format("header of {} bytes exceeds {}", hlen, numpy::kMaxHeaderSize), 8);
   if (hlen > size - prefix)
-    fail(numpy::rules::kTruncatedHeader, "header of " + std::to_string(hlen) + " bytes runs past the end (" + std::to_string(size - prefix) + " bytes left)", 8);
+    fail(numpy::rules::kTruncatedHeader,
+         fmt::format("header of {} bytes runs past the end ({} bytes left)", hlen, size - prefix), 8);
   const std::string_view text = util::as_chars(b.subspan(prefix, hlen));
   // Versions 1.0 and 2.0 are latin-1, 3.0 UTF-8; the parser accepts only ASCII inside
   // strings and the keys are ASCII, so the encodings need no decoding here.
@@ -237,7 +238,7 @@ Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) 
   auto& dict = raw.dict;
   auto get = [&](const char* key) -> const Literal& {
     auto it = dict.find(key);
-    if (it == dict.end()) fail(numpy::rules::kBadHeader, std::string("header has no '") + key + "'", prefix);
+    if (it == dict.end()) fail(numpy::rules::kBadHeader, fmt::format("header has no '{}'", key), prefix);
     return it->second;
   };
   const Literal& descr = get("descr");
@@ -255,13 +256,15 @@ Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) 
   std::string_view code = p.descr;
   if (!code.empty() && (code[0] == '<' || code[0] == '>' || code[0] == '|' || code[0] == '=')) code.remove_prefix(1);
   if (code.starts_with("O"))
-    fail(numpy::rules::kObjectArray, "object arrays ('" + p.descr + "') hold pickled Python objects and are not supported", prefix);
+    fail(numpy::rules::kObjectArray,
+         fmt::format("object arrays ('{}') hold pickled Python objects and are not supported", p.descr), prefix);
   bool big = false;
   const auto dtype = dtype_from_numpy(p.descr, &big);
   if (!dtype || itemsize(*dtype) == 0)
     fail(numpy::rules::kDtypeUnsupported, "dtype '" + p.descr + "' has no tensorseal equivalent", prefix);
   if (shape.size() > limits.max_ndim)
-    fail(numpy::rules::kTooManyDims, std::to_string(shape.size()) + " dimensions exceed the limit of " + std::to_string(limits.max_ndim), prefix);
+    fail(numpy::rules::kTooManyDims,
+         fmt::format("{} dimensions exceed the limit of {}", shape.size(), limits.max_ndim), prefix);
 
   // Element count, and the product of the non-zero dimensions (strides of a
   // zero-size array still have to be representable).
@@ -275,19 +278,21 @@ Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) 
     span = *s;
   }
   const auto nbytes = util::mul(numel, itemsize(*dtype));
-  if (!nbytes) fail(numpy::rules::kShapeOverflow, "shape " + python_repr_shape(shape) + " of " + p.descr + " overflows 64-bit byte counts", prefix);
+  if (!nbytes)
+    fail(numpy::rules::kShapeOverflow,
+         fmt::format("shape {} of {} overflows 64-bit byte counts", python_repr_shape(shape), p.descr), prefix);
   p.data_offset = prefix + hlen;
   const u64 available = size - p.data_offset;
   if (*nbytes > available)
     fail(numpy::rules::kTruncatedData,
-         "shape " + python_repr_shape(shape) + " of " + p.descr + " needs " + std::to_string(*nbytes) + " bytes, " +
-             std::to_string(available) + " follow the header",
+         fmt::format("shape {} of {} needs {} bytes, {} follow the header", python_repr_shape(shape), p.descr,
+                     *nbytes, available),
          size);
   // numpy's np.load ignores bytes after the array; they can only be a second payload
   // (polyglot), so tensorseal refuses them.
   if (*nbytes < available)
     fail(numpy::rules::kTrailingData,
-         std::to_string(available - *nbytes) + " bytes follow the " + std::to_string(*nbytes) + " bytes of array data",
+         fmt::format("{} bytes follow the {} bytes of array data", available - *nbytes, *nbytes),
          p.data_offset + *nbytes);
 
   // Padding: the spaces between '}' and the final newline, for `explain`.
@@ -299,7 +304,8 @@ Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) 
   std::shared_ptr<Storage> storage;
   if (big) {
     if (*nbytes > limits.max_alloc)
-      fail(numpy::rules::kTooLarge, "big-endian data of " + std::to_string(*nbytes) + " bytes exceeds the allocation limit", p.data_offset);
+      fail(numpy::rules::kTooLarge,
+           fmt::format("big-endian data of {} bytes exceeds the allocation limit", *nbytes), p.data_offset);
     const auto src = b.subspan(p.data_offset, *nbytes);
     std::vector<std::byte> owned(src.begin(), src.end());
     util::byteswap_inplace(owned, swap_unit(*dtype));
@@ -390,9 +396,9 @@ Checkpoint read_npy(const io::Input& in) {
   Checkpoint c;
   c.format = Format::kNpy;
   c.root = Value(std::shared_ptr<const Tensor>(p.tensor));
-  c.facts.push_back(core::fact(topics::kVersion, "byte 6", std::to_string(p.major) + "." + std::to_string(p.minor)));
+  c.facts.push_back(core::fact(topics::kVersion, "byte 6", fmt::format("{}.{}", p.major, p.minor)));
   c.facts.push_back(core::fact(topics::kHeaderPadding, "header end",
-                               std::to_string(p.trailing_spaces) + " spaces, data at byte " + std::to_string(p.data_offset)));
+                               fmt::format("{} spaces, data at byte {}", p.trailing_spaces, p.data_offset)));
   c.facts.push_back(core::fact(topics::kFortranOrder, "header", p.fortran_order ? "True" : "False"));
   if (p.big_endian) c.facts.push_back(core::fact(topics::kByteOrder, "header", "big"));
   return c;
@@ -400,7 +406,7 @@ Checkpoint read_npy(const io::Input& in) {
 
 void write_npy(const Value& root, const WriteOptions&, io::Sink& sink) {
   if (!root.is(Value::Kind::kTensor))
-    throw Error(rules::kNotTensor, "a .npy file holds one tensor; got " + std::string(kind_name(root.kind())));
+    throw Error(rules::kNotTensor, fmt::format("a .npy file holds one tensor; got {}", kind_name(root.kind())));
   const Tensor& t = *root.as_tensor();
   sink.write(numpy::header_for(t));
   t.for_each_run([&](std::span<const std::byte> run) { sink.write(run); });

@@ -22,7 +22,10 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <unordered_map>
+
+#include <fmt/format.h>
 
 #include "pickle/compat.h"
 #include "pickle/constants.h"
@@ -84,7 +87,7 @@ class Vm {
  private:
   // ---- errors ----
   [[noreturn]] void fail(const Rule& rule, const std::string& detail) const {
-    throw Error(rule, detail + " (protocol " + std::to_string(proto_) + ")", name_, base_ + op_pos_);
+    throw Error(rule, fmt::format("{} (protocol {})", detail, proto_), name_, base_ + op_pos_);
   }
   std::string opname() const { return std::string(op_name(op_)); }
   // Runs a text codec, locating its errors at the current opcode.
@@ -99,13 +102,12 @@ class Vm {
   // ---- input ----
   const std::uint8_t* need(std::uint64_t k) {
     if (k > full_ - pos_) {
-      fail(rules::kTruncated, opname() + " needs " + std::to_string(k) + " bytes at offset " +
-                                  std::to_string(base_ + pos_) + ", only " + std::to_string(full_ - pos_) +
-                                  " remain");
+      fail(rules::kTruncated,
+           fmt::format("{} needs {} bytes at offset {}, only {} remain", opname(), k, base_ + pos_, full_ - pos_));
     }
     if (k > n_ - pos_)
-      fail(rules::kMaxBytes, opname() + " reads past the max_pickle_bytes limit of " +
-                                 std::to_string(lim_.max_pickle_bytes) + " bytes");
+      fail(rules::kMaxBytes,
+           fmt::format("{} reads past the max_pickle_bytes limit of {} bytes", opname(), lim_.max_pickle_bytes));
     const std::uint8_t* r = p_ + pos_;
     pos_ += k;
     return r;
@@ -115,7 +117,9 @@ class Vm {
   std::uint32_t u32() { return util::load_le<std::uint32_t>(reinterpret_cast<const std::byte*>(need(4))); }
   std::int32_t i32() { return util::load_le<std::int32_t>(reinterpret_cast<const std::byte*>(need(4))); }
   std::uint64_t u64() { return util::load_le<std::uint64_t>(reinterpret_cast<const std::byte*>(need(8))); }
-  std::string_view bytes(std::uint64_t k) { return {reinterpret_cast<const char*>(need(k)), static_cast<std::size_t>(k)}; }
+  std::string_view bytes(std::uint64_t k) {
+    return {reinterpret_cast<const char*>(need(k)), static_cast<std::size_t>(k)};
+  }
 
   // A text argument: bytes up to '\n' (excluded); the newline is consumed.
   std::string_view line() {
@@ -124,11 +128,11 @@ class Vm {
     const void* nl = scan ? std::memchr(p_ + pos_, '\n', scan) : nullptr;
     if (!nl) {
       if (scan < avail || (scan == avail && lim_.max_string < avail))
-        fail(rules::kMaxString, opname() + " text argument is longer than max_string (" +
-                                    std::to_string(lim_.max_string) + " bytes)");
+        fail(rules::kMaxString,
+             fmt::format("{} text argument is longer than max_string ({} bytes)", opname(), lim_.max_string));
       if (n_ < full_)
-        fail(rules::kMaxBytes, opname() + " reads past the max_pickle_bytes limit of " +
-                                   std::to_string(lim_.max_pickle_bytes) + " bytes");
+        fail(rules::kMaxBytes,
+             fmt::format("{} reads past the max_pickle_bytes limit of {} bytes", opname(), lim_.max_pickle_bytes));
       fail(rules::kTruncated, opname() + " text argument has no terminating newline");
     }
     auto len = static_cast<std::size_t>(static_cast<const std::uint8_t*>(nl) - (p_ + pos_));
@@ -141,13 +145,14 @@ class Vm {
   void charge(std::uint64_t bytes) {
     alloc_ = sat_add(alloc_, bytes);
     if (alloc_ > lim_.max_alloc)
-      fail(rules::kMaxAlloc, "values built so far exceed max_alloc (" + std::to_string(lim_.max_alloc) +
-                                 " bytes; repeated references count each time)");
+      fail(rules::kMaxAlloc,
+           fmt::format("values built so far exceed max_alloc ({} bytes; repeated references count each time)",
+                       lim_.max_alloc));
   }
   void check_string(std::uint64_t len) {
     if (len > lim_.max_string)
-      fail(rules::kMaxString, opname() + " value of " + std::to_string(len) + " bytes exceeds max_string (" +
-                                  std::to_string(lim_.max_string) + ")");
+      fail(rules::kMaxString,
+           fmt::format("{} value of {} bytes exceeds max_string ({})", opname(), len, lim_.max_string));
   }
   static std::uint64_t weight(const Slot& s) {
     if (s.info) return s.info->weight;
@@ -173,8 +178,8 @@ class Vm {
     std::uint32_t h = height(child) + 1;
     if (h > parent.height) {
       if (h > lim_.max_depth)
-        fail(rules::kMaxDepth, opname() + " nests values " + std::to_string(h) + " deep, over max_depth (" +
-                                   std::to_string(lim_.max_depth) + ")");
+        fail(rules::kMaxDepth,
+             fmt::format("{} nests values {} deep, over max_depth ({})", opname(), h, lim_.max_depth));
       parent.height = h;
     }
   }
@@ -182,24 +187,25 @@ class Vm {
   void check_mutable(const Slot& target, std::string_view what) {
     if (!target.info) fail(tensorseal::rules::kInternal, "container without bookkeeping");
     if (target.info->placed)
-      fail(rules::kLateMutation, opname() + " changes a " + std::string(what) +
-                                     " that is already inside another value (recursive structure or "
-                                     "out-of-order mutation; not supported)");
+      fail(rules::kLateMutation,
+           fmt::format("{} changes a {} that is already inside another value "
+                       "(recursive structure or out-of-order mutation; not supported)",
+                       opname(), what));
   }
 
   // ---- stack ----
   std::size_t fence() const { return marks_.empty() ? 0 : marks_.back(); }
   void push(Slot s) {
     if (stack_.size() + marks_.size() >= lim_.max_stack)
-      fail(rules::kMaxStack, "stack holds " + std::to_string(stack_.size() + marks_.size()) +
-                                 " entries, the max_stack limit");
+      fail(rules::kMaxStack,
+           fmt::format("stack holds {} entries, the max_stack limit", stack_.size() + marks_.size()));
     stack_.push_back(std::move(s));
   }
   void push_leaf(Value v) { push(Slot{std::move(v), nullptr}); }
   void need_stack(std::size_t k) {
     if (stack_.size() - fence() < k)
-      fail(rules::kStackUnderflow, opname() + " needs " + std::to_string(k) + " value" + (k == 1 ? "" : "s") +
-                                       " above the mark, found " + std::to_string(stack_.size() - fence()));
+      fail(rules::kStackUnderflow, fmt::format("{} needs {} value{} above the mark, found {}", opname(), k,
+                                               k == 1 ? "" : "s", stack_.size() - fence()));
   }
   Slot pop() {
     need_stack(1);
@@ -238,9 +244,10 @@ class Vm {
       std::size_t i = *bad;
       if (i + 1 < utf8.size() && static_cast<unsigned char>(utf8[i]) == 0xED &&
           static_cast<unsigned char>(utf8[i + 1]) >= 0xA0)
-        fail(rules::kSurrogate, opname() + " str holds a UTF-16 surrogate at byte " + std::to_string(i) +
-                                    " (CPython's surrogatepass; not representable)");
-      fail(rules::kBadUtf8, opname() + " str is not valid UTF-8 at byte " + std::to_string(i));
+        fail(rules::kSurrogate,
+             fmt::format("{} str holds a UTF-16 surrogate at byte {} (CPython's surrogatepass; not representable)",
+                         opname(), i));
+      fail(rules::kBadUtf8, fmt::format("{} str is not valid UTF-8 at byte {}", opname(), i));
     }
     charge(kSlotCost + utf8.size());
     return Slot{Value::str(std::string(utf8)), nullptr};
@@ -256,21 +263,22 @@ class Vm {
     check_string(raw.size());
     if (auto bad = util::first_invalid_utf8(raw))
       fail(rules::kPy2StringEncoding,
-           opname() + " Python 2 str is not UTF-8 at byte " + std::to_string(*bad) +
-               " (decoded as UTF-8 like torch.load's default encoding='utf-8')");
+           fmt::format("{} Python 2 str is not UTF-8 at byte {} "
+                       "(decoded as UTF-8 like torch.load's default encoding='utf-8')",
+                       opname(), *bad));
     charge(kSlotCost + raw.size());
     return Slot{Value::str(std::string(raw)), nullptr};
   }
   Value make_global(std::string_view module, std::string_view name) {
     std::string m(module), n(name);
     if (proto_ < 3) std::tie(m, n) = py2_to_py3_name(module, name);
-    out_.globals.push_back(GlobalRef{m, n, name_ + " @ " + std::to_string(base_ + op_pos_)});
+    out_.globals.push_back(GlobalRef{m, n, fmt::format("{} @ {}", name_, base_ + op_pos_)});
     if (hooks_.on_global) hooks_.on_global(out_.globals.back());
     return Value::global(std::move(m), std::move(n));
   }
   std::string_view check_utf8_name(std::string_view s, std::string_view what) {
     if (auto bad = util::first_invalid_utf8(s))
-      fail(rules::kBadUtf8, opname() + " " + std::string(what) + " is not valid UTF-8 at byte " + std::to_string(*bad));
+      fail(rules::kBadUtf8, fmt::format("{} {} is not valid UTF-8 at byte {}", opname(), what, *bad));
     return s;
   }
 
@@ -312,8 +320,8 @@ class Vm {
 
   Slot persistent(Slot pid) {
     if (!hooks_.persistent_load)
-      fail(rules::kPersistentId, opname() + " references persistent id " + repr(pid.v, 80) +
-                                     " but no persistent_load is set");
+      fail(rules::kPersistentId,
+           fmt::format("{} references persistent id {} but no persistent_load is set", opname(), repr(pid.v, 80)));
     auto info = new_node();
     adopt(*info, pid);  // the result may contain the id: bound height and weight by it
     Value v = hooks_.persistent_load(pid.v, base_ + op_pos_);
@@ -329,10 +337,10 @@ class Vm {
     if (!d.empty() && d[0] == '-') { neg = true; d.remove_prefix(1); }
     bool ok = !d.empty() && std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
               (d.size() == 1 || d[0] != '0');
-    if (!ok) fail(rules::kBadNumberText, opname() + " argument '" + std::string(s.substr(0, 40)) + "' is not a decimal integer");
+    if (!ok)
+      fail(rules::kBadNumberText, fmt::format("{} argument '{}' is not a decimal integer", opname(), s.substr(0, 40)));
     if (d.size() > kMaxIntDigits)
-      fail(rules::kLongTooLarge, opname() + " integer has " + std::to_string(d.size()) + " digits, over " +
-                                     std::to_string(kMaxIntDigits));
+      fail(rules::kLongTooLarge, fmt::format("{} integer has {} digits, over {}", opname(), d.size(), kMaxIntDigits));
     if (d.size() <= 18) {
       std::int64_t v = 0;
       for (char c : d) v = v * 10 + (c - '0');
@@ -365,7 +373,8 @@ class Vm {
     if (m.size() <= 8) {  // fits int64: sign-extend
       std::uint64_t u = 0;
       for (std::size_t i = 0; i < m.size(); ++i) u |= std::uint64_t{static_cast<std::uint8_t>(m[i])} << (8 * i);
-      if (!m.empty() && m.size() < 8 && (static_cast<std::uint8_t>(m.back()) & 0x80)) u |= ~std::uint64_t{0} << (8 * m.size());
+      if (!m.empty() && m.size() < 8 && (static_cast<std::uint8_t>(m.back()) & 0x80))
+        u |= ~std::uint64_t{0} << (8 * m.size());
       return Value(static_cast<std::int64_t>(u));
     }
     return Value(BigInt{std::move(m)});
@@ -380,7 +389,7 @@ class Vm {
       // inf / 0.0 with the sign, which strtod returns.
       if (ec == std::errc::result_out_of_range && ptr == t.data() + t.size())
         return std::strtod(std::string(s).c_str(), nullptr);
-      fail(rules::kBadNumberText, "FLOAT argument '" + std::string(s.substr(0, 40)) + "' is not a float");
+      fail(rules::kBadNumberText, fmt::format("FLOAT argument '{}' is not a float", s.substr(0, 40)));
     }
     return d;
   }
@@ -388,7 +397,8 @@ class Vm {
     std::uint64_t v = 0;
     auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || s[0] == '-' || s[0] == '+')
-      fail(rules::kBadMemoIndex, opname() + " index '" + std::string(s.substr(0, 40)) + "' is not a non-negative integer");
+      fail(rules::kBadMemoIndex,
+           fmt::format("{} index '{}' is not a non-negative integer", opname(), s.substr(0, 40)));
     return v;
   }
 
@@ -397,7 +407,7 @@ class Vm {
     if (items.empty()) return;  // CPython's C unpickler: nothing to do
     auto k = target.v.kind();
     if (k != Value::Kind::kList && k != Value::Kind::kObject)
-      fail(rules::kBadAppendTarget, opname() + " target is a " + std::string(kind_name(k)) + ", not a list or object");
+      fail(rules::kBadAppendTarget, fmt::format("{} target is a {}, not a list or object", opname(), kind_name(k)));
     for (auto& s : items)
       if (s.info) s.info->placed = true;
     check_mutable(target, kind_name(k));
@@ -408,11 +418,12 @@ class Vm {
     }
   }
   void setitems_on(Slot& target, std::vector<Slot>& items) {
-    if (items.size() % 2) fail(rules::kOddSetItems, opname() + " has an odd number of items (" + std::to_string(items.size()) + ")");
+    if (items.size() % 2)
+      fail(rules::kOddSetItems, fmt::format("{} has an odd number of items ({})", opname(), items.size()));
     if (items.empty()) return;
     auto k = target.v.kind();
     if (k != Value::Kind::kDict && k != Value::Kind::kObject)
-      fail(rules::kBadSetItemTarget, opname() + " target is a " + std::string(kind_name(k)) + ", not a dict or object");
+      fail(rules::kBadSetItemTarget, fmt::format("{} target is a {}, not a dict or object", opname(), kind_name(k)));
     for (auto& s : items)
       if (s.info) s.info->placed = true;
     check_mutable(target, kind_name(k));
@@ -432,7 +443,7 @@ class Vm {
       adopt(info, items[i]);
       adopt(info, items[i + 1]);
       if (!dict_set(d.items, *info.keys, std::move(items[i].v), std::move(items[i + 1].v)))
-        fail(rules::kUnhashableKey, opname() + " key is an unhashable " + std::string(kind_name(items[i].v.kind())));
+        fail(rules::kUnhashableKey, fmt::format("{} key is an unhashable {}", opname(), kind_name(items[i].v.kind())));
     }
   }
   Slot make_set(std::vector<Slot>& items, bool frozen) {
@@ -444,14 +455,15 @@ class Vm {
       adopt(*info, s);
       Value::Kind kind = s.v.kind();
       if (!set_add(set->items, *info->keys, std::move(s.v)))
-        fail(rules::kUnhashableKey, opname() + " item is an unhashable " + std::string(kind_name(kind)));
+        fail(rules::kUnhashableKey, fmt::format("{} item is an unhashable {}", opname(), kind_name(kind)));
     }
     return Slot{Value(std::move(set)), std::move(info)};
   }
   Slot make_dict(std::vector<Slot>& items) {
     auto info = new_node();
     Slot d{Value::dict(), std::move(info)};
-    if (items.size() % 2) fail(rules::kOddSetItems, opname() + " has an odd number of items (" + std::to_string(items.size()) + ")");
+    if (items.size() % 2)
+      fail(rules::kOddSetItems, fmt::format("{} has an odd number of items ({})", opname(), items.size()));
     setitems_on(d, items);
     return d;
   }
@@ -460,7 +472,7 @@ class Vm {
   void build(Slot& target, Slot state) {
     auto k = target.v.kind();
     if (k != Value::Kind::kObject && k != Value::Kind::kDict)
-      fail(rules::kBadBuildTarget, "BUILD target is a " + std::string(kind_name(k)) + ", not an object or dict");
+      fail(rules::kBadBuildTarget, fmt::format("BUILD target is a {}, not an object or dict", kind_name(k)));
     if (state.info) state.info->placed = true;
     check_mutable(target, kind_name(k));
     adopt(*target.info, state);
@@ -481,10 +493,12 @@ class Vm {
     } else if (state.v.is(Value::Kind::kTuple) && state.v.items().size() == 2) {
       for (const Value& x : state.v.items()) {
         if (x.is(Value::Kind::kDict)) parts.push_back(&x.as_dict());
-        else if (!x.is_none()) fail(rules::kBadBuildState, "BUILD on a dict: state tuple holds a " + std::string(kind_name(x.kind())));
+        else if (!x.is_none())
+          fail(rules::kBadBuildState, fmt::format("BUILD on a dict: state tuple holds a {}", kind_name(x.kind())));
       }
     } else if (!state.v.is_none()) {
-      fail(rules::kBadBuildState, "BUILD on a dict needs a dict of attributes, got a " + std::string(kind_name(state.v.kind())));
+      fail(rules::kBadBuildState,
+           fmt::format("BUILD on a dict needs a dict of attributes, got a {}", kind_name(state.v.kind())));
     }
     for (const Dict* part : parts) d.attrs = merged(d.attrs.get(), *part);
   }
@@ -496,7 +510,7 @@ class Vm {
       for (const auto& [key, val] : a->items) dict_set(d->items, index, key, val);
     for (const auto& [key, val] : b.items)
       if (!dict_set(d->items, index, key, val))
-        fail(rules::kUnhashableKey, "BUILD state key is an unhashable " + std::string(kind_name(key.kind())));
+        fail(rules::kUnhashableKey, fmt::format("BUILD state key is an unhashable {}", kind_name(key.kind())));
     charge(kSlotCost * (d->items.size() + 1));
     return d;
   }
@@ -512,7 +526,8 @@ class Vm {
       it->second = t;
     } else {
       if (memo_size() >= lim_.max_memo)
-        fail(rules::kMaxMemo, opname() + " would hold more than max_memo (" + std::to_string(lim_.max_memo) + ") memo entries");
+        fail(rules::kMaxMemo,
+             fmt::format("{} would hold more than max_memo ({}) memo entries", opname(), lim_.max_memo));
       if (index == dense_.size()) {
         dense_.push_back(t);
         // Keep indices unique across both: pull in sparse entries that became dense.
@@ -532,7 +547,7 @@ class Vm {
     const Slot* s = nullptr;
     if (index < dense_.size()) s = &dense_[index];
     else if (auto it = sparse_.find(index); it != sparse_.end()) s = &it->second;
-    if (!s) fail(rules::kMemoMissing, opname() + " of memo index " + std::to_string(index) + ", which was never stored");
+    if (!s) fail(rules::kMemoMissing, fmt::format("{} of memo index {}, which was never stored", opname(), index));
     ++gets_;
     push(*s);
   }
@@ -565,13 +580,14 @@ Parsed Vm::run() {
     if (pos_ >= n_) {
       op_pos_ = pos_;
       if (n_ < full_)
-        fail(rules::kMaxBytes, "no STOP within the max_pickle_bytes limit of " + std::to_string(lim_.max_pickle_bytes) + " bytes");
-      fail(rules::kTruncated, "stream ends without STOP after " + std::to_string(pos_) + " bytes");
+        fail(rules::kMaxBytes,
+             fmt::format("no STOP within the max_pickle_bytes limit of {} bytes", lim_.max_pickle_bytes));
+      fail(rules::kTruncated, fmt::format("stream ends without STOP after {} bytes", pos_));
     }
     op_pos_ = pos_;
     op_ = p_[pos_++];
     if (++ops_ > lim_.max_pickle_ops)
-      fail(rules::kMaxOps, "more than max_pickle_ops (" + std::to_string(lim_.max_pickle_ops) + ") opcodes");
+      fail(rules::kMaxOps, fmt::format("more than max_pickle_ops ({}) opcodes", lim_.max_pickle_ops));
     ++counts_[op_];
     step();
   }
@@ -586,7 +602,7 @@ void Vm::step() {
     // ---- framing and protocol ----
     case op::kProto: {
       std::uint8_t v = u8();
-      if (v > kHighestProtocol) fail(rules::kUnsupportedProtocol, "PROTO " + std::to_string(v) + " is above protocol 5");
+      if (v > kHighestProtocol) fail(rules::kUnsupportedProtocol, fmt::format("PROTO {} is above protocol 5", v));
       proto_ = v;
       return;
     }
@@ -594,7 +610,7 @@ void Vm::step() {
       std::uint64_t len = u64();
       // CPython's C unpickler only requires the frame's bytes to be present.
       if (len > full_ - pos_)
-        fail(rules::kTruncated, "FRAME of " + std::to_string(len) + " bytes, only " + std::to_string(full_ - pos_) + " remain");
+        fail(rules::kTruncated, fmt::format("FRAME of {} bytes, only {} remain", len, full_ - pos_));
       ++frames_;
       return;
     }
@@ -607,9 +623,10 @@ void Vm::step() {
     // ---- stack manipulation ----
     case op::kMark:
       if (marks_.size() >= lim_.max_depth)
-        fail(rules::kMaxDepth, "MARK nesting exceeds max_depth (" + std::to_string(lim_.max_depth) + ")");
+        fail(rules::kMaxDepth, fmt::format("MARK nesting exceeds max_depth ({})", lim_.max_depth));
       if (stack_.size() + marks_.size() >= lim_.max_stack)
-        fail(rules::kMaxStack, "stack holds " + std::to_string(stack_.size() + marks_.size()) + " entries, the max_stack limit");
+        fail(rules::kMaxStack,
+             fmt::format("stack holds {} entries, the max_stack limit", stack_.size() + marks_.size()));
       marks_.push_back(stack_.size());
       return;
     case op::kPop:
@@ -656,9 +673,9 @@ void Vm::step() {
     }
     case op::kLong4: {
       std::int32_t n = i32();
-      if (n < 0) fail(rules::kNegativeLength, "LONG4 byte count " + std::to_string(n) + " is negative");
+      if (n < 0) fail(rules::kNegativeLength, fmt::format("LONG4 byte count {} is negative", n));
       if (static_cast<std::uint64_t>(n) > kMaxLongBytes)
-        fail(rules::kLongTooLarge, "LONG4 of " + std::to_string(n) + " bytes is over " + std::to_string(kMaxLongBytes));
+        fail(rules::kLongTooLarge, fmt::format("LONG4 of {} bytes is over {}", n, kMaxLongBytes));
       charge(static_cast<std::uint64_t>(n));
       push_leaf(long_from_le(bytes(static_cast<std::uint64_t>(n))));
       return;
@@ -683,7 +700,7 @@ void Vm::step() {
     }
     case op::kBinString: {
       std::int32_t n = i32();
-      if (n < 0) fail(rules::kNegativeLength, "BINSTRING byte count " + std::to_string(n) + " is negative");
+      if (n < 0) fail(rules::kNegativeLength, fmt::format("BINSTRING byte count {} is negative", n));
       std::string_view d = bytes(static_cast<std::uint64_t>(n));
       push(make_py2_str(d));
       return;
@@ -715,7 +732,8 @@ void Vm::step() {
     }
     case op::kNextBuffer:
     case op::kReadonlyBuffer:
-      fail(rules::kOutOfBandBuffer, opname() + ": out-of-band buffers (pickle protocol 5 buffer_callback) are not supported");
+      fail(rules::kOutOfBandBuffer,
+           fmt::format("{}: out-of-band buffers (pickle protocol 5 buffer_callback) are not supported", opname()));
     // ---- containers ----
     case op::kEmptyList: push(Slot{Value::list(), new_node()}); return;
     case op::kEmptyDict: push(Slot{Value::dict(), new_node()}); return;
@@ -787,9 +805,9 @@ void Vm::step() {
       Slot& target = top();
       if (items.empty()) return;
       if (!target.v.is(Value::Kind::kSet) || target.v.as_set().frozen)
-        fail(rules::kBadAddItemsTarget, "ADDITEMS target is a " +
-                                            std::string(target.v.is(Value::Kind::kSet) ? "frozenset" : kind_name(target.v.kind())) +
-                                            ", not a set");
+        fail(rules::kBadAddItemsTarget,
+             fmt::format("ADDITEMS target is a {}, not a set",
+                         target.v.is(Value::Kind::kSet) ? "frozenset" : kind_name(target.v.kind())));
       for (auto& s : items)
         if (s.info) s.info->placed = true;
       check_mutable(target, "set");
@@ -799,7 +817,7 @@ void Vm::step() {
         adopt(*target.info, s);
         Value::Kind kind = s.v.kind();
         if (!set_add(set.items, *target.info->keys, std::move(s.v)))
-          fail(rules::kUnhashableKey, "ADDITEMS item is an unhashable " + std::string(kind_name(kind)));
+          fail(rules::kUnhashableKey, fmt::format("ADDITEMS item is an unhashable {}", kind_name(kind)));
       }
       return;
     }
@@ -816,10 +834,11 @@ void Vm::step() {
       Slot module = pop();
       if (!module.v.is(Value::Kind::kStr) || !name.v.is(Value::Kind::kStr)) {
         if (hooks_.on_global)
-          hooks_.on_global(GlobalRef{std::string(kComputedModule), describe_operand(module.v) + "." + describe_operand(name.v),
-                                     name_ + " @ " + std::to_string(base_ + op_pos_)});
-        fail(rules::kStackGlobalOperands, "STACK_GLOBAL needs two str operands, got " + std::string(kind_name(module.v.kind())) +
-                                              " and " + std::string(kind_name(name.v.kind())));
+          hooks_.on_global(GlobalRef{std::string(kComputedModule),
+                                     fmt::format("{}.{}", describe_operand(module.v), describe_operand(name.v)),
+                                     fmt::format("{} @ {}", name_, base_ + op_pos_)});
+        fail(rules::kStackGlobalOperands, fmt::format("STACK_GLOBAL needs two str operands, got {} and {}",
+                                                      kind_name(module.v.kind()), kind_name(name.v.kind())));
       }
       push_leaf(make_global(module.v.as_str(), name.v.as_str()));
       return;
@@ -829,7 +848,7 @@ void Vm::step() {
       Slot args = pop();
       Slot callable = pop();
       if (!args.v.is(Value::Kind::kTuple))
-        fail(rules::kArgsNotTuple, "REDUCE arguments are a " + std::string(kind_name(args.v.kind())) + ", not a tuple");
+        fail(rules::kArgsNotTuple, fmt::format("REDUCE arguments are a {}, not a tuple", kind_name(args.v.kind())));
       push_object(Construct::kReduce, std::move(callable), std::move(args), Slot{});
       return;
     }
@@ -838,7 +857,7 @@ void Vm::step() {
       Slot args = pop();
       Slot cls = pop();
       if (!args.v.is(Value::Kind::kTuple))
-        fail(rules::kArgsNotTuple, "NEWOBJ arguments are a " + std::string(kind_name(args.v.kind())) + ", not a tuple");
+        fail(rules::kArgsNotTuple, fmt::format("NEWOBJ arguments are a {}, not a tuple", kind_name(args.v.kind())));
       push_object(Construct::kNewObj, std::move(cls), std::move(args), Slot{});
       return;
     }
@@ -848,9 +867,10 @@ void Vm::step() {
       Slot args = pop();
       Slot cls = pop();
       if (!args.v.is(Value::Kind::kTuple))
-        fail(rules::kArgsNotTuple, "NEWOBJ_EX arguments are a " + std::string(kind_name(args.v.kind())) + ", not a tuple");
+        fail(rules::kArgsNotTuple, fmt::format("NEWOBJ_EX arguments are a {}, not a tuple", kind_name(args.v.kind())));
       if (!kwargs.v.is(Value::Kind::kDict))
-        fail(rules::kKwargsNotDict, "NEWOBJ_EX keyword arguments are a " + std::string(kind_name(kwargs.v.kind())) + ", not a dict");
+        fail(rules::kKwargsNotDict,
+             fmt::format("NEWOBJ_EX keyword arguments are a {}, not a dict", kind_name(kwargs.v.kind())));
       push_object(Construct::kNewObjEx, std::move(cls), std::move(args), std::move(kwargs));
       return;
     }
@@ -894,21 +914,17 @@ void Vm::step() {
     case op::kExt2:
     case op::kExt4: {
       std::int64_t code = op_ == op::kExt1 ? u8() : op_ == op::kExt2 ? u16() : i32();
-      fail(rules::kExtensionCode, opname() + " " + std::to_string(code) +
-                                      ": extension codes (copyreg extension registry) are not supported");
+      fail(rules::kExtensionCode,
+           fmt::format("{} {}: extension codes (copyreg extension registry) are not supported", opname(), code));
     }
-    default: {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "0x%02x", op_);
-      fail(rules::kUnknownOpcode, std::string("unknown opcode ") + buf);
-    }
+    default:
+      fail(rules::kUnknownOpcode, fmt::format("unknown opcode 0x{:02x}", op_));
   }
 }
 
 void Vm::finish_facts() {
   out_.facts.push_back(core::fact(topics::kProtocol, name_, std::to_string(proto_)));
-  out_.facts.push_back(
-      core::fact(topics::kMemo, name_, "puts=" + std::to_string(puts_) + " gets=" + std::to_string(gets_)));
+  out_.facts.push_back(core::fact(topics::kMemo, name_, fmt::format("puts={} gets={}", puts_, gets_)));
   std::vector<std::pair<std::string_view, std::uint64_t>> used;
   for (int c = 0; c < 256; ++c)
     if (counts_[c]) used.emplace_back(op_name(static_cast<std::uint8_t>(c)), counts_[c]);
@@ -916,15 +932,13 @@ void Vm::finish_facts() {
   std::string fp;
   for (const auto& [n, c] : used) {
     if (!fp.empty()) fp += ',';
-    fp += n;
-    fp += ':';
-    fp += std::to_string(c);
+    fmt::format_to(std::back_inserter(fp), "{}:{}", n, c);
   }
   out_.facts.push_back(core::fact(topics::kOpcodes, name_, std::move(fp)));
-  if (frames_) out_.facts.push_back(core::fact(topics::kFrames, name_, "count=" + std::to_string(frames_)));
+  if (frames_) out_.facts.push_back(core::fact(topics::kFrames, name_, fmt::format("count={}", frames_)));
   if (!stack_.empty() || !marks_.empty())
     out_.facts.push_back(core::fact(topics::kStopLeftover, name_,
-                                    "stack=" + std::to_string(stack_.size()) + " marks=" + std::to_string(marks_.size())));
+                                    fmt::format("stack={} marks={}", stack_.size(), marks_.size())));
 }
 
 }  // namespace

@@ -33,6 +33,8 @@
 #include <optional>
 #include <unordered_set>
 
+#include <fmt/format.h>
+
 #include "safetensors/constants.h"
 #include "safetensors/structure.h"
 #include "util/checked.h"
@@ -168,7 +170,8 @@ class FastScanner {
     ws();
     if (p_ != end_) return false;
     // Duplicate keys: sorted neighbours. (The SAX parser names the first one.)
-    out.by_name = sort_by_name(out.entries.size(), [&](std::size_t i) -> std::string_view { return out.entries[i].name; });
+    out.by_name = sort_by_name(out.entries.size(),
+                               [&](std::size_t i) -> std::string_view { return out.entries[i].name; });
     for (std::size_t i = 1; i < out.by_name.size(); ++i)
       if (out.entries[out.by_name[i - 1]].name == out.entries[out.by_name[i]].name) return false;
     std::vector<std::string_view> meta_keys;
@@ -411,7 +414,7 @@ class SaxHandler {
 
   void open() {
     if (frames_.size() + 1 >= safetensors::kMaxJsonDepth)
-      fail(rules::kHeaderJson, "header nests deeper than " + std::to_string(safetensors::kMaxJsonDepth - 1) + " levels",
+      fail(rules::kHeaderJson, fmt::format("header nests deeper than {} levels", safetensors::kMaxJsonDepth - 1),
            in_, kAt);
   }
 
@@ -544,16 +547,17 @@ SafetensorsEntry check_entry(RawEntry& r, const io::Input& in, DtypeCodes& codes
   const std::string& name = r.name;
   if (!r.is_object) fail(rules::kEntryType, "entry '" + name + "' is not a JSON object", in, kAt);
   for (auto [form, field] : {std::pair{r.dtype, "dtype"}, {r.shape, "shape"}, {r.offsets, "data_offsets"}})
-    if (form == Form::kAbsent) fail(rules::kEntryType, "entry '" + name + "' has no \"" + field + "\"", in, kAt);
+    if (form == Form::kAbsent) fail(rules::kEntryType, fmt::format("entry '{}' has no \"{}\"", name, field), in, kAt);
   if (r.dtype != Form::kExpected) fail(rules::kEntryType, "entry '" + name + "': dtype is not a string", in, kAt);
   const auto dtype = codes.lookup(r.code);
-  if (!dtype) fail(rules::kUnknownDtype, "entry '" + name + "': unknown dtype " + json(r.code).dump(), in, kAt);
+  if (!dtype)
+    fail(rules::kUnknownDtype, fmt::format("entry '{}': unknown dtype {}", name, json(r.code).dump()), in, kAt);
   const std::uint64_t max_ndim = in.options->limits.max_ndim;
   auto too_many_dims = [&](std::size_t ndim) {
-    fail(rules::kBadShape, "entry '" + name + "': " + std::to_string(ndim) + " dimensions exceed the limit", in, kAt);
+    fail(rules::kBadShape, fmt::format("entry '{}': {} dimensions exceed the limit", name, ndim), in, kAt);
   };
   auto not_sizes = [&] {
-    fail(rules::kBadShape, "entry '" + name + "': shape " + shape_text(r) + " is not a list of sizes", in, kAt);
+    fail(rules::kBadShape, fmt::format("entry '{}': shape {} is not a list of sizes", name, shape_text(r)), in, kAt);
   };
   if (r.shape == Form::kOther) {
     if (!r.other->is_array()) fail(rules::kBadShape, "entry '" + name + "': shape is not an array", in, kAt);
@@ -564,11 +568,10 @@ SafetensorsEntry check_entry(RawEntry& r, const io::Input& in, DtypeCodes& codes
   for (auto d : r.sizes)
     if (static_cast<std::uint64_t>(d) > static_cast<std::uint64_t>(INT64_MAX)) not_sizes();
   if (r.offsets != Form::kExpected)
-    fail(rules::kBadOffsets, "entry '" + name + "': data_offsets " + r.other->dump() + " is not [begin, end]",
+    fail(rules::kBadOffsets, fmt::format("entry '{}': data_offsets {} is not [begin, end]", name, r.other->dump()),
          in, kAt);
   if (r.begin > r.end)
-    fail(rules::kBadOffsets, "entry '" + name + "': data_offsets begin " + std::to_string(r.begin) + " > end " +
-                                     std::to_string(r.end), in, kAt);
+    fail(rules::kBadOffsets, fmt::format("entry '{}': data_offsets begin {} > end {}", name, r.begin, r.end), in, kAt);
   // Size check with overflow-checked arithmetic: numel * bits / 8 == end - begin.
   std::uint64_t numel = 1;
   for (auto d : r.sizes) {
@@ -580,12 +583,13 @@ SafetensorsEntry check_entry(RawEntry& r, const io::Input& in, DtypeCodes& codes
   auto total_bits = util::mul(numel, bits);
   if (!total_bits) fail(rules::kSizeOverflow, "entry '" + name + "': byte size overflows", in, kAt);
   if (*total_bits % 8 != 0)
-    fail(rules::kMisaligned, "entry '" + name + "': " + std::to_string(numel) + " elements of " +
-                                     std::to_string(bits) + " bits do not fill whole bytes", in, kAt);
+    fail(rules::kMisaligned,
+         fmt::format("entry '{}': {} elements of {} bits do not fill whole bytes", name, numel, bits), in, kAt);
   if (*total_bits / 8 != r.end - r.begin)
-    fail(rules::kSizeMismatch, "entry '" + name + "': shape " + shape_text(r) + " of " + r.code + " needs " +
-                                       std::to_string(*total_bits / 8) + " bytes, data_offsets give " +
-                                       std::to_string(r.end - r.begin), in, kAt);
+    fail(rules::kSizeMismatch,
+         fmt::format("entry '{}': shape {} of {} needs {} bytes, data_offsets give {}", name, shape_text(r), r.code,
+                     *total_bits / 8, r.end - r.begin),
+         in, kAt);
   return {std::move(r.name), *dtype, std::move(r.sizes), r.begin, r.end};
 }
 
@@ -594,7 +598,7 @@ SafetensorsIndex validate(RawHeader& raw, const io::Input& in, std::uint64_t n) 
   if (!raw.is_object) fail(rules::kHeaderNotObject, "header is not a JSON object", in, kAt);
   const std::size_t keys = raw.entries.size() + (raw.metadata_position != kAbsent ? 1 : 0);
   if (keys > in.options->limits.max_entries)
-    fail(rules::kTooManyTensors, std::to_string(keys) + " entries exceed the limit", in, kAt);
+    fail(rules::kTooManyTensors, fmt::format("{} entries exceed the limit", keys), in, kAt);
 
   SafetensorsIndex idx;
   idx.entries.reserve(raw.entries.size());
@@ -634,15 +638,15 @@ SafetensorsIndex validate(RawHeader& raw, const io::Input& in, std::uint64_t n) 
   for (std::uint32_t i : order) {
     const SafetensorsEntry& e = entries[i];
     if (e.begin != cursor)
-      fail(rules::kTiling, "tensor '" + e.name + "' starts at buffer offset " + std::to_string(e.begin) +
-                                   ", expected " + std::to_string(cursor) + (e.begin < cursor ? " (overlap)" : " (gap)"),
+      fail(rules::kTiling,
+           fmt::format("tensor '{}' starts at buffer offset {}, expected {}{}", e.name, e.begin, cursor,
+                       e.begin < cursor ? " (overlap)" : " (gap)"),
            in, data_start + std::min({e.begin, cursor, file_size - data_start}));
     cursor = e.end;
   }
   const std::uint64_t buffer_len = file_size - data_start;
   if (cursor != buffer_len)
-    fail(rules::kBufferLength, "tensors cover " + std::to_string(cursor) + " bytes of a " +
-                                       std::to_string(buffer_len) + "-byte data buffer", in,
+    fail(rules::kBufferLength, fmt::format("tensors cover {} bytes of a {}-byte data buffer", cursor, buffer_len), in,
          data_start + std::min(cursor, buffer_len));
   idx.by_offset = std::move(order);
   idx.header_length = n;
@@ -667,14 +671,14 @@ bool is_ascii(std::string_view s) {
 SafetensorsIndex index_safetensors(const io::Input& in, bool fast_scan) {
   const auto bytes = in.bytes();
   if (bytes.size() < safetensors::kLengthPrefixSize)
-    fail(rules::kFileTooSmall, "file of " + std::to_string(bytes.size()) + " bytes has no header length", in, 0);
+    fail(rules::kFileTooSmall, fmt::format("file of {} bytes has no header length", bytes.size()), in, 0);
   const std::uint64_t n = util::load_le<std::uint64_t>(bytes.data());
   const std::uint64_t cap = std::min(safetensors::kMaxHeaderSize, in.options->limits.max_safetensors_header);
   if (n > cap)
-    fail(rules::kHeaderTooLarge, "header length " + std::to_string(n) + " exceeds the limit " + std::to_string(cap), in, 0);
+    fail(rules::kHeaderTooLarge, fmt::format("header length {} exceeds the limit {}", n, cap), in, 0);
   if (n > bytes.size() - safetensors::kLengthPrefixSize)
-    fail(rules::kHeaderLength, "header length " + std::to_string(n) + " runs past the end of the file (" +
-                                       std::to_string(bytes.size()) + " bytes)", in, 0);
+    fail(rules::kHeaderLength,
+         fmt::format("header length {} runs past the end of the file ({} bytes)", n, bytes.size()), in, 0);
   const std::string_view text = util::as_chars(bytes.subspan(safetensors::kLengthPrefixSize, n));
   if (!is_ascii(text))
     if (auto bad = util::first_invalid_utf8(text))
@@ -692,16 +696,17 @@ SafetensorsIndex index_safetensors(const io::Input& in, bool fast_scan) {
     try {
       json::sax_parse(text.begin(), text.end(), &sax);
     } catch (const json::parse_error& e) {
-      fail(rules::kHeaderJson, std::string("header is not JSON: ") + e.what(), in,
+      fail(rules::kHeaderJson, fmt::format("header is not JSON: {}", e.what()), in,
            safetensors::kLengthPrefixSize + (e.byte > 0 ? e.byte - 1 : 0));
     } catch (const json::exception& e) {  // out_of_range.406: a number beyond double (1e999)
-      fail(rules::kHeaderJson, std::string("header is not JSON: ") + e.what(), in, safetensors::kLengthPrefixSize);
+      fail(rules::kHeaderJson, fmt::format("header is not JSON: {}", e.what()), in, safetensors::kLengthPrefixSize);
     }
   }
 
   SafetensorsIndex idx = validate(raw, in, n);
   if (idx.by_name.size() != idx.entries.size())
-    idx.by_name = sort_by_name(idx.entries.size(), [&](std::size_t i) -> std::string_view { return idx.entries[i].name; });
+    idx.by_name = sort_by_name(idx.entries.size(),
+                               [&](std::size_t i) -> std::string_view { return idx.entries[i].name; });
   while (idx.header_padding < text.size() && text[text.size() - 1 - idx.header_padding] == ' ') ++idx.header_padding;
   idx.file = in.name;
   idx.whole = in.whole;
@@ -713,8 +718,9 @@ SafetensorsIndex index_safetensors(const io::Input& in, bool fast_scan) {
 namespace tensorseal {
 
 const SafetensorsEntry* SafetensorsIndex::find(std::string_view name) const noexcept {
-  auto it = std::lower_bound(by_name.begin(), by_name.end(), name,
-                             [&](std::uint32_t i, std::string_view n) { return std::string_view(entries[i].name) < n; });
+  auto it = std::lower_bound(by_name.begin(), by_name.end(), name, [&](std::uint32_t i, std::string_view n) {
+    return std::string_view(entries[i].name) < n;
+  });
   if (it == by_name.end() || entries[*it].name != name) return nullptr;
   return &entries[*it];
 }
@@ -749,7 +755,8 @@ SafetensorsIndex read_safetensors_index(const std::filesystem::path& path, const
   return read_safetensors_index(MappedFile::open(path), options);
 }
 
-SafetensorsIndex read_safetensors_index(std::span<const std::byte> bytes, std::string name, const ReadOptions& options) {
+SafetensorsIndex read_safetensors_index(std::span<const std::byte> bytes, std::string name,
+                                        const ReadOptions& options) {
   detail::io::Input in;
   in.name = std::move(name);
   in.whole = Storage::owned(std::vector<std::byte>(bytes.begin(), bytes.end()));

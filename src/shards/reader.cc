@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <fmt/format.h>
+
 #include "core/topic.h"
 #include "io/file_inside.h"
 #include "safetensors/format.h"
@@ -63,15 +65,14 @@ fs::path find_shard_index(const fs::path& dir) {
     for (auto name : {shards::kSafetensorsSingle, shards::kTorchSingle})
       if (fs::is_regular_file(dir / name, ec)) return dir / name;
     fail(rules::kNoIndex,
-         "no shard index (" + std::string(shards::kSafetensorsIndex) + " or another *" + std::string(shards::kIndexSuffix) +
-             ") and no " + std::string(shards::kSafetensorsSingle) + " or " + std::string(shards::kTorchSingle) +
-             " in this directory",
+         fmt::format("no shard index ({} or another *{}) and no {} or {} in this directory", shards::kSafetensorsIndex,
+                     shards::kIndexSuffix, shards::kSafetensorsSingle, shards::kTorchSingle),
          dir.string());
   }
   if (found.size() > 1)
     fail(rules::kAmbiguousIndex,
-         "several shard indexes (" + found[0].filename().string() + ", " + found[1].filename().string() +
-             "); name the one to read",
+         fmt::format("several shard indexes ({}, {}); name the one to read", found[0].filename().string(),
+                     found[1].filename().string()),
          dir.string());
   return found[0];
 }
@@ -80,8 +81,8 @@ Checkpoint read_hf_shards(const io::Input& in) {
   if (in.directory.empty())
     fail(rules::kNotOnDisk, "a shard index read from memory has no shards beside it", in.name);
   if (in.size() > shards::kMaxIndexSize)
-    fail(rules::kIndexTooLarge, "index of " + std::to_string(in.size()) + " bytes exceeds " +
-                                        std::to_string(shards::kMaxIndexSize), in.name, 0);
+    fail(rules::kIndexTooLarge, fmt::format("index of {} bytes exceeds {}", in.size(), shards::kMaxIndexSize), in.name,
+         0);
   if (in.read_nested == nullptr) fail(tensorseal::rules::kInternal, "shard index read without a ReadNested", in.name);
   const shards::ShardIndex idx = shards::parse_index(in.bytes(), in.name);
 
@@ -94,7 +95,7 @@ Checkpoint read_hf_shards(const io::Input& in) {
     files.insert(file);
   }
   if (files.size() > in.options->limits.max_entries)
-    fail(rules::kTooManyShards, std::to_string(files.size()) + " shard files exceed max_entries", in.name);
+    fail(rules::kTooManyShards, fmt::format("{} shard files exceed max_entries", files.size()), in.name);
 
   Checkpoint c;
   c.format = Format::kHfShards;
@@ -123,25 +124,25 @@ Checkpoint read_hf_shards(const io::Input& in) {
       fail(rules::kShardFormat, "shard is neither a safetensors file nor a torch.save file", shard_name, 0);
     Checkpoint s = in.read_nested(sub);
     if (s.format != Format::kSafetensors && s.format != Format::kTorchZip && s.format != Format::kTorchLegacy)
-      fail(rules::kShardFormat, "shard is a " + std::string(format_name(s.format)) + " file", shard_name, 0);
+      fail(rules::kShardFormat, fmt::format("shard is a {} file", format_name(s.format)), shard_name, 0);
     if (!s.root.is(Value::Kind::kDict))
-      fail(rules::kShardNotFlat, "shard holds a " + std::string(kind_name(s.root.kind())) + ", not a dict of tensors",
+      fail(rules::kShardNotFlat, fmt::format("shard holds a {}, not a dict of tensors", kind_name(s.root.kind())),
            shard_name);
 
     std::uint64_t count = 0;
     for (const auto& [k, v] : s.root.as_dict().items) {
       if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor))
-        fail(rules::kShardNotFlat, "shard entry " + repr(k, 60) + " -> " + std::string(kind_name(v.kind())) +
-                                           " is not a named tensor", shard_name);
+        fail(rules::kShardNotFlat,
+             fmt::format("shard entry {} -> {} is not a named tensor", repr(k, 60), kind_name(v.kind())), shard_name);
       const std::string name(k.as_str());
       if (auto it = seen.find(name); it != seen.end())
-        fail(rules::kTensorDuplicate, "tensor '" + name + "' is also in shard '" + it->second + "'", shard_name);
+        fail(rules::kTensorDuplicate, fmt::format("tensor '{}' is also in shard '{}'", name, it->second), shard_name);
       const auto mapped = file_of.find(name);
       if (mapped == file_of.end())
         fail(rules::kTensorExtra, "tensor '" + name + "' is not in the index's weight_map", shard_name);
       if (mapped->second != file)
-        fail(rules::kTensorExtra, "tensor '" + name + "' is here, but the index maps it to '" + mapped->second + "'",
-             shard_name);
+        fail(rules::kTensorExtra,
+             fmt::format("tensor '{}' is here, but the index maps it to '{}'", name, mapped->second), shard_name);
       seen.emplace(name, file);
       const Storage* st = v.as_tensor()->storage.get();
       if (st != nullptr && storages.insert(st).second) stored_bytes += st->size();
@@ -149,7 +150,7 @@ Checkpoint read_hf_shards(const io::Input& in) {
       ++count;
     }
     c.shard_counts.push_back(count);
-    boundaries.push_back(file + ": " + std::to_string(count) + " tensors");
+    boundaries.push_back(fmt::format("{}: {} tensors", file, count));
 
     for (const auto& m : s.metadata)
       if (metadata_seen.insert(m).second) c.metadata.push_back(m);
@@ -162,8 +163,9 @@ Checkpoint read_hf_shards(const io::Input& in) {
       fail(rules::kTensorMissing, "tensor '" + name + "' of the weight_map is not in this shard",
            (in.directory / file).string());
   if (idx.total_size && *idx.total_size != stored_bytes)
-    fail(rules::kTotalSize, "metadata.total_size is " + std::to_string(*idx.total_size) +
-                                    " but the shards store " + std::to_string(stored_bytes) + " bytes of tensors",
+    fail(rules::kTotalSize,
+         fmt::format("metadata.total_size is {} but the shards store {} bytes of tensors", *idx.total_size,
+                     stored_bytes),
          in.name);
 
   // Facts for `explain`: what shapes the directory's bytes without being content.
@@ -178,7 +180,7 @@ Checkpoint read_hf_shards(const io::Input& in) {
   for (const auto& [k, v] : idx.other_metadata) other.push_back(k + "=" + v);
   c.facts.insert(c.facts.begin(),
                  {fact(topics::kIndexName, "index", fs::path(in.name).filename().string()),
-                  fact(topics::kFiles, "index", std::to_string(names.size()) + " files: " + join(names, ", ")),
+                  fact(topics::kFiles, "index", fmt::format("{} files: {}", names.size(), join(names, ", "))),
                   fact(topics::kBoundaries, "index", join(boundaries, "; ")),
                   fact(topics::kKeyOrder, "weight_map",
                        sorted ? std::string("sorted by name") : "as listed: " + join(key_order, ",")),

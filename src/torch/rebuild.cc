@@ -4,6 +4,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <fmt/format.h>
+
 #include "pickle/compat.h"
 #include "pickle/vm.h"
 #include "torch/composite.h"
@@ -41,9 +43,10 @@ const std::vector<Value>& tuple_args(const Object& o, const std::string& fn, con
                                      std::size_t max) {
   if (!o.args || !o.args->is(Value::Kind::kTuple)) bad_args(fn, "arguments are not a tuple", in);
   const auto& a = o.args->items();
-  if (a.size() < min || a.size() > max)
-    bad_args(fn, "takes " + std::to_string(min) + (min == max ? "" : ".." + std::to_string(max)) + " arguments, got " +
-                     std::to_string(a.size()), in);
+  if (a.size() < min || a.size() > max) {
+    const std::string range = min == max ? fmt::format("{}", min) : fmt::format("{}..{}", min, max);
+    bad_args(fn, fmt::format("takes {} arguments, got {}", range, a.size()), in);
+  }
   return a;
 }
 
@@ -55,7 +58,8 @@ std::vector<std::int64_t> int_list(const Value& v, const std::string& fn, const 
     if (callable_name(o) == "torch.Size" && o.args && o.args->is(Value::Kind::kTuple) && o.args->items().size() == 1)
       src = &o.args->items()[0];
   }
-  if (!src->is(Value::Kind::kTuple) && !src->is(Value::Kind::kList)) bad_args(fn, std::string(what) + " is not a tuple", in);
+  if (!src->is(Value::Kind::kTuple) && !src->is(Value::Kind::kList))
+    bad_args(fn, std::string(what) + " is not a tuple", in);
   std::vector<std::int64_t> out;
   for (const auto& x : src->items()) {
     if (!x.is(Value::Kind::kInt)) bad_args(fn, std::string(what) + " holds a non-integer", in);
@@ -88,12 +92,12 @@ std::uint64_t StorageRef::nbytes() const { return typed ? numel * itemsize(dtype
 
 StorageRef parse_storage_pid(const Value& pid, bool legacy, const std::string& name, std::uint64_t offset) {
   auto fail = [&](const std::string& why) -> StorageRef { throw Error(rules::kBadPersistentId, why, name, offset); };
-  if (!pid.is(Value::Kind::kTuple)) fail("persistent id is a " + std::string(kind_name(pid.kind())) + ", not a tuple");
+  if (!pid.is(Value::Kind::kTuple)) fail(fmt::format("persistent id is a {}, not a tuple", kind_name(pid.kind())));
   const auto& f = pid.items();
   if (f.empty() || !f[0].is(Value::Kind::kStr)) fail("persistent id has no type tag");
-  if (f[0].as_str() != "storage") fail("persistent id type '" + std::string(f[0].as_str()) + "' is not 'storage'");
+  if (f[0].as_str() != "storage") fail(fmt::format("persistent id type '{}' is not 'storage'", f[0].as_str()));
   const std::size_t want = legacy ? 6 : 5;
-  if (f.size() != want) fail("storage persistent id has " + std::to_string(f.size()) + " fields, expected " + std::to_string(want));
+  if (f.size() != want) fail(fmt::format("storage persistent id has {} fields, expected {}", f.size(), want));
   StorageRef r;
   if (!f[1].is(Value::Kind::kGlobal)) fail("storage type is not a global name");
   r.type_name = f[1].as_global().name;
@@ -103,7 +107,8 @@ StorageRef parse_storage_pid(const Value& pid, bool legacy, const std::string& n
     r.dtype = *dt;
     r.typed = true;
   } else {
-    throw Error(rules::kUnknownStorageType, "unknown storage class " + f[1].as_global().module + "." + r.type_name, name, offset);
+    throw Error(rules::kUnknownStorageType,
+                fmt::format("unknown storage class {}.{}", f[1].as_global().module, r.type_name), name, offset);
   }
   if (f[2].is(Value::Kind::kStr)) r.key = std::string(f[2].as_str());
   else if (f[2].is(Value::Kind::kInt)) r.key = std::to_string(f[2].as_int());
@@ -113,7 +118,7 @@ StorageRef parse_storage_pid(const Value& pid, bool legacy, const std::string& n
   if (!f[4].is(Value::Kind::kInt) || f[4].as_int() < 0) fail("storage size is not a non-negative integer");
   r.numel = static_cast<std::uint64_t>(f[4].as_int());
   if (r.typed && !util::mul(r.numel, itemsize(r.dtype)))
-    throw Error(tensorseal::rules::kSizeOverflow, "storage of " + std::to_string(r.numel) + " elements overflows", name,
+    throw Error(tensorseal::rules::kSizeOverflow, fmt::format("storage of {} elements overflows", r.numel), name,
                 offset);
   if (legacy) r.view_metadata = f[5];
   return r;
@@ -166,8 +171,9 @@ struct Resolution {
     for (const auto& [k, v] : meta.as_dict().items) {
       const bool known_key = k.is(Value::Kind::kStr) && (k.as_str() == "neg" || k.as_str() == "conj");
       if (!known_key)
-        throw Error(rules::kUnsupportedRebuild, fn + ": tensor metadata key " + repr(k, 60) + " is not understood", in.name);
-      if (!v.is(Value::Kind::kBool)) bad_args(fn, "tensor metadata '" + std::string(k.as_str()) + "' is not a bool", in);
+        throw Error(rules::kUnsupportedRebuild,
+                    fmt::format("{}: tensor metadata key {} is not understood", fn, repr(k, 60)), in.name);
+      if (!v.is(Value::Kind::kBool)) bad_args(fn, fmt::format("tensor metadata '{}' is not a bool", k.as_str()), in);
       (k.as_str() == "neg" ? neg : conj) = v.as_bool();
     }
     if (!neg && !conj) return tensor;
@@ -177,7 +183,8 @@ struct Resolution {
   // A per-channel scale or zero-point vector: a tensor, or a list of numbers (older
   // torch), which _rebuild_qtensor turns into a tensor of `list_dtype` (float64/int64,
   // float32 for float qparams).
-  std::shared_ptr<const Tensor> channel_values(const Value& v, DType list_dtype, const std::string& fn, const char* what) {
+  std::shared_ptr<const Tensor> channel_values(const Value& v, DType list_dtype, const std::string& fn,
+                                               const char* what) {
     if (v.is(Value::Kind::kTensor)) {
       auto t = v.as_tensor();
       if (t->shape.size() != 1 || t->quantization || t->numpy != NumpyType::kNone)
@@ -195,8 +202,10 @@ struct Resolution {
         if (x.is(Value::Kind::kFloat)) d = x.as_float();
         else if (x.is(Value::Kind::kInt)) d = static_cast<double>(x.as_int());
         else bad_args(fn, std::string(what) + " holds a non-number", in);
-        if (list_dtype == DType::kFloat32) util::append_le<std::uint32_t>(data, std::bit_cast<std::uint32_t>(static_cast<float>(d)));
-        else util::append_le<std::uint64_t>(data, std::bit_cast<std::uint64_t>(d));
+        if (list_dtype == DType::kFloat32)
+          util::append_le<std::uint32_t>(data, std::bit_cast<std::uint32_t>(static_cast<float>(d)));
+        else
+          util::append_le<std::uint64_t>(data, std::bit_cast<std::uint64_t>(d));
       }
     }
     const auto n = static_cast<std::int64_t>(v.items().size());
@@ -211,7 +220,7 @@ struct Resolution {
   // are refused rather than read wrong.
   void require_quantized_dtype(DType d, const std::string& fn) {
     if (d != DType::kQInt8 && d != DType::kQUInt8 && d != DType::kQInt32)
-      throw Error(rules::kUnsupportedRebuild, fn + ": quantized dtype " + std::string(name(d)) + " is not supported",
+      throw Error(rules::kUnsupportedRebuild, fmt::format("{}: quantized dtype {} is not supported", fn, name(d)),
                   in.name);
   }
 
@@ -244,15 +253,16 @@ struct Resolution {
         q->scheme = Quantization::Scheme::kPerChannelAffineFloatQParams;
       q->axis = p[3].as_int();
       if (q->axis < 0 || q->axis >= static_cast<std::int64_t>(t->shape.size()))
-        bad_args(fn, "axis " + std::to_string(q->axis) + " is outside the tensor's dimensions", in);
+        bad_args(fn, fmt::format("axis {} is outside the tensor's dimensions", q->axis), in);
       const auto channels = t->shape[static_cast<std::size_t>(q->axis)];
       if (q->scales->shape[0] != channels || q->zero_points->shape[0] != channels)
         bad_args(fn, "scales and zero_points do not have one value per channel", in);
       q->scales->validate();
       q->zero_points->validate();
     } else {
-      throw Error(rules::kUnsupportedRebuild, fn + ": qscheme " + g.module + "." + g.name +
-                                               " cannot be loaded (torch refuses it too)", in.name);
+      throw Error(rules::kUnsupportedRebuild,
+                  fmt::format("{}: qscheme {}.{} cannot be loaded (torch refuses it too)", fn, g.module, g.name),
+                  in.name);
     }
     t->quantization = std::move(q);
     return Value(std::shared_ptr<const Tensor>(t));
@@ -264,17 +274,18 @@ struct Resolution {
   Value with_attributes(const Value& t, const Value& state, const std::string& fn) {
     if (state.is_none() || (state.is(Value::Kind::kDict) && state.as_dict().items.empty())) return t;
     if (!state.is(Value::Kind::kDict) || state.as_dict().kind != DictKind::kDict)
-      throw Error(rules::kUnsupportedRebuild, fn + ": tensor state other than a plain dict (__slots__) is not supported",
-                  in.name);
+      throw Error(rules::kUnsupportedRebuild,
+                  fn + ": tensor state other than a plain dict (__slots__) is not supported", in.name);
     for (const auto& [k, v] : state.as_dict().items) {
       if (!k.is(Value::Kind::kStr)) bad_args(fn, "a tensor attribute's name is not a str", in);
       if (reaches_data(v))
-        throw Error(rules::kUnsupportedRebuild, fn + ": tensor attribute '" + std::string(k.as_str()) + "' holds a tensor", in.name);
+        throw Error(rules::kUnsupportedRebuild, fmt::format("{}: tensor attribute '{}' holds a tensor", fn, k.as_str()),
+                    in.name);
     }
     auto out = std::make_shared<Tensor>(*t.as_tensor());
     if (out->numpy != NumpyType::kNone || out->quantization)
-      throw Error(rules::kUnsupportedRebuild, fn + ": attributes on a numpy object or a quantized tensor are not supported",
-                  in.name);
+      throw Error(rules::kUnsupportedRebuild,
+                  fn + ": attributes on a numpy object or a quantized tensor are not supported", in.name);
     out->attributes = std::make_shared<const Value>(state);
     return Value(std::shared_ptr<const Tensor>(out));
   }
@@ -284,7 +295,8 @@ struct Resolution {
   // arguments torch could not build a tensor from are refused.
   void check_meta(const Object& o, const std::string& fn) {
     const auto& a = tuple_args(o, fn, in, 4, 4);
-    if (o.kwargs || o.state || !o.list_items.empty() || !o.dict_items.empty()) bad_args(fn, "unexpected object state", in);
+    if (o.kwargs || o.state || !o.list_items.empty() || !o.dict_items.empty())
+      bad_args(fn, "unexpected object state", in);
     if (!dtype_of_global(a[0])) bad_args(fn, "dtype argument is not a torch dtype", in);
     const auto size = int_list(a[1], fn, "size", in), stride = int_list(a[2], fn, "stride", in);
     if (size.size() != stride.size()) bad_args(fn, "size and stride differ in length", in);
@@ -312,13 +324,14 @@ struct Resolution {
                                          bool int32_too = false) {
     const bool int32 = int32_too && t.dtype == DType::kInt32;
     if ((t.dtype != DType::kInt64 && !int32) || t.quantization || t.numpy != NumpyType::kNone)
-      bad_args(fn, std::string(what) + (int32_too ? " is not an int32 or int64 tensor" : " is not an int64 tensor"), in);
+      bad_args(fn, fmt::format("{} is not an {} tensor", what, int32_too ? "int32 or int64" : "int64"), in);
     std::vector<std::byte> scratch;
     const auto bytes = t.contiguous_bytes(scratch);
     const std::size_t item = int32 ? 4 : 8;
     std::vector<std::int64_t> out(bytes.size() / item);
     for (std::size_t i = 0; i < out.size(); ++i)
-      out[i] = int32 ? util::load_le<std::int32_t>(bytes.data() + 4 * i) : util::load_le<std::int64_t>(bytes.data() + 8 * i);
+      out[i] = int32 ? util::load_le<std::int32_t>(bytes.data() + 4 * i)
+                     : util::load_le<std::int64_t>(bytes.data() + 8 * i);
     return out;
   }
 
@@ -330,7 +343,8 @@ struct Resolution {
   // sizes, which torch.load's internal assert refuses) is refused here.
   void check_nested(const Object& o, const std::string& fn) {
     const auto& a = tuple_args(o, fn, in, 4, 4);
-    if (o.kwargs || o.state || !o.list_items.empty() || !o.dict_items.empty()) bad_args(fn, "unexpected object state", in);
+    if (o.kwargs || o.state || !o.list_items.empty() || !o.dict_items.empty())
+      bad_args(fn, "unexpected object state", in);
     for (const auto& x : a)
       if (!x.is(Value::Kind::kTensor)) bad_args(fn, "arguments are not four tensors", in);
     const Tensor& buffer = *a[0].as_tensor();
@@ -341,7 +355,8 @@ struct Resolution {
     const auto offsets = int_elements(*a[3].as_tensor(), fn, "offsets");
     if (a[3].as_tensor()->shape.size() != 1) bad_args(fn, "offsets is not 1-d", in);
     const std::size_t n = offsets.size();
-    if (sizes_t.shape.size() != 2 || sizes_t.shape != strides_t.shape || static_cast<std::size_t>(sizes_t.shape[0]) != n)
+    if (sizes_t.shape.size() != 2 || sizes_t.shape != strides_t.shape ||
+        static_cast<std::size_t>(sizes_t.shape[0]) != n)
       bad_args(fn, "sizes and strides are not two (n, d) tensors for n offsets", in);
     const auto sizes = int_elements(sizes_t, fn, "sizes");
     const auto strides = int_elements(strides_t, fn, "strides");
@@ -350,18 +365,19 @@ struct Resolution {
     for (std::size_t i = 0; i < n; ++i) {
       std::int64_t last = offsets[i];  // index of the component's last element
       bool empty = false;
-      if (last < 0) bad_args(fn, "component " + std::to_string(i) + " has a negative offset", in);
+      if (last < 0) bad_args(fn, fmt::format("component {} has a negative offset", i), in);
       for (std::size_t k = 0; k < d; ++k) {
         const std::int64_t size = sizes[i * d + k], stride = strides[i * d + k];
-        if (size < 0 || stride < 0) bad_args(fn, "component " + std::to_string(i) + " has a negative size or stride", in);
+        if (size < 0 || stride < 0) bad_args(fn, fmt::format("component {} has a negative size or stride", i), in);
         if (size == 0) empty = true;
         auto step = util::mul(static_cast<std::uint64_t>(size > 0 ? size - 1 : 0), static_cast<std::uint64_t>(stride));
-        if (!step || *step > static_cast<std::uint64_t>(numel)) bad_args(fn, "component " + std::to_string(i) + " lies outside the buffer", in);
+        if (!step || *step > static_cast<std::uint64_t>(numel))
+          bad_args(fn, fmt::format("component {} lies outside the buffer", i), in);
         last += static_cast<std::int64_t>(*step);
-        if (last < 0 || last > numel) bad_args(fn, "component " + std::to_string(i) + " lies outside the buffer", in);
+        if (last < 0 || last > numel) bad_args(fn, fmt::format("component {} lies outside the buffer", i), in);
       }
       if (!empty && last >= numel)
-        bad_args(fn, "component " + std::to_string(i) + " lies outside the buffer of " + std::to_string(numel) + " elements", in);
+        bad_args(fn, fmt::format("component {} lies outside the buffer of {} elements", i, numel), in);
     }
   }
 
@@ -373,7 +389,8 @@ struct Resolution {
   // what torch would not check (a component outside `values`, decreasing offsets), are
   // refused.
   void check_jagged(const std::vector<Value>& a, const std::string& fn) {
-    if (!a[1].is(Value::Kind::kGlobal) || qualname(a[1].as_global()) != "torch.nested._internal.nested_tensor.NestedTensor")
+    if (!a[1].is(Value::Kind::kGlobal) ||
+        qualname(a[1].as_global()) != "torch.nested._internal.nested_tensor.NestedTensor")
       bad_args(fn, "_rebuild_njt rebuilt as a type other than NestedTensor", in);
     if (a[2].items().size() != 1 || !a[2].items()[0].is(Value::Kind::kDict))
       bad_args(fn, "_rebuild_njt takes one dict of keyword arguments", in);
@@ -398,7 +415,7 @@ struct Resolution {
           const std::string_view name = ck.is(Value::Kind::kStr) ? ck.as_str() : std::string_view();
           if (name != "min_seqlen" && name != "max_seqlen")
             bad_args(fn, "_metadata_cache holds an entry other than min_seqlen / max_seqlen", in);
-          if (!cv.is(Value::Kind::kTensor)) bad_args(fn, "_metadata_cache." + std::string(name) + " is not a tensor", in);
+          if (!cv.is(Value::Kind::kTensor)) bad_args(fn, fmt::format("_metadata_cache.{} is not a tensor", name), in);
         }
       } else {
         bad_args(fn, "unknown keyword argument of _rebuild_njt", in);
@@ -417,17 +434,17 @@ struct Resolution {
     if (off.empty()) bad_args(fn, "offsets is empty", in);
     const std::size_t n = off.size() - 1;
     for (std::int64_t o : off)
-      if (o < 0 || o > total) bad_args(fn, "an offset lies outside the " + std::to_string(total) + " rows of values", in);
+      if (o < 0 || o > total) bad_args(fn, fmt::format("an offset lies outside the {} rows of values", total), in);
     if (lengths) {
       if (lengths->as_tensor()->shape.size() != 1) bad_args(fn, "lengths is not 1-d", in);
       const auto len = int_elements(*lengths->as_tensor(), fn, "lengths", true);
       if (len.size() != n) bad_args(fn, "lengths does not have one entry per component", in);
       for (std::size_t i = 0; i < n; ++i)
         if (len[i] < 0 || len[i] > total - off[i])
-          bad_args(fn, "component " + std::to_string(i) + " lies outside values", in);
+          bad_args(fn, fmt::format("component {} lies outside values", i), in);
     } else {
       for (std::size_t i = 0; i < n; ++i)
-        if (off[i + 1] < off[i]) bad_args(fn, "offsets decrease at component " + std::to_string(i), in);
+        if (off[i + 1] < off[i]) bad_args(fn, fmt::format("offsets decrease at component {}", i), in);
     }
     const Value& state = a[3];
     if (!state.is_none() && !state.is(Value::Kind::kDict)) bad_args(fn, "the NestedTensor's state is not a dict", in);
@@ -454,7 +471,8 @@ struct Resolution {
       bad_args(fn, "size and stride differ in length or have too many dimensions", in);
     for (std::size_t i = 0; i < size.size(); ++i)
       if (size[i] < 0 || stride[i] < 0) bad_args(fn, "a negative size or stride", in);
-    if (!w[4].is(Value::Kind::kInt) || !w[7].is(Value::Kind::kBool)) bad_args(fn, "malformed offset or requires_grad", in);
+    if (!w[4].is(Value::Kind::kInt) || !w[7].is(Value::Kind::kBool))
+      bad_args(fn, "malformed offset or requires_grad", in);
     const Value* local = state_entry(a[3], "_local_tensor");
     const Value* spec = state_entry(a[3], "_spec");
     if (!local || !local->is(Value::Kind::kTensor) || !spec || !spec->is(Value::Kind::kObject))
@@ -512,13 +530,17 @@ struct Resolution {
       // no longer has this function). Folded into that call: one tensor, one content
       // hash, and a canonical rewrite torch 2 loads.
       const auto& a = tuple_args(o, fn, in, 2, 2);
-      if (o.kwargs || o.state || !o.list_items.empty() || !o.dict_items.empty()) bad_args(fn, "unexpected object state", in);
-      const bool csr = a[0].is(Value::Kind::kObject) && callable_name(a[0].as_object()) == "torch.serialization._get_layout" &&
+      if (o.kwargs || o.state || !o.list_items.empty() || !o.dict_items.empty())
+        bad_args(fn, "unexpected object state", in);
+      const bool csr = a[0].is(Value::Kind::kObject) &&
+                       callable_name(a[0].as_object()) == "torch.serialization._get_layout" &&
                        a[0].as_object().args && a[0].as_object().args->is(Value::Kind::kTuple) &&
-                       a[0].as_object().args->items().size() == 1 && a[0].as_object().args->items()[0].is(Value::Kind::kStr) &&
+                       a[0].as_object().args->items().size() == 1 &&
+                       a[0].as_object().args->items()[0].is(Value::Kind::kStr) &&
                        a[0].as_object().args->items()[0].as_str() == "torch.sparse_csr";
       if (!csr) bad_args(fn, "layout is not torch.sparse_csr (the only one torch rebuilt here)", in);
-      if (!a[1].is(Value::Kind::kTuple) || a[1].items().size() != 4) bad_args(fn, "data is not (crow, col, values, size)", in);
+      if (!a[1].is(Value::Kind::kTuple) || a[1].items().size() != 4)
+        bad_args(fn, "data is not (crow, col, values, size)", in);
       auto folded = std::make_shared<Object>(o);
       folded->callable = std::make_shared<Value>(Value::global("torch._utils", "_rebuild_sparse_tensor"));
       return Value(std::shared_ptr<Object>(std::move(folded)));
@@ -668,8 +690,8 @@ struct Resolution {
     }
     auto nb = util::mul(numel, itemsize(dt));
     if (!nb || *nb != raw.size())
-      bad_args(fn, "array data has " + std::to_string(raw.size()) + " bytes, shape and dtype need " +
-                       (nb ? std::to_string(*nb) : std::string("more")), in);
+      bad_args(fn, fmt::format("array data has {} bytes, shape and dtype need {}", raw.size(),
+                               nb ? fmt::to_string(*nb) : "more"), in);
     std::vector<std::byte> data(reinterpret_cast<const std::byte*>(raw.data()),
                                 reinterpret_cast<const std::byte*>(raw.data()) + raw.size());
     if (big) util::byteswap_inplace(data, swap_unit(dt));
@@ -736,24 +758,26 @@ struct Resolution {
     const auto cache_key = std::pair(payload.data(), payload.size());
     if (auto it = r.nested_cache.find(cache_key); it != r.nested_cache.end()) return it->second;
     if (in.nesting + 1 > in.options->limits.max_nested_files)
-      throw Error(rules::kNestingTooDeep, "_load_from_bytes payloads nested deeper than " +
-                                           std::to_string(in.options->limits.max_nested_files), in.name);
+      throw Error(rules::kNestingTooDeep,
+                  fmt::format("_load_from_bytes payloads nested deeper than {}", in.options->limits.max_nested_files),
+                  in.name);
     if (in.read_nested == nullptr)
       throw Error(tensorseal::rules::kInternal, "a nested file (_load_from_bytes) reached a reader given no ReadNested",
                   in.name);
     const std::uint32_t index = ++r.nested_seen;
     io::Input sub;
-    sub.name = in.name + "/_load_from_bytes#" + std::to_string(index);
+    sub.name = fmt::format("{}/_load_from_bytes#{}", in.name, index);
     sub.options = in.options;
     sub.nesting = in.nesting + 1;
     sub.read_nested = in.read_nested;
-    sub.whole = Storage::owned(std::vector<std::byte>(reinterpret_cast<const std::byte*>(payload.data()),
-                                                      reinterpret_cast<const std::byte*>(payload.data()) + payload.size()));
+    sub.whole = Storage::owned(
+        std::vector<std::byte>(reinterpret_cast<const std::byte*>(payload.data()),
+                               reinterpret_cast<const std::byte*>(payload.data()) + payload.size()));
     Checkpoint c = in.read_nested(sub);
-    const std::string prefix = "_load_from_bytes#" + std::to_string(index) + " (" + std::string(format_name(c.format)) + ")";
+    const std::string prefix = fmt::format("_load_from_bytes#{} ({})", index, format_name(c.format));
     for (auto& g : c.globals) r.out->globals.push_back({g.module, g.name, g.where});
     for (auto& f : c.facts) r.out->facts.push_back({f.topic, prefix + " " + f.where, f.value});
-    r.out->facts.push_back(core::fact(torch::topics::kNestedFile, prefix, std::to_string(payload.size()) + " bytes"));
+    r.out->facts.push_back(core::fact(torch::topics::kNestedFile, prefix, fmt::format("{} bytes", payload.size())));
     r.nested_cache.emplace(cache_key, c.root);
     return c.root;
   }

@@ -10,9 +10,12 @@
 //   TorchScript archives (constants.pkl, code/) are programs and are refused.
 //
 // Checks beyond torch's own loader: every entry under the prefix, CRC32 of every record
-// read (torch never checks; storage records on every core, see below), storage numel * itemsize within its record (the
-// CVE-2026-24747 shape), every view inside its storage (Tensor::validate).
+// read (torch never checks; storage records on every core, see below), storage numel *
+// itemsize within its record (the CVE-2026-24747 shape), every view inside its storage
+// (Tensor::validate).
 #include <map>
+
+#include <fmt/format.h>
 
 #include "torch/format.h"
 #include "torch/constants.h"
@@ -37,10 +40,11 @@ std::string trim(std::string_view s) {
 // storage, e.g. a slice of a big tensor). Reported per storage key for `explain`.
 // Records torch.save writes and torch.load reads (names relative to the archive folder).
 bool is_torch_record(std::string_view name) {
-  for (auto r : {torch::kDataPkl, torch::kVersionRecord, torch::kDataVersionRecord, torch::kByteOrderRecord, torch::kFormatVersionRecord,
-                 torch::kStorageAlignmentRecord, torch::kSerializationIdRecord})
+  for (auto r : {torch::kDataPkl, torch::kVersionRecord, torch::kDataVersionRecord, torch::kByteOrderRecord,
+                 torch::kFormatVersionRecord, torch::kStorageAlignmentRecord, torch::kSerializationIdRecord})
     if (name == r) return true;
-  return name.starts_with(torch::kDataDir) && name.size() > torch::kDataDir.size() && name.find('/', torch::kDataDir.size()) == std::string_view::npos;
+  return name.starts_with(torch::kDataDir) && name.size() > torch::kDataDir.size() &&
+         name.find('/', torch::kDataDir.size()) == std::string_view::npos;
 }
 
 void add_slack_facts(const Value& root, const std::map<const Storage*, std::string>& keys, Checkpoint& c) {
@@ -58,7 +62,7 @@ void add_slack_facts(const Value& root, const std::map<const Storage*, std::stri
     const std::uint64_t reach = it == used.end() ? 0 : it->second.second - it->second.first;
     if (reach < s->size())
       c.facts.push_back(fact(topics::kStorageSlack, "storage " + key,
-                             std::to_string(s->size() - reach) + " of " + std::to_string(s->size()) + " bytes unused by any tensor"));
+                             fmt::format("{} of {} bytes unused by any tensor", s->size() - reach, s->size())));
   }
 }
 
@@ -88,19 +92,22 @@ Checkpoint read_torch_zip(const io::Input& in) {
   const std::string& first = ar.entries.front().name;
   const auto slash = first.find('/');
   if (slash == std::string::npos)
-    throw Error(rules::kMixedPrefix, "first entry '" + first + "' is not inside a folder", in.name, ar.entries.front().local_offset);
+    throw Error(rules::kMixedPrefix, fmt::format("first entry '{}' is not inside a folder", first), in.name,
+                ar.entries.front().local_offset);
   const std::string prefix = first.substr(0, slash + 1);
   std::map<std::string, const zip::Entry*> records;
   for (const auto& e : ar.entries) {
     if (!e.name.starts_with(prefix))
-      throw Error(rules::kMixedPrefix, "entry '" + e.name + "' is outside the archive folder '" + prefix + "'", in.name, e.local_offset);
+      throw Error(rules::kMixedPrefix, fmt::format("entry '{}' is outside the archive folder '{}'", e.name, prefix),
+                  in.name, e.local_offset);
     records.emplace(e.name.substr(prefix.size()), &e);
   }
   for (const auto& [name, e] : records)
     for (auto marker : torch::kTorchScriptMarkers)
       if (name == marker || (marker.ends_with('/') && name.starts_with(marker)))
-        throw Error(rules::kTorchScript, "TorchScript archive (has '" + name + "'): a program, not a checkpoint; refusing",
-                    in.name, e->local_offset);
+        throw Error(rules::kTorchScript,
+                    fmt::format("TorchScript archive (has '{}'): a program, not a checkpoint; refusing", name), in.name,
+                    e->local_offset);
 
   std::vector<std::byte> scratch;
   auto record_bytes = [&](const zip::Entry& e) {
@@ -112,8 +119,9 @@ Checkpoint read_torch_zip(const io::Input& in) {
     auto it = records.find(std::string(name));
     if (it == records.end()) return std::nullopt;
     if (it->second->size > 4096)
-      throw Error(rules::kBadVersion, "record '" + std::string(name) + "' is " + std::to_string(it->second->size) +
-                                       " bytes; expected a short text", in.name, it->second->data_offset);
+      throw Error(rules::kBadVersion,
+                  fmt::format("record '{}' is {} bytes; expected a short text", name, it->second->size), in.name,
+                  it->second->data_offset);
     return std::string(util::as_chars(record_bytes(*it->second)));
   };
 
@@ -136,7 +144,8 @@ Checkpoint read_torch_zip(const io::Input& in) {
     char* end = nullptr;
     const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
     if (v.empty() || *end != '\0' || n < torch::kMinFileVersion || n > torch::kMaxFileVersion)
-      throw Error(rules::kBadVersion, "file version '" + v + "' is not in 1..10", in.name, records.count("version") ? records["version"]->data_offset : 0);
+      throw Error(rules::kBadVersion, fmt::format("file version '{}' is not in 1..10", v), in.name,
+                  records.count("version") ? records["version"]->data_offset : 0);
     c.facts.push_back(fact(topics::kFileVersion, "version", v));
   }
   bool big_endian = false;
@@ -157,14 +166,14 @@ Checkpoint read_torch_zip(const io::Input& in) {
   }
 
   auto pkl = records.find(std::string(torch::kDataPkl));
-  if (pkl == records.end()) throw Error(rules::kNoDataPkl, "no '" + prefix + "data.pkl' record", in.name, 0);
+  if (pkl == records.end()) throw Error(rules::kNoDataPkl, fmt::format("no '{}data.pkl' record", prefix), in.name, 0);
   const zip::Entry& pkl_entry = *pkl->second;
   // torch writes data.pkl stored; a deflated one inflates against the pickle budget
   // (refused by its declared size before anything is inflated).
   if (pkl_entry.method != zip::kMethodStored && pkl_entry.size > limits.max_pickle_inflate)
     throw Error(zip::rules::kEntryTooLarge,
-                "entry '" + pkl_entry.name + "' inflates to " + std::to_string(pkl_entry.size) + " bytes, over max_pickle_inflate (" +
-                    std::to_string(limits.max_pickle_inflate) + ")",
+                fmt::format("entry '{}' inflates to {} bytes, over max_pickle_inflate ({})", pkl_entry.name,
+                            pkl_entry.size, limits.max_pickle_inflate),
                 in.name, pkl_entry.data_offset);
   std::vector<std::byte> pkl_scratch;
   auto pkl_bytes = zip::entry_bytes(file, pkl_entry, pkl_scratch, in.name, limits);
@@ -189,16 +198,19 @@ Checkpoint read_torch_zip(const io::Input& in) {
     if (auto it = storages.find(key); it != storages.end()) return Value(it->second);
     auto rec = records.find(std::string(torch::kDataDir) + ref.key);
     if (rec == records.end())
-      throw Error(rules::kMissingStorage, "storage '" + ref.key + "' has no record '" + prefix + "data/" + ref.key + "'", in.name, offset);
+      throw Error(rules::kMissingStorage,
+                  fmt::format("storage '{}' has no record '{}data/{}'", ref.key, prefix, ref.key), in.name, offset);
     const zip::Entry& e = *rec->second;
     if (e.method != 0)
-      throw Error(rules::kMissingStorage, "storage record '" + e.name + "' is compressed; torch stores them uncompressed",
-                  in.name, e.local_offset);
+      throw Error(rules::kMissingStorage,
+                  fmt::format("storage record '{}' is compressed; torch stores them uncompressed", e.name), in.name,
+                  e.local_offset);
     const std::uint64_t need = ref.nbytes();
     if (need > e.size)
-      throw Error(rules::kStorageTooSmall, "storage '" + ref.key + "' (" + std::to_string(ref.numel) + " x " + ref.type_name +
-                                            ") needs " + std::to_string(need) + " bytes but its record has " +
-                                            std::to_string(e.size), in.name, e.data_offset);
+      throw Error(rules::kStorageTooSmall,
+                  fmt::format("storage '{}' ({} x {}) needs {} bytes but its record has {}", ref.key, ref.numel,
+                              ref.type_name, need, e.size),
+                  in.name, e.data_offset);
     std::shared_ptr<Storage> s = in.window(e.data_offset, need);
     s->dtype = ref.dtype;
     auto [use, fresh] = record_index.emplace(&e, to_verify.size());
@@ -214,11 +226,11 @@ Checkpoint read_torch_zip(const io::Input& in) {
     to_verify[use->second].storages.push_back(s.get());
     if (e.size > need)
       c.facts.push_back(fact(topics::kStorageSlack, "record data/" + ref.key,
-                             std::to_string(e.size - need) + " bytes past the storage's end"));
+                             fmt::format("{} bytes past the storage's end", e.size - need)));
     storages.emplace(key, s);
     storage_keys.emplace(s.get(), ref.key);
     key_order.push_back(ref.key);
-    c.facts.push_back(fact(topics::kStorageKey, "storage #" + std::to_string(key_order.size() - 1), ref.key));
+    c.facts.push_back(fact(topics::kStorageKey, fmt::format("storage #{}", key_order.size() - 1), ref.key));
     return Value(std::shared_ptr<const Storage>(s));
   };
   c.root = torch::unpickle(in, pkl_bytes, pkl_entry.data_offset, std::string(torch::kDataPkl), persistent_load, c);

@@ -22,6 +22,8 @@
 #include <optional>
 #include <unordered_set>
 
+#include <fmt/format.h>
+
 #include "tensorseal/error.h"
 #include "util/checked.h"
 #include "util/crc32.h"
@@ -57,14 +59,6 @@ std::string show(std::string_view s) {
   }
   return out + "'";
 }
-
-std::string hex(u64 v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-std::string num(u64 v) { return std::to_string(v); }
 
 class Parser {
  public:
@@ -112,16 +106,16 @@ std::vector<ExtraField> split_extra(std::string_view extra, const std::string& e
   while (pos < extra.size()) {
     if (extra.size() - pos < zip::kExtraHeaderSize)
       throw Error(rules::kBadExtra,
-                  "entry " + entry + ": " + which + " extra field has " + num(extra.size() - pos) +
-                      " stray bytes at its end (a field header needs 4)",
+                  fmt::format("entry {}: {} extra field has {} stray bytes at its end (a field header needs 4)", entry,
+                              which, extra.size() - pos),
                   file, at + pos);
     const auto* p = reinterpret_cast<const std::byte*>(extra.data() + pos);
     const u16 id = util::load_le<u16>(p);
     const u16 len = util::load_le<u16>(p + 2);
     if (len > extra.size() - pos - zip::kExtraHeaderSize)
       throw Error(rules::kBadExtra,
-                  "entry " + entry + ": " + which + " extra field " + hex(id) + " claims " + num(len) +
-                      " bytes, only " + num(extra.size() - pos - zip::kExtraHeaderSize) + " remain",
+                  fmt::format("entry {}: {} extra field 0x{:x} claims {} bytes, only {} remain", entry, which, id, len,
+                              extra.size() - pos - zip::kExtraHeaderSize),
                   file, at + pos);
     out.push_back({id, pos + zip::kExtraHeaderSize, len});
     pos += zip::kExtraHeaderSize + len;
@@ -138,7 +132,8 @@ const ExtraField* find_field(const std::vector<ExtraField>& fields, u16 id) {
 u64 Parser::find_eocd() {
   if (size_ < zip::kEocdSize)
     fail(rules::kNoEocd,
-         "file of " + num(size_) + " bytes is too small to hold an end-of-central-directory record (22 bytes)", 0);
+         fmt::format("file of {} bytes is too small to hold an end-of-central-directory record (22 bytes)", size_),
+         0);
   const u64 lowest = size_ > zip::kEocdSearchSpan ? size_ - zip::kEocdSearchSpan : 0;
   // torch (miniz) and Python's zipfile take the last signature in the file; the record
   // whose comment ends exactly at the end of the file is the only well-formed one. When
@@ -151,8 +146,9 @@ u64 Parser::find_eocd() {
     if (pos + zip::kEocdSize + comment_len == size_) {
       if (*last != pos)
         fail(rules::kAmbiguousEocd,
-             "two end-of-central-directory records: the one at " + num(pos) +
-                 " spans to the end of the file, but torch and Python's zipfile read the last signature, at " + num(*last),
+             fmt::format("two end-of-central-directory records: the one at {} spans to the end of the file, "
+                         "but torch and Python's zipfile read the last signature, at {}",
+                         pos, *last),
              *last);
       return pos;
     }
@@ -160,11 +156,11 @@ u64 Parser::find_eocd() {
   }
   if (misfit)
     fail(rules::kBadEocd,
-         "end-of-central-directory record declares a " + num(le16(*misfit + 20)) + "-byte comment but " +
-             num(size_ - *misfit - zip::kEocdSize) + " bytes follow it",
+         fmt::format("end-of-central-directory record declares a {}-byte comment but {} bytes follow it",
+                     le16(*misfit + 20), size_ - *misfit - zip::kEocdSize),
          *misfit);
-  fail(rules::kNoEocd, "no end-of-central-directory signature (PK\\5\\6) in the last " + num(size_ - lowest) + " bytes",
-       lowest);
+  fail(rules::kNoEocd,
+       fmt::format("no end-of-central-directory signature (PK\\5\\6) in the last {} bytes", size_ - lowest), lowest);
 }
 
 void Parser::read_end_records(Archive& a) {
@@ -186,39 +182,45 @@ void Parser::read_end_records(Archive& a) {
     const u32 total_disks = le32(loc + 16);
     if (loc_disk != 0 || total_disks > 1)
       fail(rules::kMultiDisk,
-           "zip64 locator names disk " + num(loc_disk) + " of " + num(total_disks) + "; multi-disk archives are not supported",
+           fmt::format("zip64 locator names disk {} of {}; multi-disk archives are not supported", loc_disk,
+                       total_disks),
            loc);
     if (rec > loc || loc - rec < zip::kZip64EocdSize)
       fail(rules::kBadZip64Locator,
-           "zip64 locator points at " + num(rec) + ", which leaves no room for the 56-byte zip64 end record before the locator at " +
-               num(loc),
+           fmt::format("zip64 locator points at {}, "
+                       "which leaves no room for the 56-byte zip64 end record before the locator at {}",
+                       rec, loc),
            loc);
     if (le32(rec) != zip::kZip64EocdSig)
-      fail(rules::kBadZip64Eocd, "no zip64 end-of-central-directory signature (PK\\6\\6) at " + num(rec) + " (found " + hex(le32(rec)) + ")",
+      fail(rules::kBadZip64Eocd,
+           fmt::format("no zip64 end-of-central-directory signature (PK\\6\\6) at {} (found 0x{:x})", rec, le32(rec)),
            rec);
     const u64 rec_size = le64(rec + 4);
     if (rec_size < zip::kZip64EocdRecordSizeField || rec_size != loc - rec - 12)
       fail(rules::kBadZip64Eocd,
-           "zip64 end record at " + num(rec) + " declares " + num(rec_size) + " bytes, but " + num(loc - rec - 12) +
-               " lie between it and the locator",
+           fmt::format("zip64 end record at {} declares {} bytes, but {} lie between it and the locator", rec,
+                       rec_size, loc - rec - 12),
            rec + 4);
     const u32 z_disk = le32(rec + 16), z_cd_disk = le32(rec + 20);
     const u64 z_n_disk = le64(rec + 24), z_n = le64(rec + 32), z_cd_size = le64(rec + 40), z_cd_off = le64(rec + 48);
     if (z_disk != 0 || z_cd_disk != 0)
-      fail(rules::kMultiDisk, "zip64 end record names disk " + num(z_disk) + " / central directory disk " + num(z_cd_disk), rec + 16);
+      fail(rules::kMultiDisk,
+           fmt::format("zip64 end record names disk {} / central directory disk {}", z_disk, z_cd_disk), rec + 16);
     if (z_n_disk != z_n)
-      fail(rules::kBadZip64Eocd, "zip64 end record: " + num(z_n_disk) + " entries on this disk but " + num(z_n) + " in total", rec + 24);
+      fail(rules::kBadZip64Eocd,
+           fmt::format("zip64 end record: {} entries on this disk but {} in total", z_n_disk, z_n), rec + 24);
     // Each classic field is either saturated ("see zip64") or equal to the zip64 value.
     auto merge = [&](u64 classic, u64 sentinel, u64 wide, const char* what, u64 at) {
       if (classic != sentinel && classic != wide)
         fail(rules::kZip64Mismatch,
-             std::string("end-of-central-directory ") + what + " is " + num(classic) + ", the zip64 end record says " + num(wide),
-             at);
+             fmt::format("end-of-central-directory {} is {}, the zip64 end record says {}", what, classic, wide), at);
       return wide;
     };
     if (!(disk == 0 || disk == zip::kSentinel16) || !(cd_disk == 0 || cd_disk == zip::kSentinel16))
-      fail(rules::kMultiDisk, "end-of-central-directory names disk " + num(disk) + " / " + num(cd_disk), e + 4);
-    if (n_disk != n) fail(rules::kBadEocd, "end-of-central-directory: " + num(n_disk) + " entries on this disk but " + num(n) + " in total", e + 8);
+      fail(rules::kMultiDisk, fmt::format("end-of-central-directory names disk {} / {}", disk, cd_disk), e + 4);
+    if (n_disk != n)
+      fail(rules::kBadEocd,
+           fmt::format("end-of-central-directory: {} entries on this disk but {} in total", n_disk, n), e + 8);
     entries = merge(n, zip::kSentinel16, z_n, "entry count", e + 10);
     central_size = merge(cd_size, zip::kSentinel32, z_cd_size, "central directory size", e + 12);
     central_offset = merge(cd_off, zip::kSentinel32, z_cd_off, "central directory offset", e + 16);
@@ -226,28 +228,33 @@ void Parser::read_end_records(Archive& a) {
     a.zip64 = true;
   } else {
     if (disk != 0 || cd_disk != 0)
-      fail(rules::kMultiDisk, "end-of-central-directory names disk " + num(disk) + " / " + num(cd_disk) + "; multi-disk archives are not supported",
+      fail(rules::kMultiDisk,
+           fmt::format("end-of-central-directory names disk {} / {}; multi-disk archives are not supported", disk,
+                       cd_disk),
            e + 4);
-    if (n_disk != n) fail(rules::kBadEocd, "end-of-central-directory: " + num(n_disk) + " entries on this disk but " + num(n) + " in total", e + 8);
+    if (n_disk != n)
+      fail(rules::kBadEocd,
+           fmt::format("end-of-central-directory: {} entries on this disk but {} in total", n_disk, n), e + 8);
   }
 
   if (!inside(central_offset, central_size))
     fail(rules::kCentralOutside,
-         "central directory of " + num(central_size) + " bytes at " + num(central_offset) + " lies outside the file (" + num(size_) +
-             " bytes)",
+         fmt::format("central directory of {} bytes at {} lies outside the file ({} bytes)", central_size,
+                     central_offset, size_),
          a.zip64 ? central_end_expected : e);
   if (central_offset + central_size != central_end_expected)
     fail(rules::kCentralPosition,
-         "central directory at " + num(central_offset) + " of " + num(central_size) + " bytes ends at " +
-             num(central_offset + central_size) + ", but the end records start at " + num(central_end_expected),
+         fmt::format("central directory at {} of {} bytes ends at {}, but the end records start at {}", central_offset,
+                     central_size, central_offset + central_size, central_end_expected),
          central_offset);
   if (entries > limits_.max_entries)
-    fail(rules::kTooManyEntries, num(entries) + " entries exceed the limit of " + num(limits_.max_entries), e + 10);
+    fail(rules::kTooManyEntries, fmt::format("{} entries exceed the limit of {}", entries, limits_.max_entries),
+         e + 10);
   auto min_size = util::mul(entries, zip::kCentralHeaderSize);
   if (!min_size || *min_size > central_size)
     fail(rules::kCentralSize,
-         num(entries) + " entries need at least " + (min_size ? num(*min_size) : std::string("2^64")) +
-             " bytes of central directory, it has " + num(central_size),
+         fmt::format("{} entries need at least {} bytes of central directory, it has {}", entries,
+                     min_size ? fmt::to_string(*min_size) : "2^64", central_size),
          central_offset);
   a.central_offset = central_offset;
   a.central_size = central_size;
@@ -259,11 +266,12 @@ void Parser::read_central(Archive& a, u64 count) {
   u64 pos = a.central_offset;
   a.entries.reserve(count);
   for (u64 i = 0; i < count; ++i) {
-    const std::string which = "#" + num(i);
+    const std::string which = fmt::format("#{}", i);
     if (end - pos < zip::kCentralHeaderSize)
       fail(rules::kCentralSize, "central directory ends inside the header of entry " + which, pos);
     if (le32(pos) != zip::kCentralHeaderSig)
-      fail(rules::kBadCentralHeader, "entry " + which + ": no central header signature (PK\\1\\2) at " + num(pos) + " (found " + hex(le32(pos)) + ")",
+      fail(rules::kBadCentralHeader,
+           fmt::format("entry {}: no central header signature (PK\\1\\2) at {} (found 0x{:x})", which, pos, le32(pos)),
            pos);
     Entry e;
     e.version_made_by = le16(pos + 4);
@@ -278,13 +286,15 @@ void Parser::read_central(Archive& a, u64 count) {
     const u32 local = le32(pos + 42);
     const u64 var = u64{name_len} + extra_len + comment_len;
     if (end - pos - zip::kCentralHeaderSize < var)
-      fail(rules::kCentralSize, "entry " + which + ": name, extra field and comment (" + num(var) + " bytes) run past the central directory",
+      fail(rules::kCentralSize,
+           fmt::format("entry {}: name, extra field and comment ({} bytes) run past the central directory", which, var),
            pos);
     e.name = bytes(pos + zip::kCentralHeaderSize, name_len);
     const std::string shown = show(e.name);
     if (name_len == 0) fail(rules::kBadName, "entry " + which + " has an empty name", pos + 28);
     if (name_len > zip::kMaxNameLength)
-      fail(rules::kBadName, "entry " + which + ": name of " + num(name_len) + " bytes exceeds " + num(zip::kMaxNameLength), pos + 28);
+      fail(rules::kBadName,
+           fmt::format("entry {}: name of {} bytes exceeds {}", which, name_len, zip::kMaxNameLength), pos + 28);
     if (auto nul = e.name.find('\0'); nul != std::string::npos)
       fail(rules::kBadName, "entry " + shown + ": name contains a NUL byte", pos + zip::kCentralHeaderSize + nul);
     const u64 extra_at = pos + zip::kCentralHeaderSize + name_len;
@@ -293,17 +303,19 @@ void Parser::read_central(Archive& a, u64 count) {
     e.size = usize;
     e.compressed_size = csize;
     e.local_offset = local;
-    const bool need_u = usize == zip::kSentinel32, need_c = csize == zip::kSentinel32, need_o = local == zip::kSentinel32,
-               need_d = disk_start == zip::kSentinel16;
+    const bool need_u = usize == zip::kSentinel32, need_c = csize == zip::kSentinel32,
+               need_o = local == zip::kSentinel32, need_d = disk_start == zip::kSentinel16;
     const auto fields = split_extra(e.central_extra, shown, "central", name_, extra_at);
     if (need_u || need_c || need_o || need_d) {
       const ExtraField* z64 = find_field(fields, zip::kZip64ExtraId);
       if (z64 == nullptr)
-        fail(rules::kBadZip64Extra, "entry " + shown + ": central record has 0xFFFFFFFF fields but no zip64 extra field", pos);
+        fail(rules::kBadZip64Extra,
+             fmt::format("entry {}: central record has 0xFFFFFFFF fields but no zip64 extra field", shown), pos);
       const u64 need = (need_u ? 8 : 0) + (need_c ? 8 : 0) + (need_o ? 8 : 0) + (need_d ? 4 : 0);
       if (z64->size < need)
         fail(rules::kBadZip64Extra,
-             "entry " + shown + ": zip64 extra field has " + num(z64->size) + " bytes, the saturated fields need " + num(need),
+             fmt::format("entry {}: zip64 extra field has {} bytes, the saturated fields need {}", shown, z64->size,
+                         need),
              extra_at + z64->offset);
       const u64 base = extra_at + z64->offset;
       u64 at = 0;
@@ -312,49 +324,60 @@ void Parser::read_central(Archive& a, u64 count) {
       if (need_o) e.local_offset = le64(base + at), at += 8;
     }
     if (disk_start != 0 && !need_d)
-      fail(rules::kMultiDisk, "entry " + shown + " starts on disk " + num(disk_start), pos + 34);
+      fail(rules::kMultiDisk, fmt::format("entry {} starts on disk {}", shown, disk_start), pos + 34);
     if (e.flags & (zip::kFlagEncrypted | zip::kFlagStrongEncryption))
-      fail(rules::kEncrypted, "entry " + shown + " is encrypted (flags " + hex(e.flags) + ")", pos + 8);
+      fail(rules::kEncrypted, fmt::format("entry {} is encrypted (flags 0x{:x})", shown, e.flags), pos + 8);
     if (e.method != zip::kMethodStored && e.method != zip::kMethodDeflated)
       fail(rules::kUnsupportedMethod,
-           "entry " + shown + " uses compression method " + num(e.method) + " (only 0 stored and 8 deflate are supported)", pos + 10);
+           fmt::format("entry {} uses compression method {} (only 0 stored and 8 deflate are supported)", shown,
+                       e.method),
+           pos + 10);
     if (e.method == zip::kMethodStored && e.size != e.compressed_size)
       fail(rules::kStoredSize,
-           "stored entry " + shown + " has compressed size " + num(e.compressed_size) + " but size " + num(e.size), pos + 20);
+           fmt::format("stored entry {} has compressed size {} but size {}", shown, e.compressed_size, e.size),
+           pos + 20);
     a.entries.push_back(std::move(e));
     pos += zip::kCentralHeaderSize + var;
   }
   if (pos != end)
     fail(rules::kCentralSize,
-         num(count) + " entries use " + num(pos - a.central_offset) + " bytes, the central directory has " + num(a.central_size), pos);
+         fmt::format("{} entries use {} bytes, the central directory has {}", count, pos - a.central_offset,
+                     a.central_size),
+         pos);
 }
 
 void Parser::read_local(Entry& e, std::size_t index) {
   const std::string shown = show(e.name);
   const u64 lo = e.local_offset;
   if (!inside(lo, zip::kLocalHeaderSize))
-    fail(rules::kLocalMissing, "entry " + shown + ": local header at " + num(lo) + " runs past the end of the file (" + num(size_) + " bytes)",
+    fail(rules::kLocalMissing,
+         fmt::format("entry {}: local header at {} runs past the end of the file ({} bytes)", shown, lo, size_),
          std::min(lo, size_));
   if (le32(lo) != zip::kLocalHeaderSig)
-    fail(rules::kLocalMissing, "entry " + shown + ": no local header signature (PK\\3\\4) at " + num(lo) + " (found " + hex(le32(lo)) + ")", lo);
+    fail(rules::kLocalMissing,
+         fmt::format("entry {}: no local header signature (PK\\3\\4) at {} (found 0x{:x})", shown, lo, le32(lo)), lo);
   const u16 flags = le16(lo + 6), method = le16(lo + 8);
   const u32 crc = le32(lo + 14), csize = le32(lo + 18), usize = le32(lo + 22);
   const u16 name_len = le16(lo + 26), extra_len = le16(lo + 28);
   if (!inside(lo + zip::kLocalHeaderSize, u64{name_len} + extra_len))
-    fail(rules::kDataPastEnd, "entry " + shown + ": local header name and extra field run past the end of the file", lo + 26);
+    fail(rules::kDataPastEnd,
+         fmt::format("entry {}: local header name and extra field run past the end of the file", shown), lo + 26);
   const std::string local_name = bytes(lo + zip::kLocalHeaderSize, name_len);
   if (local_name != e.name)
-    fail(rules::kLocalMismatch, "entry #" + num(index) + ": central directory names it " + shown + ", local header " + show(local_name),
+    fail(rules::kLocalMismatch,
+         fmt::format("entry #{}: central directory names it {}, local header {}", index, shown, show(local_name)),
          lo + zip::kLocalHeaderSize);
   if (method != e.method)
     fail(rules::kLocalMismatch,
-         "entry " + shown + ": method " + num(method) + " in the local header, " + num(e.method) + " in the central directory", lo + 8);
+         fmt::format("entry {}: method {} in the local header, {} in the central directory", shown, method, e.method),
+         lo + 8);
   if (flags & (zip::kFlagEncrypted | zip::kFlagStrongEncryption))
-    fail(rules::kEncrypted, "entry " + shown + " is encrypted (local flags " + hex(flags) + ")", lo + 6);
+    fail(rules::kEncrypted, fmt::format("entry {} is encrypted (local flags 0x{:x})", shown, flags), lo + 6);
   if ((flags & zip::kFlagDataDescriptor) != (e.flags & zip::kFlagDataDescriptor))
     fail(rules::kLocalMismatch,
-         "entry " + shown + ": flags " + hex(flags) + " in the local header, " + hex(e.flags) +
-             " in the central directory (data descriptor bit differs)",
+         fmt::format("entry {}: flags 0x{:x} in the local header, 0x{:x} in the central directory "
+                     "(data descriptor bit differs)",
+                     shown, flags, e.flags),
          lo + 6);
   e.flags = flags;
   e.has_data_descriptor = (flags & zip::kFlagDataDescriptor) != 0;
@@ -369,29 +392,35 @@ void Parser::read_local(Entry& e, std::size_t index) {
     if (usize == zip::kSentinel32 || csize == zip::kSentinel32) {
       // APPNOTE 4.5.3: in a local header the zip64 field holds both sizes.
       if (z64 == nullptr || z64->size < 16)
-        fail(rules::kBadZip64Extra, "entry " + shown + ": local header sizes are 0xFFFFFFFF but there is no zip64 extra field with both sizes",
+        fail(rules::kBadZip64Extra,
+             fmt::format("entry {}: local header sizes are 0xFFFFFFFF "
+                         "but there is no zip64 extra field with both sizes",
+                         shown),
              lo + 18);
       const u64 base = extra_at + z64->offset;
       if (usize == zip::kSentinel32) local_u = le64(base);
       if (csize == zip::kSentinel32) local_c = le64(base + 8);
     }
     if (crc != e.crc32)
-      fail(rules::kLocalMismatch, "entry " + shown + ": CRC32 " + hex(crc) + " in the local header, " + hex(e.crc32) + " in the central directory",
+      fail(rules::kLocalMismatch,
+           fmt::format("entry {}: CRC32 0x{:x} in the local header, 0x{:x} in the central directory", shown, crc,
+                       e.crc32),
            lo + 14);
     if (local_c != e.compressed_size)
       fail(rules::kLocalMismatch,
-           "entry " + shown + ": compressed size " + num(local_c) + " in the local header, " + num(e.compressed_size) +
-               " in the central directory",
+           fmt::format("entry {}: compressed size {} in the local header, {} in the central directory", shown, local_c,
+                       e.compressed_size),
            lo + 18);
     if (local_u != e.size)
       fail(rules::kLocalMismatch,
-           "entry " + shown + ": size " + num(local_u) + " in the local header, " + num(e.size) + " in the central directory", lo + 22);
+           fmt::format("entry {}: size {} in the local header, {} in the central directory", shown, local_u, e.size),
+           lo + 22);
   }
 
   if (!inside(e.data_offset, e.compressed_size))
     fail(rules::kDataPastEnd,
-         "entry " + shown + ": " + num(e.compressed_size) + " bytes of data at " + num(e.data_offset) + " run past the end of the file (" +
-             num(size_) + " bytes)",
+         fmt::format("entry {}: {} bytes of data at {} run past the end of the file ({} bytes)", shown,
+                     e.compressed_size, e.data_offset, size_),
          e.data_offset);
   const u64 data_end = e.data_offset + e.compressed_size;
   e.end_offset = data_end;
@@ -402,21 +431,28 @@ void Parser::read_local(Entry& e, std::size_t index) {
     const bool has_sig = inside(data_end, 4) && le32(data_end) == zip::kDescriptorSig;
     const u64 total = (has_sig ? 4 : 0) + 4 + 2 * width;
     if (!inside(data_end, total))
-      fail(rules::kBadDescriptor, "entry " + shown + ": data descriptor of " + num(total) + " bytes at " + num(data_end) + " runs past the end of the file",
+      fail(rules::kBadDescriptor,
+           fmt::format("entry {}: data descriptor of {} bytes at {} runs past the end of the file", shown, total,
+                       data_end),
            data_end);
     const u64 p = data_end + (has_sig ? 4 : 0);
     const u32 d_crc = le32(p);
     const u64 d_c = width == 8 ? le64(p + 4) : le32(p + 4);
     const u64 d_u = width == 8 ? le64(p + 12) : le32(p + 8);
     if (d_crc != e.crc32)
-      fail(rules::kBadDescriptor, "entry " + shown + ": CRC32 " + hex(d_crc) + " in the data descriptor, " + hex(e.crc32) + " in the central directory", p);
+      fail(rules::kBadDescriptor,
+           fmt::format("entry {}: CRC32 0x{:x} in the data descriptor, 0x{:x} in the central directory", shown, d_crc,
+                       e.crc32),
+           p);
     if (d_c != e.compressed_size)
       fail(rules::kBadDescriptor,
-           "entry " + shown + ": compressed size " + num(d_c) + " in the data descriptor, " + num(e.compressed_size) + " in the central directory",
+           fmt::format("entry {}: compressed size {} in the data descriptor, {} in the central directory", shown, d_c,
+                       e.compressed_size),
            p + 4);
     if (d_u != e.size)
       fail(rules::kBadDescriptor,
-           "entry " + shown + ": size " + num(d_u) + " in the data descriptor, " + num(e.size) + " in the central directory", p + 4 + width);
+           fmt::format("entry {}: size {} in the data descriptor, {} in the central directory", shown, d_u, e.size),
+           p + 4 + width);
     e.descriptor_size = total;
     e.end_offset = data_end + total;
   }
@@ -426,7 +462,8 @@ void Parser::check_layout(Archive& a) {
   std::vector<const Entry*> order;
   order.reserve(a.entries.size());
   for (const auto& e : a.entries) order.push_back(&e);
-  std::sort(order.begin(), order.end(), [](const Entry* x, const Entry* y) { return x->local_offset < y->local_offset; });
+  std::sort(order.begin(), order.end(),
+            [](const Entry* x, const Entry* y) { return x->local_offset < y->local_offset; });
   u64 cursor = 0, gaps = 0;
   for (std::size_t i = 0; i < order.size(); ++i) {
     const Entry& e = *order[i];
@@ -434,15 +471,16 @@ void Parser::check_layout(Archive& a) {
     gaps += e.local_offset - cursor;  // local_offset >= cursor, checked below for i > 0
     if (i + 1 < order.size() && e.end_offset > order[i + 1]->local_offset)
       fail(rules::kOverlap,
-           "entry " + show(e.name) + " [" + num(e.local_offset) + ", " + num(e.end_offset) + ") overlaps entry " + show(order[i + 1]->name) +
-               " at " + num(order[i + 1]->local_offset),
+           fmt::format("entry {} [{}, {}) overlaps entry {} at {}", show(e.name), e.local_offset, e.end_offset,
+                       show(order[i + 1]->name), order[i + 1]->local_offset),
            order[i + 1]->local_offset);
     cursor = e.end_offset;
   }
   if (order.empty()) a.prefix_size = a.central_offset;
   if (cursor > a.central_offset)
     fail(rules::kOverlap,
-         "entry " + show(order.back()->name) + " ends at " + num(cursor) + ", inside the central directory at " + num(a.central_offset),
+         fmt::format("entry {} ends at {}, inside the central directory at {}", show(order.back()->name), cursor,
+                     a.central_offset),
          a.central_offset);
   gaps += a.central_offset - cursor;
   a.unaccounted_bytes = gaps;
@@ -455,7 +493,7 @@ Archive Parser::run() {
   names.reserve(a.entries.size());
   for (const auto& e : a.entries)
     if (!names.insert(e.name).second)
-      fail(rules::kDuplicateName, "entry " + show(e.name) + " appears twice in the central directory",
+      fail(rules::kDuplicateName, fmt::format("entry {} appears twice in the central directory", show(e.name)),
            a.central_offset);
   for (std::size_t i = 0; i < a.entries.size(); ++i) read_local(a.entries[i], i);
   check_layout(a);
@@ -479,43 +517,53 @@ Archive read(std::span<const std::byte> file, const std::string& name, const Lim
 std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const Entry& e, std::vector<std::byte>& scratch,
                                        const std::string& name, const Limits& limits) {
   if (e.data_offset > file.size() || e.compressed_size > file.size() - e.data_offset)
-    throw Error(rules::kDataPastEnd, "entry " + show(e.name) + ": data runs past the end of the file", name, e.data_offset);
+    throw Error(rules::kDataPastEnd, fmt::format("entry {}: data runs past the end of the file", show(e.name)), name,
+                e.data_offset);
   const auto raw = file.subspan(e.data_offset, e.compressed_size);
   if (e.method == zip::kMethodStored) {
     if (e.size != e.compressed_size)
-      throw Error(rules::kStoredSize, "stored entry " + show(e.name) + " has compressed size " + num(e.compressed_size) + " but size " + num(e.size),
+      throw Error(rules::kStoredSize,
+                  fmt::format("stored entry {} has compressed size {} but size {}", show(e.name), e.compressed_size,
+                              e.size),
                   name, e.data_offset);
     return raw;
   }
   if (e.method != zip::kMethodDeflated)
-    throw Error(rules::kUnsupportedMethod, "entry " + show(e.name) + " uses compression method " + num(e.method), name, e.local_offset + 8);
+    throw Error(rules::kUnsupportedMethod, fmt::format("entry {} uses compression method {}", show(e.name), e.method),
+                name, e.local_offset + 8);
   if (e.size > limits.max_alloc)
     throw Error(rules::kEntryTooLarge,
-                "entry " + show(e.name) + " inflates to " + num(e.size) + " bytes, over the allocation limit of " + num(limits.max_alloc),
+                fmt::format("entry {} inflates to {} bytes, over the allocation limit of {}", show(e.name), e.size,
+                            limits.max_alloc),
                 name, e.data_offset);
   const auto bound = util::mul(e.compressed_size, zip::kMaxDeflateRatio);
   if (bound && e.size > *bound)
     throw Error(rules::kDeflateRatio,
-                "entry " + show(e.name) + " claims " + num(e.size) + " bytes from " + num(e.compressed_size) +
-                    " compressed bytes, more than deflate can expand (1032:1)",
+                fmt::format("entry {} claims {} bytes from {} compressed bytes, more than deflate can expand (1032:1)",
+                            show(e.name), e.size, e.compressed_size),
                 name, e.data_offset);
   std::unique_ptr<libdeflate_decompressor, DecompressorDeleter> d(libdeflate_alloc_decompressor());
   if (!d) throw Error(tensorseal::rules::kInternal, "libdeflate_alloc_decompressor failed", name);
   scratch.assign(e.size, std::byte{0});
   std::size_t in_used = 0, out_used = 0;
-  const auto r = libdeflate_deflate_decompress_ex(d.get(), raw.data(), raw.size(), scratch.data(), scratch.size(), &in_used, &out_used);
+  const auto r = libdeflate_deflate_decompress_ex(d.get(), raw.data(), raw.size(), scratch.data(), scratch.size(),
+                                                  &in_used, &out_used);
   if (r == LIBDEFLATE_INSUFFICIENT_SPACE)
-    throw Error(rules::kInflateFailed, "entry " + show(e.name) + " inflates to more than the declared " + num(e.size) + " bytes", name,
+    throw Error(rules::kInflateFailed,
+                fmt::format("entry {} inflates to more than the declared {} bytes", show(e.name), e.size), name,
                 e.data_offset);
   if (r != LIBDEFLATE_SUCCESS)
-    throw Error(rules::kInflateFailed, "entry " + show(e.name) + ": the deflate stream is invalid", name,
+    throw Error(rules::kInflateFailed, fmt::format("entry {}: the deflate stream is invalid", show(e.name)), name,
                 e.data_offset);
   if (out_used != e.size)
-    throw Error(rules::kInflateFailed, "entry " + show(e.name) + " inflates to " + num(out_used) + " bytes, the central directory says " + num(e.size),
+    throw Error(rules::kInflateFailed,
+                fmt::format("entry {} inflates to {} bytes, the central directory says {}", show(e.name), out_used,
+                            e.size),
                 name, e.data_offset);
   if (in_used != e.compressed_size)
     throw Error(rules::kInflateFailed,
-                "entry " + show(e.name) + ": the deflate stream ends after " + num(in_used) + " of " + num(e.compressed_size) + " bytes",
+                fmt::format("entry {}: the deflate stream ends after {} of {} bytes", show(e.name), in_used,
+                            e.compressed_size),
                 name, e.data_offset + in_used);
   return {scratch.data(), scratch.size()};
 }
@@ -541,16 +589,19 @@ void refuse_case_collision(const Archive& a, const std::string& name) {
   if (!clash) return;
   const Entry &x = a.entries[clash->first], &y = a.entries[clash->second];
   throw Error(rules::kCaseCollision,
-              "entries " + show(x.name) + " and " + show(y.name) +
-                  " differ only in case; torch looks names up ignoring case, so either could be the record it loads",
+              fmt::format("entries {} and {} differ only in case; "
+                          "torch looks names up ignoring case, so either could be the record it loads",
+                          show(x.name), show(y.name)),
               name, y.local_offset);
 }
 
 void check_crc(const Entry& e, std::uint32_t got, const std::string& name) {
   if (!e.crc_recorded) return;
   if (got != e.crc32)
-    throw Error(rules::kCrcMismatch, "entry " + show(e.name) + ": CRC32 of the data is " + hex(got) + ", the archive says " + hex(e.crc32), name,
-                e.data_offset);
+    throw Error(rules::kCrcMismatch,
+                fmt::format("entry {}: CRC32 of the data is 0x{:x}, the archive says 0x{:x}", show(e.name), got,
+                            e.crc32),
+                name, e.data_offset);
 }
 
 std::vector<std::uint32_t> verify_crcs(const std::vector<CrcCheck>& checks, const std::string& name, unsigned threads) {
