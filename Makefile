@@ -8,7 +8,7 @@ JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$((n > 8 ? 8 : n)))
 SIZE ?= full
 FUZZ_SECONDS ?= 30
 
-.PHONY: setup build test check demo bench fuzz sanitize clean python wheels
+.PHONY: setup build test check demo bench fuzz sanitize clean python wheels format
 
 setup:
 	bash scripts/setup.sh
@@ -61,6 +61,10 @@ fuzz: setup
 SANITIZE ?= all
 sanitize: setup
 	JOBS=$(JOBS) bash scripts/sanitize.sh $(SANITIZE)
+
+# Rewraps C++ lines over 120 columns with .clang-format (tests/py/test_style.py checks).
+format: setup
+	bash scripts/format.sh
 
 clean:
 	rm -rf $(BUILD) build-*

@@ -113,8 +113,8 @@ tensorseal::Error dangerous_refusal(const tensorseal::ScanReport& r) {
   }
   if (n > 8) names += ", ...";
   return Error(rules::kDangerousGlobal,
-               "canon refuses a file with " + std::to_string(n) + " dangerous global(s): " + names + " (first at " + first +
-                   "); pass --allow-unsafe to rewrite it anyway",
+               "canon refuses a file with " + std::to_string(n) + " dangerous global(s): " + names + " (first at " +
+                   first + "); pass --allow-unsafe to rewrite it anyway",
                r.file);
 }
 
@@ -136,7 +136,8 @@ Runner add_canon(CLI::App& app) {
   cmd->add_flag("--stdin", *from_stdin, "read the checkpoint from standard input instead of IN (format by content)");
   cmd->add_flag("--check", *check,
                 "write nothing; exit 0 when every IN is already canonical, 1 naming those that are not");
-  cmd->add_flag("--allow-unsafe", *allow_unsafe, "rewrite a file that references dangerous globals (refused by default)");
+  cmd->add_flag("--allow-unsafe", *allow_unsafe,
+                "rewrite a file that references dangerous globals (refused by default)");
   auto flags = add_write_flags(cmd);
   auto limits = add_limits(cmd);
   auto format = add_input_format(cmd);
@@ -144,7 +145,9 @@ Runner add_canon(CLI::App& app) {
     using namespace tensorseal;
     const int outputs = !out->empty() + *in_place + *to_stdout;
     if (*check) {
-      if (outputs != 0 || *from_stdin) throw Error(rules::kInvalidArgument, "--check writes nothing and reads files: no -o, --in-place, --stdout or --stdin");
+      if (outputs != 0 || *from_stdin)
+        throw Error(rules::kInvalidArgument,
+                    "--check writes nothing and reads files: no -o, --in-place, --stdout or --stdin");
       if (ins->empty()) throw Error(rules::kInvalidArgument, "--check needs at least one FILE");
       CanonCheckOptions o;
       o.threads = flags->threads;
@@ -152,7 +155,8 @@ Runner add_canon(CLI::App& app) {
       return check_files(*ins, o, flags->quiet);
     }
     if (*from_stdin ? !ins->empty() : ins->size() != 1)
-      throw Error(rules::kInvalidArgument, *from_stdin ? "--stdin reads no IN file" : "give exactly one IN (or --stdin)");
+      throw Error(rules::kInvalidArgument,
+                  *from_stdin ? "--stdin reads no IN file" : "give exactly one IN (or --stdin)");
     if (outputs == 0) throw Error(rules::kInvalidArgument, "give -o OUT, --stdout, or --in-place to replace the input");
     if (outputs > 1) throw Error(rules::kInvalidArgument, "-o, --in-place and --stdout exclude each other");
     if (*in_place && *from_stdin) throw Error(rules::kInvalidArgument, "--in-place needs a file, not --stdin");
@@ -183,11 +187,9 @@ Runner add_canon(CLI::App& app) {
         write_stdout(canonical_bytes(c, flags->threads));
         return kExitOk;
       }
-      WriteOptions o = canonical_write_options(c, canonical_format(c), flags->threads);
-      const WriteOptions mine = write_options(*flags, bar);
-      o.fsync = mine.fsync;
-      o.progress = mine.progress;
-      write_file(c.root, target, canonical_format(c), o);
+      ConvertOptions o;
+      o.write = write_options(*flags, bar);
+      write_canonical(c, target, o);
       return kExitOk;
     }
     ConvertOptions o;
@@ -232,7 +234,8 @@ Runner add_convert(CLI::App& app) {
       max_shard_size = parse_shard_size(*shards);
     }
     if (*world != 0) {
-      if (!to->empty() && f != Format::kDcp) throw Error(rules::kInvalidArgument, "--world-size writes dcp, not " + *to);
+      if (!to->empty() && f != Format::kDcp)
+        throw Error(rules::kInvalidArgument, "--world-size writes dcp, not " + *to);
       f = Format::kDcp;
     }
     if (f == Format::kUnknown)

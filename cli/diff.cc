@@ -31,8 +31,8 @@ std::string summary_line(const tensorseal::DiffReport& r) {
 void print_human(const tensorseal::DiffReport& r, bool all) {
   using namespace tensorseal;
   std::printf("%s\n", summary_line(r).c_str());
-  std::vector<std::vector<std::string>> rows{
-      {"STATUS", "TENSOR", "DTYPE", "SHAPE", "DIFFERING", "MAX_ABS", "MAX_REL", "MAX_ULP", "FIRST_DIFFERENCE", "NOTES"}};
+  std::vector<std::vector<std::string>> rows{{"STATUS", "TENSOR", "DTYPE", "SHAPE", "DIFFERING", "MAX_ABS", "MAX_REL",
+                                              "MAX_ULP", "FIRST_DIFFERENCE", "NOTES"}};
   for (const auto& t : r.tensors) {
     if (!all && t.status == TensorStatus::kIdentical) continue;
     std::string dtype = t.dtype_changed() ? t.conversion() : std::string(name(t.dtype_a));
@@ -66,9 +66,11 @@ void print_human(const tensorseal::DiffReport& r, bool all) {
                     note.empty() ? "-" : note});
   }
   for (const auto& t : r.only_in_a)
-    rows.push_back({"only-in-a", t.path, std::string(name(t.dtype)), shape_text(t.shape), "-", "-", "-", "-", "-", "-"});
+    rows.push_back(
+        {"only-in-a", t.path, std::string(name(t.dtype)), shape_text(t.shape), "-", "-", "-", "-", "-", "-"});
   for (const auto& t : r.only_in_b)
-    rows.push_back({"only-in-b", t.path, std::string(name(t.dtype)), shape_text(t.shape), "-", "-", "-", "-", "-", "-"});
+    rows.push_back(
+        {"only-in-b", t.path, std::string(name(t.dtype)), shape_text(t.shape), "-", "-", "-", "-", "-", "-"});
   for (const auto& t : r.renamed)
     rows.push_back({"renamed", t.path_a + " -> " + t.path_b, std::string(name(t.dtype)), shape_text(t.shape), "0", "-",
                     "-", "-", "-", "same elements"});

@@ -23,8 +23,9 @@ Runner add_hash(CLI::App& app) {
     o.threads = *threads;
     o.limits = *limits;
     o.format = *format;
-    ProgressBar bar(files->size() == 1 ? "hashing " + files->front() : "hashing " + std::to_string(files->size()) + " files",
-                    *quiet);
+    ProgressBar bar(
+        files->size() == 1 ? "hashing " + files->front() : "hashing " + std::to_string(files->size()) + " files",
+        *quiet);
     o.progress = bar.callback();
     // hash_files == hash_file of each (zip CRCs verified while hashing), all cores
     // shared across the files.

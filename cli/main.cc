@@ -10,8 +10,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<tseal::Runner> runners;
   std::vector<CLI::App*> subs;
-  for (auto add : {tseal::add_inspect, tseal::add_hash, tseal::add_scan, tseal::add_canon, tseal::add_convert, tseal::add_diff, tseal::add_explain, tseal::add_verify,
-                   tseal::add_manifest, tseal::add_sign, tseal::add_git_setup}) {
+  for (auto add :
+       {tseal::add_inspect, tseal::add_hash, tseal::add_scan, tseal::add_canon, tseal::add_convert, tseal::add_diff,
+        tseal::add_explain, tseal::add_verify, tseal::add_manifest, tseal::add_sign, tseal::add_git_setup}) {
     runners.push_back(add(app));
     subs.push_back(app.get_subcommands({}).back());
   }

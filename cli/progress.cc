@@ -63,7 +63,8 @@ void ProgressBar::update(std::uint64_t done, std::uint64_t total) {
   const int filled = static_cast<int>(kWidth * frac);
   std::string bar(static_cast<std::size_t>(filled), '#');
   bar.resize(kWidth, ' ');
-  const std::string eta = rate > 0 && done < total ? " ETA " + clock_text(static_cast<double>(total - done) / rate) : "";
+  const std::string eta =
+      rate > 0 && done < total ? " ETA " + clock_text(static_cast<double>(total - done) / rate) : "";
   std::fprintf(stderr, "\r%s [%s] %3d%% %s/%s %s/s%s\033[K", label_.c_str(), bar.c_str(), static_cast<int>(100 * frac),
                size_text(static_cast<double>(done)).c_str(), size_text(static_cast<double>(total)).c_str(),
                size_text(rate).c_str(), eta.c_str());

@@ -103,7 +103,8 @@ enum class Outcome { kRejected, kAccepted, kRoundTripMismatch };
 inline std::string render_index(const SafetensorsIndex& idx) {
   std::string s = "N=" + std::to_string(idx.header_length) + " data@" + std::to_string(idx.data_start) +
                   " pad=" + std::to_string(idx.header_padding) + " meta@" +
-                  (idx.metadata_position == SafetensorsIndex::kAbsent ? "-" : std::to_string(idx.metadata_position)) + "\n";
+                  (idx.metadata_position == SafetensorsIndex::kAbsent ? "-" : std::to_string(idx.metadata_position)) +
+                  "\n";
   for (const auto& e : idx.entries) {
     s += "  " + e.name + " " + std::string(name(e.dtype)) + " [";
     for (auto d : e.shape) s += std::to_string(d) + ",";

@@ -25,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const auto& t : collect_tensors(c.root)) (void)tensor_sha256(*t.tensor);
     // Whatever parses must re-write canonically and read back to the same content.
     const std::string out = write_bytes(c.root, c.format);
-    const Checkpoint back = read_bytes({reinterpret_cast<const std::byte*>(out.data()), out.size()}, "fuzz.out", options);
+    const Checkpoint back =
+        read_bytes({reinterpret_cast<const std::byte*>(out.data()), out.size()}, "fuzz.out", options);
     if (content_hash(back.root) != content_hash(c.root)) __builtin_trap();
   } catch (const Error&) {
   }

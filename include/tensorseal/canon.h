@@ -90,6 +90,11 @@ struct ConvertOptions {
 // nothing) when options.accept declined the checkpoint.
 bool convert_file(const std::filesystem::path& in, const std::filesystem::path& out,
                   const ConvertOptions& options = {});
+// The write half of convert_file, for a checkpoint already read (e.g. from memory):
+// write_file of `c`'s canonical form as options.to, with canonical_write_options(c)
+// and options.write's threads, fsync, progress, before_commit, max_shard_size and
+// world_size. options.read and options.accept are not used.
+void write_canonical(const Checkpoint& c, const std::filesystem::path& out, const ConvertOptions& options);
 
 }  // namespace tensorseal
 TENSORSEAL_API_END

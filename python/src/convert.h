@@ -78,15 +78,15 @@ struct ToPy {
     for (auto d : t.strides) strides.append(d);
     if (t.quantization) {
       const Quantization& q = *t.quantization;
-      return g.attr("make_qtensor")(framework, buffer(t.storage, alignment(t.dtype)), std::string(name(t.dtype)), nb::tuple(shape),
-                                    nb::tuple(strides), t.storage_offset, t.requires_grad, t.is_parameter,
-                                    std::string(scheme_name(q.scheme)), q.scale, q.zero_point,
+      return g.attr("make_qtensor")(framework, buffer(t.storage, alignment(t.dtype)), std::string(name(t.dtype)),
+                                    nb::tuple(shape), nb::tuple(strides), t.storage_offset, t.requires_grad,
+                                    t.is_parameter, std::string(scheme_name(q.scheme)), q.scale, q.zero_point,
                                     q.scales ? tensor(*q.scales) : nb::none(),
                                     q.zero_points ? tensor(*q.zero_points) : nb::none(), q.axis);
     }
     if (t.numpy != NumpyType::kNone)  // a numpy object stays one, whatever the framework
-      return g.attr("make_numpy")(raw_array(t.storage, 1), std::string(name(t.dtype)), nb::tuple(shape), nb::tuple(strides),
-                                  t.storage_offset, t.numpy == NumpyType::kScalar);
+      return g.attr("make_numpy")(raw_array(t.storage, 1), std::string(name(t.dtype)), nb::tuple(shape),
+                                  nb::tuple(strides), t.storage_offset, t.numpy == NumpyType::kScalar);
     nb::object out = g.attr("make_tensor")(framework, buffer(t.storage, alignment(t.dtype)), std::string(name(t.dtype)),
                                            nb::tuple(shape), nb::tuple(strides), t.storage_offset, t.requires_grad,
                                            t.is_parameter);
@@ -149,7 +149,9 @@ struct ToPy {
         return obj;
       }
       case K::kTensor: out = tensor(*v.as_tensor()); break;
-      case K::kStorage: out = buffer(v.as_storage(), alignment(v.as_storage()->dtype)); break;  // untyped: the element type is not kept
+      case K::kStorage:
+        out = buffer(v.as_storage(), alignment(v.as_storage()->dtype));
+        break;  // untyped: the element type is not kept
       case K::kGlobal: out = g.attr("make_global")(v.as_global().module, v.as_global().name); break;
       case K::kObject: {
         const Object& o = v.as_object();
@@ -393,7 +395,8 @@ struct FromPy {
       if (nb::cast<bool>(desc.attr("has_state"))) o->state = std::make_shared<Value>(convert(desc.attr("state")));
       return Value(o);
     }
-    throw Error(rules::kInvalidArgument, "cannot save an object of type " + nb::cast<std::string>(desc.attr("type_name")) +
+    throw Error(rules::kInvalidArgument, "cannot save an object of type " +
+                                             nb::cast<std::string>(desc.attr("type_name")) +
                                              " (tensorseal saves tensors, arrays and plain Python data)");
   }
 
@@ -444,8 +447,8 @@ struct FromPy {
       t.storage = Storage::external(reinterpret_cast<const std::byte*>(ptr), nbytes, nullptr, t.dtype);
       t.validate();
       const auto [first, last] = t.storage_extent();
-      t.storage = Storage::external(reinterpret_cast<const std::byte*>(ptr + first), last - first, hold(std::move(owner)),
-                                    t.dtype);
+      t.storage = Storage::external(reinterpret_cast<const std::byte*>(ptr + first), last - first,
+                                    hold(std::move(owner)), t.dtype);
       t.storage_offset = 0;
     } else {
       t.storage = storage(ptr, nbytes, std::move(owner), DType::kUInt8);

@@ -67,7 +67,8 @@ nb::dict tensors_to_py(const Checkpoint& c, const std::string& framework) {
   nb::list tensors;
   for (const auto& ref : collect_tensors(c.root)) {
     const Tensor& t = *ref.tensor;
-    const std::uint64_t at = t.storage->file_offset() + static_cast<std::uint64_t>(t.storage_offset) * itemsize(t.dtype);
+    const std::uint64_t at =
+        t.storage->file_offset() + static_cast<std::uint64_t>(t.storage_offset) * itemsize(t.dtype);
     tensors.append(nb::make_tuple(ref.path, conv.tensor(t), std::string(name(t.dtype)), at));
   }
   d["tensors"] = tensors;
@@ -158,34 +159,47 @@ NB_MODULE(_tensorseal, m) {
   // parsed and validated, the file mapped, a tensor made on request.
   nb::class_<SafetensorsIndex>(m, "SafetensorsIndex")
       .def("__len__", [](const SafetensorsIndex& idx) { return idx.entries.size(); })
-      .def("keys", [](const SafetensorsIndex& idx) { return names_to_py(idx, idx.by_name); },
-           "Tensor names, sorted (bytewise = code point order).")
-      .def("offset_keys", [](const SafetensorsIndex& idx) {
-             std::vector<std::uint32_t> order = idx.by_name;  // by (data offset, name)
-             std::stable_sort(order.begin(), order.end(),
-                              [&](std::uint32_t a, std::uint32_t b) { return idx.entries[a].begin < idx.entries[b].begin; });
-             return names_to_py(idx, order);
-           }, "Tensor names in the order of their data in the file.")
-      .def("metadata", [](const SafetensorsIndex& idx) {
-             nb::list out;
-             for (const auto& [k, v] : idx.metadata)
-               out.append(nb::make_tuple(py_text(k), py_text(v)));
-             return out;
-           }, "__metadata__ as (key, value) pairs in file order.")
-      .def("has_metadata", [](const SafetensorsIndex& idx) {
-             return idx.metadata_position != SafetensorsIndex::kAbsent && !idx.metadata_null;
-           }, "True when the header holds a __metadata__ object (possibly empty); false when absent or null.")
+      .def(
+          "keys", [](const SafetensorsIndex& idx) { return names_to_py(idx, idx.by_name); },
+          "Tensor names, sorted (bytewise = code point order).")
+      .def(
+          "offset_keys",
+          [](const SafetensorsIndex& idx) {
+            std::vector<std::uint32_t> order = idx.by_name;  // by (data offset, name)
+            std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+              return idx.entries[a].begin < idx.entries[b].begin;
+            });
+            return names_to_py(idx, order);
+          },
+          "Tensor names in the order of their data in the file.")
+      .def(
+          "metadata",
+          [](const SafetensorsIndex& idx) {
+            nb::list out;
+            for (const auto& [k, v] : idx.metadata) out.append(nb::make_tuple(py_text(k), py_text(v)));
+            return out;
+          },
+          "__metadata__ as (key, value) pairs in file order.")
+      .def(
+          "has_metadata",
+          [](const SafetensorsIndex& idx) {
+            return idx.metadata_position != SafetensorsIndex::kAbsent && !idx.metadata_null;
+          },
+          "True when the header holds a __metadata__ object (possibly empty); false when absent or null.")
       .def("structured", &SafetensorsIndex::structured,
            "A whole checkpoint written by tensorseal (read it with read_tensors to get its tree).")
-      .def("tensor", [](const SafetensorsIndex& idx, const std::string& key, const std::string& framework) -> nb::object {
-             const SafetensorsEntry* e = idx.find(key);
-             if (e == nullptr) return nb::none();
-             auto t = idx.tensor(*e);
-             ToPy conv;
-             conv.framework = framework;
-             return nb::make_tuple(conv.tensor(*t), std::string(name(e->dtype)));
-           }, nb::arg("name"), nb::arg("framework") = "torch",
-           "(tensor, dtype name) of one entry, a zero-copy view of the mapping; None when absent.");
+      .def(
+          "tensor",
+          [](const SafetensorsIndex& idx, const std::string& key, const std::string& framework) -> nb::object {
+            const SafetensorsEntry* e = idx.find(key);
+            if (e == nullptr) return nb::none();
+            auto t = idx.tensor(*e);
+            ToPy conv;
+            conv.framework = framework;
+            return nb::make_tuple(conv.tensor(*t), std::string(name(e->dtype)));
+          },
+          nb::arg("name"), nb::arg("framework") = "torch",
+          "(tensor, dtype name) of one entry, a zero-copy view of the mapping; None when absent.");
 
   // The index of a safetensors file, or None when the file is another format.
   m.def("safetensors_index", [](const std::string& path) -> std::optional<SafetensorsIndex> {
@@ -222,10 +236,11 @@ NB_MODULE(_tensorseal, m) {
       }, nb::arg("data"), nb::arg("name") = "<bytes>", nb::arg("framework") = "torch", nb::arg("weights_only") = false,
       nb::arg("limits") = LimitPairs{}, nb::arg("format") = "");
 
-  m.def("write_file", [](nb::handle obj, const std::string& path, const std::string& format,
-                         const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads,
-                         bool split_storages, bool empty_metadata, std::uint64_t max_shard_size,
-                         std::uint32_t world_size, bool fsync, nb::handle progress) {
+  m.def(
+      "write_file",
+      [](nb::handle obj, const std::string& path, const std::string& format,
+         const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads, bool split_storages,
+         bool empty_metadata, std::uint64_t max_shard_size, std::uint32_t world_size, bool fsync, nb::handle progress) {
         FromPy conv;
         conv.split_storages = split_storages;
         Value root = conv.convert(obj);
@@ -237,10 +252,11 @@ NB_MODULE(_tensorseal, m) {
         o.progress = progress_of(progress);
         nb::gil_scoped_release nogil;
         write_file(root, path, f, o);
-      }, nb::arg("obj"), nb::arg("path"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
-      nb::arg("threads") = 0, nb::arg("split_storages") = false, nb::arg("empty_metadata") = false,
-      nb::arg("max_shard_size") = 0, nb::arg("world_size") = 0, nb::arg("fsync") = true,
-      nb::arg("progress") = nb::none());
+      },
+      nb::arg("obj"), nb::arg("path"), nb::arg("format"),
+      nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{}, nb::arg("threads") = 0,
+      nb::arg("split_storages") = false, nb::arg("empty_metadata") = false, nb::arg("max_shard_size") = 0,
+      nb::arg("world_size") = 0, nb::arg("fsync") = true, nb::arg("progress") = nb::none());
 
   m.def("parse_shard_size", [](const std::string& text) { return parse_shard_size(text); });
 
@@ -386,7 +402,8 @@ NB_MODULE(_tensorseal, m) {
   m.def("detect_format", [](nb::bytes head) {
         return std::string(format_name(detect_format({reinterpret_cast<const std::byte*>(head.c_str()), head.size()})));
       });
-  m.def("format_for_extension", [](const std::string& path) { return std::string(format_name(format_for_extension(path))); });
+  m.def("format_for_extension",
+        [](const std::string& path) { return std::string(format_name(format_for_extension(path))); });
   m.def("formats", []() {
         nb::list out;
         for (const auto& f : formats()) {

@@ -21,7 +21,8 @@ class CompareSink final : public detail::io::Sink {
 
   void write(std::span<const std::byte> data) override {
     if (first_ == kNoOffset && position_ < expected_.size()) {
-      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(data.size(), expected_.size() - position_));
+      const std::size_t n =
+          static_cast<std::size_t>(std::min<std::uint64_t>(data.size(), expected_.size() - position_));
       const std::byte* want = expected_.data() + position_;
       if (std::memcmp(data.data(), want, n) != 0) {
         std::size_t i = 0;

@@ -27,7 +27,8 @@ std::vector<std::span<const std::byte>> mapped_files(const Value& root) {
     std::vector<std::span<const std::byte>> out;
     std::unordered_set<const MappedFile*> seen;
     void add(const Storage* s) {
-      if (s != nullptr && s->file() != nullptr && seen.insert(s->file().get()).second) out.push_back(s->file()->bytes());
+      if (s != nullptr && s->file() != nullptr && seen.insert(s->file().get()).second)
+        out.push_back(s->file()->bytes());
     }
     bool enter(const Value& v, const std::string&) override {
       if (v.is(Value::Kind::kTensor)) add(v.as_tensor()->storage.get());
@@ -84,27 +85,33 @@ class ReadAhead {
 
 }  // namespace
 
+void write_canonical(const Checkpoint& c, const std::filesystem::path& out, const ConvertOptions& options) {
+  const Format to = options.to == Format::kUnknown ? canonical_format(c) : options.to;
+  WriteOptions o = canonical_write_options(c, to, options.write.threads);
+  o.fsync = options.write.fsync;
+  o.progress = options.write.progress;
+  o.before_commit = options.write.before_commit;
+  if (options.write.world_size != 0) o.world_size = options.write.world_size;
+  if (options.write.max_shard_size != 0) {
+    o.max_shard_size = options.write.max_shard_size;
+    o.shard_counts.clear();
+  }
+  write_file(c.root, out, to, o);
+}
+
 bool convert_file(const std::filesystem::path& in, const std::filesystem::path& out, const ConvertOptions& options) {
   auto checks = std::make_shared<detail::io::LaterChecks>();
   const Checkpoint c = detail::api::read_path(in, options.read, [&](detail::io::Input& input) {
     if (options.read.verify_checksums) input.checks_later = checks;
   });
   if (options.accept && !options.accept(c)) return false;
-  const Format to = options.to == Format::kUnknown ? canonical_format(c) : options.to;
-  WriteOptions o = canonical_write_options(c, to, options.write.threads);
-  o.fsync = options.write.fsync;
-  o.progress = options.write.progress;
-  if (options.write.world_size != 0) o.world_size = options.write.world_size;
-  if (options.write.max_shard_size != 0) {
-    o.max_shard_size = options.write.max_shard_size;
-    o.shard_counts.clear();
-  }
   ReadAhead ahead(checks, mapped_files(c.root));
-  o.before_commit = [&] {
+  ConvertOptions o = options;
+  o.write.before_commit = [&] {
     ahead.wait();
     if (options.write.before_commit) options.write.before_commit();
   };
-  write_file(c.root, out, to, o);
+  write_canonical(c, out, o);
   return true;
 }
 

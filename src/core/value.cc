@@ -64,8 +64,16 @@ Value Value::bytes(std::string b, bool bytearray) {
   v.v_ = Bytes{std::make_shared<const std::string>(std::move(b)), bytearray};
   return v;
 }
-Value Value::list(std::vector<Value> items) { auto l = std::make_shared<List>(); l->items = std::move(items); return l; }
-Value Value::tuple(std::vector<Value> items) { auto t = std::make_shared<Tuple>(); t->items = std::move(items); return t; }
+Value Value::list(std::vector<Value> items) {
+  auto l = std::make_shared<List>();
+  l->items = std::move(items);
+  return l;
+}
+Value Value::tuple(std::vector<Value> items) {
+  auto t = std::make_shared<Tuple>();
+  t->items = std::move(items);
+  return t;
+}
 Value Value::dict(DictKind kind) { auto d = std::make_shared<Dict>(); d->kind = kind; return d; }
 Value Value::global(std::string module, std::string name) {
   return std::make_shared<Global>(Global{std::move(module), std::move(name)});
@@ -294,7 +302,8 @@ void repr_double(double d, std::string& out) {
   }
 }
 
-void repr_seq(const std::vector<Value>& items, std::string& out, std::size_t max_len, int depth, char open, char close) {
+void repr_seq(const std::vector<Value>& items, std::string& out, std::size_t max_len, int depth, char open,
+              char close) {
   out += open;
   for (std::size_t i = 0; i < items.size() && out.size() < max_len; ++i) {
     if (i) out += ", ";
@@ -349,7 +358,11 @@ void repr_into(const Value& v, std::string& out, std::size_t max_len, int depth)
       return;
     case K::kList: repr_seq(v.items(), out, max_len, depth, '[', ']'); return;
     case K::kTuple: repr_seq(v.items(), out, max_len, depth, '(', ')'); return;
-    case K::kSet: out += v.as_set().frozen ? "frozenset(" : "set("; repr_seq(v.as_set().items, out, max_len, depth, '{', '}'); out += ")"; return;
+    case K::kSet:
+      out += v.as_set().frozen ? "frozenset(" : "set(";
+      repr_seq(v.as_set().items, out, max_len, depth, '{', '}');
+      out += ")";
+      return;
     case K::kDict: {
       const Dict& d = v.as_dict();
       if (d.kind == DictKind::kOrderedDict) out += "OrderedDict(";

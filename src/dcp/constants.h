@@ -82,7 +82,7 @@ inline constexpr Rule kNotOnDisk{"dcp/not-on-disk", K::kInvalidArgument};       
 inline constexpr Rule kMetadataGlobal{"dcp/metadata-global", K::kUnsafe};       // outside kMetadataGlobals
 inline constexpr Rule kMetadataShape{"dcp/metadata-shape", K::kCorrupt};        // a field missing or mistyped
 inline constexpr Rule kTransform{"dcp/transform", K::kUnsupported};             // an unknown transform_descriptor
-inline constexpr Rule kTransformData{"dcp/transform-data", K::kCorrupt};        // a compressed item that does not decompress
+inline constexpr Rule kTransformData{"dcp/transform-data", K::kCorrupt};  // a compressed item that does not decompress
 inline constexpr Rule kStoragePath{"dcp/storage-path", K::kUnsafe};             // leaves the directory
 inline constexpr Rule kStorageMissing{"dcp/storage-missing", K::kCorrupt};      // no entry / no file
 inline constexpr Rule kStorageBounds{"dcp/storage-bounds", K::kCorrupt};        // past the file's end

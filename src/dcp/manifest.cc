@@ -38,7 +38,8 @@ std::vector<DcpRecord> parse_manifest(std::span<const std::byte> bytes, const st
   auto bad = [&](const std::string& what) -> void { throw Error(rules::kManifest, what, name); };
   json j;
   try {
-    j = json::parse(reinterpret_cast<const char*>(bytes.data()), reinterpret_cast<const char*>(bytes.data()) + bytes.size());
+    j = json::parse(reinterpret_cast<const char*>(bytes.data()),
+                    reinterpret_cast<const char*>(bytes.data()) + bytes.size());
   } catch (const json::parse_error& e) {
     throw Error(rules::kManifest, std::string("not JSON: ") + e.what(), name, e.byte > 0 ? e.byte - 1 : 0);
   }
@@ -49,7 +50,8 @@ std::vector<DcpRecord> parse_manifest(std::span<const std::byte> bytes, const st
   std::vector<DcpRecord> out;
   for (const auto& row : j["items"]) {
     auto str = [&](const char* k) {
-      if (!row.is_object() || !row.contains(k) || !row[k].is_string()) bad(std::string("an item has no str '") + k + "'");
+      if (!row.is_object() || !row.contains(k) || !row[k].is_string())
+        bad(std::string("an item has no str '") + k + "'");
       return row[k].get<std::string>();
     };
     auto num = [&](const char* k) {

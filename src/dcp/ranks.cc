@@ -14,7 +14,8 @@ namespace fs = std::filesystem;
 
 std::optional<std::uint32_t> metadata_rank(std::string_view n) noexcept {
   if (!n.starts_with(dcp::kRankPrefix) || !n.ends_with(dcp::kMetadataFile)) return std::nullopt;
-  const std::string_view digits = n.substr(dcp::kRankPrefix.size(), n.size() - dcp::kRankPrefix.size() - dcp::kMetadataFile.size());
+  const std::string_view digits =
+      n.substr(dcp::kRankPrefix.size(), n.size() - dcp::kRankPrefix.size() - dcp::kMetadataFile.size());
   if (digits.empty() || digits.size() > 9) return std::nullopt;
   std::uint32_t r = 0;
   for (char c : digits) {
@@ -48,7 +49,8 @@ void merge(Metadata& out, Metadata rank, const std::string& file, std::map<std::
     if (have.is_tensor != e.is_tensor) differs = "a tensor and a bytes item";
     else if (have.is_tensor && have.dtype != e.dtype)
       differs = std::string("dtype ") + std::string(name(have.dtype)) + " and " + std::string(name(e.dtype));
-    else if (have.is_tensor && have.size != e.size) differs = "size " + shape_text(have.size) + " and " + shape_text(e.size);
+    else if (have.is_tensor && have.size != e.size)
+      differs = "size " + shape_text(have.size) + " and " + shape_text(e.size);
     else if (path_text(have.path) != path_text(e.path)) differs = "its nested path";
     if (!differs.empty())
       throw Error(rules::kRankMetadata, "'" + e.fqn + "' differs from a lower rank's: " + differs, file);
@@ -89,8 +91,8 @@ Metadata read_rank_metadata(const fs::path& dir, const std::string& name, const 
     std::uint32_t missing = 0;
     while (ranks.count(missing)) ++missing;
     throw Error(rules::kRankMetadata,
-                std::string(dcp::kRankPrefix) + std::to_string(missing) + std::string(dcp::kMetadataFile) + " is missing: " +
-                    std::to_string(ranks.size()) + " rank metadata files up to rank " +
+                std::string(dcp::kRankPrefix) + std::to_string(missing) + std::string(dcp::kMetadataFile) +
+                    " is missing: " + std::to_string(ranks.size()) + " rank metadata files up to rank " +
                     std::to_string(ranks.rbegin()->first),
                 (dir / ranks.begin()->second).string());
   }

@@ -10,7 +10,8 @@
 namespace tensorseal::detail::dcp {
 
 bool known_transform(std::string_view s) noexcept {
-  if (!s.starts_with(dcp::kZstdTransform) || s.size() <= dcp::kZstdTransform.size() || s[dcp::kZstdTransform.size()] != '/')
+  if (!s.starts_with(dcp::kZstdTransform) || s.size() <= dcp::kZstdTransform.size() ||
+      s[dcp::kZstdTransform.size()] != '/')
     return false;
   const std::string_view version = s.substr(dcp::kZstdTransform.size() + 1);
   return version == "1" || version.starts_with("1.");
@@ -63,11 +64,13 @@ std::vector<std::byte> unzstd(std::span<const std::byte> raw, std::uint64_t max_
 
 }  // namespace
 
-std::shared_ptr<const Storage> undo_transforms(std::span<const std::byte> raw, const std::vector<std::string>& transforms,
-                                               std::uint64_t max_alloc, const std::string& file, std::uint64_t offset) {
+std::shared_ptr<const Storage> undo_transforms(std::span<const std::byte> raw,
+                                               const std::vector<std::string>& transforms, std::uint64_t max_alloc,
+                                               const std::string& file, std::uint64_t offset) {
   std::vector<std::byte> bytes;
   for (std::size_t i = 0; i < transforms.size(); ++i) {
-    if (!known_transform(transforms[i])) throw Error(rules::kTransform, "unknown transform " + transforms[i], file, offset);
+    if (!known_transform(transforms[i]))
+      throw Error(rules::kTransform, "unknown transform " + transforms[i], file, offset);
     bytes = unzstd(i == 0 ? raw : std::span<const std::byte>(bytes), max_alloc, file, offset);
   }
   if (transforms.empty()) bytes.assign(raw.begin(), raw.end());

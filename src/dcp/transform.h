@@ -26,7 +26,8 @@ std::size_t zstd_frame_size(std::span<const std::byte> data) noexcept;
 // stream decompressed in full (every frame; nothing may follow the last), at most
 // `max_alloc` bytes (dcp/max-alloc). Corrupt or truncated data: dcp/transform-data.
 // `file` and `offset` name the item in errors.
-std::shared_ptr<const Storage> undo_transforms(std::span<const std::byte> raw, const std::vector<std::string>& transforms,
-                                               std::uint64_t max_alloc, const std::string& file, std::uint64_t offset);
+std::shared_ptr<const Storage> undo_transforms(std::span<const std::byte> raw,
+                                               const std::vector<std::string>& transforms, std::uint64_t max_alloc,
+                                               const std::string& file, std::uint64_t offset);
 
 }  // namespace tensorseal::detail::dcp

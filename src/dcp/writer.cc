@@ -94,7 +94,8 @@ void flatten(const Value& v, std::vector<Value>& path, std::vector<Leaf>& out, s
   if (v.is(Value::Kind::kTensor)) {
     const auto& t = *v.as_tensor();
     if (t.is_parameter || t.requires_grad)
-      refuse(rules::kWriteUnrepresentable, "tensor '" + fqn + "' is a Parameter or requires grad; DCP stores plain tensors");
+      refuse(rules::kWriteUnrepresentable,
+             "tensor '" + fqn + "' is a Parameter or requires grad; DCP stores plain tensors");
     if (t.numpy != NumpyType::kNone)
       refuse(rules::kWriteUnrepresentable, "'" + fqn + "' is a numpy object; DCP stores plain tensors");
     if (t.quantization)
@@ -146,7 +147,8 @@ void check_dcp_target(const fs::path& target) {
 
 void write_dcp(const Value& root, const WriteOptions& options, const fs::path& dir) {
   if (!root.is(Value::Kind::kDict))
-    refuse(rules::kWriteUnrepresentable, "a DCP checkpoint holds a state dict; got " + std::string(kind_name(root.kind())));
+    refuse(rules::kWriteUnrepresentable,
+           "a DCP checkpoint holds a state dict; got " + std::string(kind_name(root.kind())));
   const std::uint32_t world = options.world_size == 0 ? 1 : options.world_size;
   std::vector<Leaf> leaves;
   std::vector<Value> path;

@@ -177,7 +177,8 @@ class ContentHasher {
     leaf.nbytes = t ? t->nbytes() : s->size();
     leaves_.push_back(std::move(leaf));
     const Storage& storage = t ? *t->storage : *s;
-    if (const auto& p = storage.pending_checksum(); p && pending_seen_.insert(p.get()).second) checks_.push_back(p.get());
+    if (const auto& p = storage.pending_checksum(); p && pending_seen_.insert(p.get()).second)
+      checks_.push_back(p.get());
   }
 
   void hash_leaves() {
@@ -238,7 +239,8 @@ class ContentHasher {
         std::vector<std::byte> joined;
         joined.reserve(n);
         // The first run ending after lo, then on until lo + n.
-        auto r = static_cast<std::size_t>(std::upper_bound(l.run_ends.begin(), l.run_ends.end(), lo) - l.run_ends.begin());
+        auto r =
+            static_cast<std::size_t>(std::upper_bound(l.run_ends.begin(), l.run_ends.end(), lo) - l.run_ends.begin());
         for (; r < l.runs.size() && joined.size() < n; ++r) {
           const std::uint64_t at = l.run_ends[r] - l.runs[r].size();
           const std::uint64_t from = lo > at ? lo - at : 0;
@@ -259,7 +261,8 @@ class ContentHasher {
       std::vector<std::byte> scratch;  // strided view: gather, then chunk
       auto bytes = l.tensor->contiguous_bytes(scratch);
       for (std::size_t c = 0; c < l.chunk_digests.size(); ++c)
-        l.chunk_digests[c] = Digest::oneshot(opt_.algo, bytes.subspan(c * kChunk, std::min(kChunk, l.nbytes - c * kChunk)));
+        l.chunk_digests[c] =
+            Digest::oneshot(opt_.algo, bytes.subspan(c * kChunk, std::min(kChunk, l.nbytes - c * kChunk)));
       if (meter) meter->add(l.nbytes);
     });
     if (own) own->finish();
@@ -303,8 +306,9 @@ class ContentHasher {
     // record, and the reader checks the records are disjoint).
     std::vector<std::size_t> order(checks.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(),
-              [&](std::size_t a, std::size_t b) { return addr(checks[a]->covered.data()) < addr(checks[b]->covered.data()); });
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return addr(checks[a]->covered.data()) < addr(checks[b]->covered.data());
+    });
     // Jobs inside each record.
     std::vector<std::vector<std::size_t>> inside(checks.size());
     for (std::size_t j = 0; j < jobs.size(); ++j) {
@@ -319,7 +323,8 @@ class ContentHasher {
     }
     auto add_gap = [&](std::size_t c, const std::byte* from, const std::byte* to) {
       while (from < to) {
-        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, static_cast<std::uint64_t>(to - from)));
+        const std::size_t n =
+            static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, static_cast<std::uint64_t>(to - from)));
         crc_only.push_back(pieces.size());
         pieces.push_back({c, {from, n}});
         from += n;
@@ -381,7 +386,8 @@ class ContentHasher {
       encode(v, ev);
       entries.emplace_back(std::move(ek), std::move(ev));
     }
-    if (sorted) std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    if (sorted)
+      std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     put_u64(out, entries.size());
     for (auto& [k, v] : entries) { out += k; out += v; }
   }

@@ -14,7 +14,8 @@ std::shared_ptr<Storage> copy_into_memory(const MappedFile& file) {
   const std::uint64_t n = file.size();
   if (n == 0) return Storage::owned({});
   void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) throw Error(rules::kIoMap, std::string("copying into memory: ") + std::strerror(errno), file.path());
+  if (p == MAP_FAILED)
+    throw Error(rules::kIoMap, std::string("copying into memory: ") + std::strerror(errno), file.path());
   std::shared_ptr<const void> owner(p, [n](const void* q) { ::munmap(const_cast<void*>(q), n); });
 #ifdef MADV_HUGEPAGE
   (void)::madvise(p, n, MADV_HUGEPAGE);  // advice only: without it the copy is the same, with more faults

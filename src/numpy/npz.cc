@@ -66,17 +66,21 @@ Checkpoint read_npz(const io::Input& in) {
     try {
       p = numpy::parse(image, limits);
     } catch (const Error& err) {
-      if (stored) throw in_member(err, e.name, in.name, err.offset() == kNoOffset ? kNoOffset : e.data_offset + err.offset());
+      if (stored)
+        throw in_member(err, e.name, in.name, err.offset() == kNoOffset ? kNoOffset : e.data_offset + err.offset());
       // Offsets inside inflated data do not map to file bytes: point at the member.
-      throw in_member(Error(Rule{err.rule(), err.kind()},
-                            err.detail() + (err.offset() == kNoOffset ? "" : " (inflated byte " + std::to_string(err.offset()) + ")")),
-                      e.name, in.name, e.data_offset);
+      throw in_member(
+          Error(Rule{err.rule(), err.kind()},
+                err.detail() +
+                    (err.offset() == kNoOffset ? "" : " (inflated byte " + std::to_string(err.offset()) + ")")),
+          e.name, in.name, e.data_offset);
     }
     // Keys are unique: the zip reader refuses duplicate member names.
     d.set(Value::str(key), Value(std::shared_ptr<const Tensor>(p.tensor)));
     c.facts.push_back(fact(topics::kVersion, e.name, std::to_string(p.major) + "." + std::to_string(p.minor)));
-    c.facts.push_back(fact(topics::kHeaderPadding, e.name,
-                           std::to_string(p.trailing_spaces) + " spaces, data at byte " + std::to_string(p.data_offset)));
+    c.facts.push_back(
+        fact(topics::kHeaderPadding, e.name,
+             std::to_string(p.trailing_spaces) + " spaces, data at byte " + std::to_string(p.data_offset)));
     if (p.fortran_order) c.facts.push_back(fact(topics::kFortranOrder, e.name, "True"));
     if (p.big_endian) c.facts.push_back(fact(topics::kByteOrder, e.name, "big"));
   }
@@ -95,7 +99,8 @@ void write_npz(const Value& root, const WriteOptions&, io::Sink& sink) {
   std::vector<Item> items;
   for (const auto& [k, v] : root.as_dict().items) {
     if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor))
-      throw Error(rules::kNotFlat, "a .npz file holds str -> tensor entries; got " + repr(k, 60) + " -> " + std::string(kind_name(v.kind())));
+      throw Error(rules::kNotFlat, "a .npz file holds str -> tensor entries; got " + repr(k, 60) + " -> " +
+                                       std::string(kind_name(v.kind())));
     if (k.as_str().empty() || k.as_str().find('\0') != std::string_view::npos)
       throw Error(rules::kNotFlat, "key " + repr(k, 60) + " cannot name a zip member");
     items.push_back({k.as_str(), v.as_tensor().get()});

@@ -398,7 +398,8 @@ std::optional<Value> stdlib_reduce(const Object& obj) {
     }
     if (args[0].is(Value::Kind::kList)) {  // Python 2 OrderedDict: ([[k, v], ...],)
       for (const Value& pair : args[0].items()) {
-        if (!(pair.is(Value::Kind::kList) || pair.is(Value::Kind::kTuple)) || pair.items().size() != 2) return std::nullopt;
+        if (!(pair.is(Value::Kind::kList) || pair.is(Value::Kind::kTuple)) || pair.items().size() != 2)
+          return std::nullopt;
         if (!dict_set(d->items, index, pair.items()[0], pair.items()[1])) return std::nullopt;
       }
       return Value(std::move(d));
@@ -421,7 +422,8 @@ std::optional<Value> stdlib_reduce(const Object& obj) {
       // Strings hold UTF-8; a lone surrogate (ED A0..BF ..) would make Python raise.
       const std::string_view t = args[0].as_str();
       for (std::size_t i = 0; i + 1 < t.size(); ++i)
-        if (static_cast<unsigned char>(t[i]) == 0xED && static_cast<unsigned char>(t[i + 1]) >= 0xA0) return std::nullopt;
+        if (static_cast<unsigned char>(t[i]) == 0xED && static_cast<unsigned char>(t[i + 1]) >= 0xA0)
+          return std::nullopt;
       return Value::bytes(std::string(t));
     }
     if (!is_latin1(args[1])) return std::nullopt;

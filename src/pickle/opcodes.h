@@ -115,7 +115,9 @@ struct OpInfo {
 namespace detail_ {
 constexpr std::array<OpInfo, 256> make_table() {
   std::array<OpInfo, 256> t{};
-  auto set = [&](std::uint8_t c, std::string_view n, int p, Arg a) { t[c] = OpInfo{n, static_cast<std::int8_t>(p), a}; };
+  auto set = [&](std::uint8_t c, std::string_view n, int p, Arg a) {
+    t[c] = OpInfo{n, static_cast<std::int8_t>(p), a};
+  };
   set(op::kMark, "MARK", 0, Arg::kNone);
   set(op::kStop, "STOP", 0, Arg::kNone);
   set(op::kPop, "POP", 0, Arg::kNone);

@@ -37,7 +37,8 @@ std::string escape_decode(std::string_view s) {
       default:
         if (e >= '0' && e <= '7') {
           int v = e - '0';
-          for (int k = 0; k < 2 && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '7'; ++k) v = v * 8 + (s[++i] - '0');
+          for (int k = 0; k < 2 && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '7'; ++k)
+            v = v * 8 + (s[++i] - '0');
           out += static_cast<char>(v & 0xFF);
         } else {
           out += '\\';  // unknown escapes stay as they are (Python: DeprecationWarning)
@@ -67,12 +68,14 @@ std::string raw_unicode_escape_decode(std::string_view s) {
     std::uint32_t cp = 0;
     for (std::size_t k = 0; k < count; ++k) {
       int h = after + 1 + k < s.size() ? util::hex_digit(s[after + 1 + k]) : -1;
-      if (h < 0) throw Error(rules::kBadStringLiteral, std::string("UNICODE has a truncated \\") + s[after] + " escape");
+      if (h < 0)
+        throw Error(rules::kBadStringLiteral, std::string("UNICODE has a truncated \\") + s[after] + " escape");
       cp = cp * 16 + static_cast<std::uint32_t>(h);
     }
     if (cp > 0x10FFFF) throw Error(rules::kBadStringLiteral, "UNICODE escape is beyond U+10FFFF");
     if (cp >= 0xD800 && cp <= 0xDFFF)
-      throw Error(rules::kSurrogate, "UNICODE holds the surrogate code point " + std::to_string(cp) + " (not representable)");
+      throw Error(rules::kSurrogate,
+                  "UNICODE holds the surrogate code point " + std::to_string(cp) + " (not representable)");
     util::append_utf8(out, cp);
     i = after + 1 + count;
   }

@@ -36,7 +36,9 @@ namespace tensorseal::detail::pickle {
 
 namespace {
 
-[[noreturn]] void fail(const Rule& rule, std::string detail) { throw Error(rule, std::move(detail), "<pickle writer>"); }
+[[noreturn]] void fail(const Rule& rule, std::string detail) {
+  throw Error(rule, std::move(detail), "<pickle writer>");
+}
 
 void emit(std::string& out, std::uint8_t code) { out += static_cast<char>(code); }
 

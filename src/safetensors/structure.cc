@@ -223,7 +223,10 @@ struct Encoder {
 struct Decoder {
   const Dict& flat;
   const std::string& file;
-  std::map<std::tuple<std::string, std::int64_t, std::vector<std::int64_t>, std::vector<std::int64_t>, bool, bool, NumpyType>, Value> views;
+  std::map<std::tuple<std::string, std::int64_t, std::vector<std::int64_t>, std::vector<std::int64_t>, bool, bool,
+                      NumpyType>,
+           Value>
+      views;
 
   [[noreturn]] void bad(const std::string& why) const {
     throw Error(rules::kBadStructure, "tensorseal.structure: " + why, file);
@@ -285,7 +288,9 @@ struct Decoder {
     if (auto it = j.find("d"); it != j.end()) {
       auto d = std::make_shared<Dict>();
       const std::string kind = j.value("kind", "");
-      d->kind = kind == "OrderedDict" ? DictKind::kOrderedDict : kind == "Counter" ? DictKind::kCounter : DictKind::kDict;
+      d->kind = kind == "OrderedDict" ? DictKind::kOrderedDict
+                : kind == "Counter"   ? DictKind::kCounter
+                                      : DictKind::kDict;
       for (auto& [k, v] : items(*it, depth)) d->set(k, v);
       if (auto a = j.find("attrs"); a != j.end()) {
         d->attrs = std::make_shared<Dict>();
@@ -314,7 +319,8 @@ struct Decoder {
       if (auto b = j.find("base"); b != j.end()) {
         // A view sharing the base tensor's storage (see Encoder::plan_bases).
         const Value* base = flat.find(b->get<std::string>());
-        if (!base || !base->is(Value::Kind::kTensor)) bad("names base tensor '" + b->get<std::string>() + "' that the file lacks");
+        if (!base || !base->is(Value::Kind::kTensor))
+          bad("names base tensor '" + b->get<std::string>() + "' that the file lacks");
         const Tensor& bt = *base->as_tensor();
         auto view = std::make_shared<Tensor>(*t->as_tensor());
         view->storage = bt.storage;
@@ -331,7 +337,8 @@ struct Decoder {
           bad(std::string("view does not fit its base: ") + e.detail());
         }
         // Views of one base must stay one object per distinct view.
-        auto key = std::make_tuple(b->get<std::string>(), view->storage_offset, view->shape, view->strides, rg, param, np);
+        auto key =
+            std::make_tuple(b->get<std::string>(), view->storage_offset, view->shape, view->strides, rg, param, np);
         Value out{std::shared_ptr<const Tensor>(view)};
         if (attributes) return out;  // its own object: attributes are not part of the key
         auto known = views.find(key);

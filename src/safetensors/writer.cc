@@ -85,7 +85,8 @@ namespace {
 // The safetensors file itself: `root` is a dict of str -> tensor.
 void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) {
   if (!root.is(Value::Kind::kDict))
-    throw Error(rules::kNotFlat, "safetensors holds a dict of named tensors; got " + std::string(kind_name(root.kind())));
+    throw Error(rules::kNotFlat,
+                "safetensors holds a dict of named tensors; got " + std::string(kind_name(root.kind())));
   std::vector<Item> items;
   for (const auto& [k, v] : root.as_dict().items) {
     if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor))
@@ -146,7 +147,9 @@ void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) 
   if (header.size() > safetensors::kMaxHeaderSize)  // safetensors' serialize() refuses it too
     throw Error(rules::kHeaderTooLarge, "header of " + std::to_string(header.size()) + " bytes exceeds " +
                                                 std::to_string(safetensors::kMaxHeaderSize));
-  header.append((safetensors::kHeaderAlignment - header.size() % safetensors::kHeaderAlignment) % safetensors::kHeaderAlignment, ' ');
+  header.append(
+      (safetensors::kHeaderAlignment - header.size() % safetensors::kHeaderAlignment) % safetensors::kHeaderAlignment,
+      ' ');
 
   std::string prefix;
   util::append_le<std::uint64_t>(prefix, header.size());

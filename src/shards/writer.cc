@@ -40,8 +40,10 @@ std::uint64_t parse_shard_size(std::string_view text) {
   if (s.size() >= 2) {
     std::string u = s.substr(s.size() - 2);
     for (auto& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    const std::pair<std::string_view, std::uint64_t> units[] = {
-        {"KB", detail::shards::kKB}, {"MB", detail::shards::kMB}, {"GB", detail::shards::kGB}, {"TB", detail::shards::kTB}};
+    const std::pair<std::string_view, std::uint64_t> units[] = {{"KB", detail::shards::kKB},
+                                                                {"MB", detail::shards::kMB},
+                                                                {"GB", detail::shards::kGB},
+                                                                {"TB", detail::shards::kTB}};
     for (const auto& [name, mult] : units)
       if (u == name) unit = mult;
     if (unit != 1) {
@@ -107,7 +109,8 @@ std::vector<std::vector<std::size_t>> plan(const std::vector<Entry>& entries, co
 std::string shard_file_name(std::size_t i, std::size_t n) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*s%05zu-of-%05zu%.*s", static_cast<int>(shards::kShardPrefix.size()),
-                shards::kShardPrefix.data(), i, n, static_cast<int>(shards::kShardSuffix.size()), shards::kShardSuffix.data());
+                shards::kShardPrefix.data(), i, n, static_cast<int>(shards::kShardSuffix.size()),
+                shards::kShardSuffix.data());
   return buf;
 }
 

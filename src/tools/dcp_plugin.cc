@@ -89,7 +89,8 @@ std::vector<DcpRecord> dcp_write_items(const fs::path& target, std::uint32_t ran
   const fs::path staging = dcp_staging_dir(target);
   std::error_code ec;
   if (!fs::is_directory(staging, ec))
-    throw Error(detail::dcp::rules::kWriteTarget, "the staging directory is missing (the coordinator prepares it in prepare_global_plan)",
+    throw Error(detail::dcp::rules::kWriteTarget,
+                "the staging directory is missing (the coordinator prepares it in prepare_global_plan)",
                 staging.string());
   // BYTE_IO items by fqn, then tensor chunks by (fqn, offsets): the plan's order and the
   // state dict's never reach the bytes.
@@ -123,8 +124,9 @@ std::vector<DcpRecord> dcp_write_items(const fs::path& target, std::uint32_t ran
                     target.string());
       const Tensor& t = *it.value.as_tensor();
       if (t.shape.size() != it.offsets->size())
-        throw Error(detail::dcp::rules::kWritePlan, item_text(it.fqn, it.offsets) + " has " + std::to_string(t.shape.size()) +
-                                              " dimensions", target.string());
+        throw Error(detail::dcp::rules::kWritePlan,
+                    item_text(it.fqn, it.offsets) + " has " + std::to_string(t.shape.size()) + " dimensions",
+                    target.string());
       r.sizes = t.shape;
       r.dtype = t.dtype;
       // DCP hands chunks back as plain tensors.
@@ -209,13 +211,16 @@ void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpR
       find(e.fqn, std::nullopt);
       continue;
     }
-    std::sort(e.chunks.begin(), e.chunks.end(), [](const DcpChunk& a, const DcpChunk& b) { return a.offsets < b.offsets; });
+    std::sort(e.chunks.begin(), e.chunks.end(),
+              [](const DcpChunk& a, const DcpChunk& b) { return a.offsets < b.offsets; });
     for (std::size_t c = 0; c < e.chunks.size(); ++c) {
       const DcpRecord* r = find(e.fqn, e.chunks[c].offsets);
       if (r->sizes != e.chunks[c].sizes || r->dtype != e.dtype)
-        throw Error(detail::dcp::rules::kWritePlan, item_text(e.fqn, r->offsets) + " was written as " + std::string(name(r->dtype)) +
-                                              shape_text(r->sizes) + ", planned as " + std::string(name(e.dtype)) +
-                                              shape_text(e.chunks[c].sizes), tname);
+        throw Error(detail::dcp::rules::kWritePlan,
+                    item_text(e.fqn, r->offsets) + " was written as " + std::string(name(r->dtype)) +
+                        shape_text(r->sizes) + ", planned as " + std::string(name(e.dtype)) +
+                        shape_text(e.chunks[c].sizes),
+                    tname);
       index[detail::dcp::item_key(e.fqn, e.chunks[c].offsets)] = static_cast<std::int64_t>(c);
     }
   }
@@ -292,9 +297,9 @@ std::shared_ptr<const Tensor> DcpReader::chunk(const std::string& fqn, const std
     if (e->chunks[c].offsets != offsets) continue;
     auto t = m.items->chunk(e->storage[c], fqn, what);
     if (t->dtype != e->dtype || t->shape != e->chunks[c].sizes)
-      throw Error(detail::dcp::rules::kChunkMismatch, what + " is " + std::string(name(t->dtype)) + shape_text(t->shape) +
-                                                ", .metadata says " + std::string(name(e->dtype)) +
-                                                shape_text(e->chunks[c].sizes),
+      throw Error(detail::dcp::rules::kChunkMismatch,
+                  what + " is " + std::string(name(t->dtype)) + shape_text(t->shape) + ", .metadata says " +
+                      std::string(name(e->dtype)) + shape_text(e->chunks[c].sizes),
                   m.items->file(e->storage[c].relative_path).name, e->storage[c].offset);
     return t;
   }

@@ -215,8 +215,9 @@ struct Comparer {
     if (std::isinf(xr) || std::isinf(xi) || std::isinf(yr) || std::isinf(yi)) ++s.inf_mismatch;
     const double abs = std::hypot(xr - yr, xi - yi);
     const double bmag = std::hypot(yr, yi);
-    const std::uint64_t ulp = std::max(clamp_u64(abs128(detail::tools::float_ordinal(c, ra) - detail::tools::float_ordinal(c, rb))),
-                                       clamp_u64(abs128(detail::tools::float_ordinal(c, ia) - detail::tools::float_ordinal(c, ib))));
+    const std::uint64_t ulp =
+        std::max(clamp_u64(abs128(detail::tools::float_ordinal(c, ra) - detail::tools::float_ordinal(c, rb))),
+                 clamp_u64(abs128(detail::tools::float_ordinal(c, ia) - detail::tools::float_ordinal(c, ib))));
     numeric(s, abs, rel_of(abs, bmag), static_cast<double>(ulp), bmag, ulp);
   }
 
@@ -224,8 +225,10 @@ struct Comparer {
   // measured at the coarser side's value, fractional.
   void cross(const Pair& p, const std::byte* pa, const std::byte* pb, std::uint64_t i, Stats& s) const {
     ++s.bit_different;
-    const double xr = detail::tools::component_value(*p.ca, pa, 0), xi = p.ca->complex ? detail::tools::component_value(*p.ca, pa, 1) : 0;
-    const double yr = detail::tools::component_value(*p.cb, pb, 0), yi = p.cb->complex ? detail::tools::component_value(*p.cb, pb, 1) : 0;
+    const double xr = detail::tools::component_value(*p.ca, pa, 0),
+                 xi = p.ca->complex ? detail::tools::component_value(*p.ca, pa, 1) : 0;
+    const double yr = detail::tools::component_value(*p.cb, pb, 0),
+                 yi = p.cb->complex ? detail::tools::component_value(*p.cb, pb, 1) : 0;
     const bool nx = std::isnan(xr) || std::isnan(xi), ny = std::isnan(yr) || std::isnan(yi);
     if (nx && ny) {
       s.add_hist(0);
@@ -434,7 +437,8 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
       r.values.push_back({d.path + " (requires_grad)", d.requires_grad_a ? "True" : "False",
                           d.requires_grad_b ? "True" : "False"});
     if (d.parameter_a != d.parameter_b)
-      r.values.push_back({d.path + " (nn.Parameter)", d.parameter_a ? "True" : "False", d.parameter_b ? "True" : "False"});
+      r.values.push_back(
+          {d.path + " (nn.Parameter)", d.parameter_a ? "True" : "False", d.parameter_b ? "True" : "False"});
     auto quant_text = [](const Tensor& t) {
       return t.quantization ? detail::tools::quantization_line(*t.quantization) : std::string("none");
     };
@@ -629,16 +633,19 @@ std::string to_json(const DiffReport& r) {
   j["tensors"] = std::move(tensors);
   auto one_sided = [](const std::vector<TensorOnly>& v) {
     ojson a = ojson::array();
-    for (const auto& t : v) a.push_back({{"path", t.path}, {"dtype", name(t.dtype)}, {"shape", t.shape}, {"sha256", t.sha256}});
+    for (const auto& t : v)
+      a.push_back({{"path", t.path}, {"dtype", name(t.dtype)}, {"shape", t.shape}, {"sha256", t.sha256}});
     return a;
   };
   j["only_in_a"] = one_sided(r.only_in_a);
   j["only_in_b"] = one_sided(r.only_in_b);
   ojson ren = ojson::array();
-  for (const auto& t : r.renamed) ren.push_back({{"path_a", t.path_a}, {"path_b", t.path_b}, {"dtype", name(t.dtype)}, {"shape", t.shape}});
+  for (const auto& t : r.renamed)
+    ren.push_back({{"path_a", t.path_a}, {"path_b", t.path_b}, {"dtype", name(t.dtype)}, {"shape", t.shape}});
   j["renamed"] = std::move(ren);
   ojson vals = ojson::array();
-  for (const auto& v : r.values) vals.push_back({{"path", v.path}, {"a", detail::tools::or_null(v.a)}, {"b", detail::tools::or_null(v.b)}});
+  for (const auto& v : r.values)
+    vals.push_back({{"path", v.path}, {"a", detail::tools::or_null(v.a)}, {"b", detail::tools::or_null(v.b)}});
   j["values"] = std::move(vals);
   return detail::tools::dump(j);
 }

@@ -110,8 +110,9 @@ double decode_generic(const ElementCodec& c, std::uint64_t bits) {
       break;
     default: break;
   }
-  double v = exp == 0 ? std::ldexp(static_cast<double>(man), 1 - c.bias - m)
-                      : std::ldexp(static_cast<double>((std::uint64_t{1} << m) | man), static_cast<int>(exp) - c.bias - m);
+  double v = exp == 0
+                 ? std::ldexp(static_cast<double>(man), 1 - c.bias - m)
+                 : std::ldexp(static_cast<double>((std::uint64_t{1} << m) | man), static_cast<int>(exp) - c.bias - m);
   return sign ? -v : v;
 }
 

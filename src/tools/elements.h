@@ -109,7 +109,8 @@ inline __int128 int_value(const ElementCodec& c, const std::byte* p) noexcept {
 
 // Any decodable element component as a double (integers rounded beyond 2^53).
 inline double component_value(const ElementCodec& c, const std::byte* p, int component = 0) noexcept {
-  if (c.kind == DTypeKind::kFloat || c.kind == DTypeKind::kComplex) return float_from_bits(c, load_bits(c, p, component));
+  if (c.kind == DTypeKind::kFloat || c.kind == DTypeKind::kComplex)
+    return float_from_bits(c, load_bits(c, p, component));
   if (component != 0) return 0.0;
   return static_cast<double>(int_value(c, p));
 }

@@ -21,8 +21,8 @@ using detail::core::Topic;
 // Topics of explain's own comparisons (the rest are facts from the readers).
 constexpr Topic kFormat{"format", "the container format differs (the same content can be stored as torch zip, "
                                   "legacy torch, pickle, safetensors or numpy files)"};
-constexpr Topic kMetadata{"metadata",
-                          "user metadata stored beside the content (safetensors __metadata__) differs; it is not content"};
+constexpr Topic kMetadata{
+    "metadata", "user metadata stored beside the content (safetensors __metadata__) differs; it is not content"};
 constexpr Topic kOrderTensors{"order.tensors", "the tensors are stored in a different order; order is not content"};
 constexpr Topic kData{"data", "the content differs: some tensors or values are not the same (see `tseal diff`)"};
 constexpr Topic kOwnTopics[] = {kFormat, kMetadata, kOrderTensors, kData};
@@ -84,7 +84,8 @@ void compare_facts(const Checkpoint& a, const Checkpoint& b, ExplainReport& r) {
     const Fact& fb = b.facts[it->second.front()];
     used[it->second.front()] = true;
     it->second.pop_front();
-    if (fa.value != fb.value) r.differences.push_back({fa.topic, fa.where, fa.value, fb.value, explain_topic(fa.topic)});
+    if (fa.value != fb.value)
+      r.differences.push_back({fa.topic, fa.where, fa.value, fb.value, explain_topic(fa.topic)});
   }
   for (std::size_t i = 0; i < b.facts.size(); ++i)
     if (!used[i]) {
@@ -97,7 +98,8 @@ void compare_metadata(const Checkpoint& a, const Checkpoint& b, ExplainReport& r
   std::map<std::string, std::string> ma(a.metadata.begin(), a.metadata.end());
   std::map<std::string, std::string> mb(b.metadata.begin(), b.metadata.end());
   auto differ = [&](const std::string& key, std::optional<std::string> x, std::optional<std::string> y) {
-    r.differences.push_back({std::string(kMetadata.id), key, std::move(x), std::move(y), std::string(kMetadata.sentence)});
+    r.differences.push_back(
+        {std::string(kMetadata.id), key, std::move(x), std::move(y), std::string(kMetadata.sentence)});
   };
   for (const auto& [k, v] : ma) {
     auto it = mb.find(k);
@@ -123,8 +125,8 @@ void compare_order(const Checkpoint& a, const Checkpoint& b, ExplainReport& r) {
   if (oa == ob) return;
   std::size_t i = 0;
   while (i < oa.size() && i < ob.size() && oa[i] == ob[i]) ++i;
-  r.differences.push_back({std::string(kOrderTensors.id), "tensor #" + std::to_string(i), join_paths(oa), join_paths(ob),
-                           std::string(kOrderTensors.sentence)});
+  r.differences.push_back({std::string(kOrderTensors.id), "tensor #" + std::to_string(i), join_paths(oa),
+                           join_paths(ob), std::string(kOrderTensors.sentence)});
 }
 
 }  // namespace
@@ -198,7 +200,11 @@ std::string to_json(const ExplainReport& r) {
   j["differing_tensors"] = r.differing_tensors;
   ojson d = ojson::array();
   for (const auto& x : r.differences)
-    d.push_back({{"topic", x.topic}, {"where", x.where}, {"a", detail::tools::or_null(x.a)}, {"b", detail::tools::or_null(x.b)}, {"explanation", x.explanation}});
+    d.push_back({{"topic", x.topic},
+                 {"where", x.where},
+                 {"a", detail::tools::or_null(x.a)},
+                 {"b", detail::tools::or_null(x.b)},
+                 {"explanation", x.explanation}});
   j["differences"] = std::move(d);
   return detail::tools::dump(j);
 }

@@ -82,7 +82,8 @@ std::string git_or_throw(const std::filesystem::path& dir, const std::vector<std
 
 std::filesystem::path home() {
   const char* h = std::getenv("HOME");
-  if (h == nullptr || *h == '\0') throw Error(rules::kGitCommand, "HOME is not set; cannot find the global attributes file");
+  if (h == nullptr || *h == '\0')
+    throw Error(rules::kGitCommand, "HOME is not set; cannot find the global attributes file");
   return h;
 }
 

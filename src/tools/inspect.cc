@@ -229,11 +229,17 @@ std::string to_json(const InspectReport& r) {
   j["content_hash"] = r.content_hash;
   ojson tensors = ojson::array();
   for (const auto& t : r.tensors)
-    tensors.push_back({{"path", t.path}, {"dtype", name(t.dtype)}, {"shape", t.shape}, {"nbytes", t.nbytes},
-                       {"sha256", detail::tools::or_null_if_empty(t.sha256)}, {"alias_of", detail::tools::or_null_if_empty(t.alias_of)}, {"type", t.type},
+    tensors.push_back({{"path", t.path},
+                       {"dtype", name(t.dtype)},
+                       {"shape", t.shape},
+                       {"nbytes", t.nbytes},
+                       {"sha256", detail::tools::or_null_if_empty(t.sha256)},
+                       {"alias_of", detail::tools::or_null_if_empty(t.alias_of)},
+                       {"type", t.type},
                        {"quantization", quantization_json(t.quantization.get())},
                        {"attributes", t.attributes ? ojson(repr(*t.attributes, 1000)) : ojson(nullptr)},
-                       {"layout", t.layout}, {"parts", parts_json(t.parts)}});
+                       {"layout", t.layout},
+                       {"parts", parts_json(t.parts)}});
   j["tensors"] = std::move(tensors);
   ojson metadata = ojson::object();
   for (const auto& [k, v] : r.metadata) metadata[k] = v;

@@ -74,7 +74,8 @@ th,td{border-bottom:1px solid #e3e3e3;padding:4px 8px;text-align:left;white-spac
 th{background:#f4f5f7;cursor:pointer;user-select:none;position:sticky;top:0} th:hover{background:#e8eaee}
 td.num{text-align:right;font-family:ui-monospace,Menlo,monospace} td.path{font-family:ui-monospace,Menlo,monospace}
 tr.identical td.st{color:#1e7d34} tr.different td.st{color:#c5221f;font-weight:600}
-tr.within-tolerance td.st,tr.numerically-equal td.st{color:#b06000} tr.shape-changed td.st,tr.incomparable td.st{color:#8430ce}
+tr.within-tolerance td.st,tr.numerically-equal td.st{color:#b06000}
+tr.shape-changed td.st,tr.incomparable td.st{color:#8430ce}
 svg{background:#fbfbfc;border:1px solid #e3e3e3;border-radius:4px}
 svg text{font:10px system-ui,sans-serif;fill:#444}
 .hists{display:flex;flex-wrap:wrap;gap:12px}
@@ -175,7 +176,8 @@ std::string histogram_svg(const TensorDiff& t) {
   const double base = H - B;
   s += "<line x1=\"" + num(L) + "\" x2=\"" + num(W - R) + "\" y1=\"" + num(base) + "\" y2=\"" + num(base) +
        "\" stroke=\"#888\"/>";
-  s += "<text x=\"" + num(L - 3) + "\" y=\"" + num(T + 4) + "\" text-anchor=\"end\">" + std::to_string(peak) + "</text>";
+  s +=
+      "<text x=\"" + num(L - 3) + "\" y=\"" + num(T + 4) + "\" text-anchor=\"end\">" + std::to_string(peak) + "</text>";
   for (std::size_t k = 0; k < h.size(); ++k) {
     const double x = L + step * static_cast<double>(k);
     const double frac = top > 0 ? std::log10(static_cast<double>(h[k]) + 1) / top : 0;
@@ -216,7 +218,8 @@ std::string html_report(const DiffReport& r) {
   const char* labels[6] = {"identical", "numerically equal", "within tolerance", "different", "shape changed",
                            "incomparable"};
   for (int i = 0; i < 6; ++i)
-    if (counts[i] || i == 0) h += "<span class=\"card\">" + std::string(labels[i]) + ": " + std::to_string(counts[i]) + "</span>";
+    if (counts[i] || i == 0)
+      h += "<span class=\"card\">" + std::string(labels[i]) + ": " + std::to_string(counts[i]) + "</span>";
   h += "<span class=\"card\">only in A: " + std::to_string(r.only_in_a.size()) + "</span>";
   h += "<span class=\"card\">only in B: " + std::to_string(r.only_in_b.size()) + "</span>";
   h += "<span class=\"card\">renamed: " + std::to_string(r.renamed.size()) + "</span>";

@@ -153,7 +153,8 @@ Verdict classify_global(std::string_view module_in, std::string_view name, std::
     const bool last = dot == full.size();
     for (auto m : kDangerousModules)
       if (m == part && !last)
-        return say(Verdict::kDangerous, "reaches module '" + std::string(part) + "', which can run commands, import code or touch the system");
+        return say(Verdict::kDangerous, "reaches module '" + std::string(part) +
+                                            "', which can run commands, import code or touch the system");
     if (last && begin > 0)
       for (auto leaf : kDangerousLeaves)
         if (leaf == part) return say(Verdict::kDangerous, "'" + std::string(part) + "' runs code or commands");
@@ -190,7 +191,8 @@ ScanReport summarize(const std::string& file, Format format, const std::vector<G
     f.verdict = classify_global(g.module, g.name, &f.reason);
     index.emplace(key, r.findings.size());
     r.findings.push_back(std::move(f));
-    if (static_cast<int>(r.findings.back().verdict) > static_cast<int>(r.verdict)) r.verdict = r.findings.back().verdict;
+    if (static_cast<int>(r.findings.back().verdict) > static_cast<int>(r.verdict))
+      r.verdict = r.findings.back().verdict;
   }
   return r;
 }
@@ -206,7 +208,8 @@ void require_safe(const ScanReport& r) {
   if (bad.empty()) return;
   std::string names;
   for (std::size_t i = 0; i < bad.size() && i < 8; ++i)
-    names += (i ? ", " : "") + bad[i]->module + "." + bad[i]->name + " (" + std::string(verdict_name(bad[i]->verdict)) + ")";
+    names +=
+        (i ? ", " : "") + bad[i]->module + "." + bad[i]->name + " (" + std::string(verdict_name(bad[i]->verdict)) + ")";
   const Rule rule = bad[0]->verdict == Verdict::kDangerous ? rules::kDangerousGlobal : rules::kUnknownGlobal;
   throw Error(rule,
               "weights_only load refused " + std::to_string(bad.size()) + " global(s) outside the safe set: " + names +

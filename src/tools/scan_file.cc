@@ -114,7 +114,8 @@ class Scanner {
 
  private:
   void note(const char* what) {
-    if (std::find(interpretations.begin(), interpretations.end(), what) == interpretations.end()) interpretations.push_back(what);
+    if (std::find(interpretations.begin(), interpretations.end(), what) == interpretations.end())
+      interpretations.push_back(what);
   }
   bool unsafe_since(std::size_t before) const {
     for (std::size_t i = before; i < refs.size(); ++i)
@@ -135,17 +136,19 @@ class Scanner {
       const std::string at = where + " @ " + std::to_string(off);
       const auto& args = o.args->items();
       if (args.size() != 1 || !args[0].is(Value::Kind::kBytes) || args[0].is_bytearray()) {
-        refs.push_back(GlobalRef{std::string(detail::pickle::kComputedModule), "<_load_from_bytes payload built at load time>", at});
+        refs.push_back(GlobalRef{std::string(detail::pickle::kComputedModule),
+                                 "<_load_from_bytes payload built at load time>", at});
         return std::nullopt;
       }
       if (depth >= limits_.max_nested_files)
         throw Error(detail::torch::rules::kNestingTooDeep,
-                    "_load_from_bytes payloads nested deeper than max_nested_files (" + std::to_string(limits_.max_nested_files) + ")",
+                    "_load_from_bytes payloads nested deeper than max_nested_files (" +
+                        std::to_string(limits_.max_nested_files) + ")",
                     file_, off);
       const std::string_view b = args[0].as_bytes();
       std::optional<Error> nested_error;
-      blob(Bytes(reinterpret_cast<const std::byte*>(b.data()), b.size()), where + "/_load_from_bytes#" + std::to_string(++nested_),
-           depth + 1, false, nested_error);
+      blob(Bytes(reinterpret_cast<const std::byte*>(b.data()), b.size()),
+           where + "/_load_from_bytes#" + std::to_string(++nested_), depth + 1, false, nested_error);
       if (nested_error) throw *nested_error;
       return std::nullopt;
     };
@@ -182,15 +185,18 @@ class Scanner {
                bool& complete) {
     complete = true;
     if (e.data_offset > file.size()) return {};
-    const Bytes raw = file.subspan(e.data_offset, std::min<std::uint64_t>(e.compressed_size, file.size() - e.data_offset));
-    if (e.method == detail::zip::kMethodStored) return raw.first(std::min<std::uint64_t>(raw.size(), e.size ? e.size : raw.size()));
+    const Bytes raw =
+        file.subspan(e.data_offset, std::min<std::uint64_t>(e.compressed_size, file.size() - e.data_offset));
+    if (e.method == detail::zip::kMethodStored)
+      return raw.first(std::min<std::uint64_t>(raw.size(), e.size ? e.size : raw.size()));
     if (e.method != detail::zip::kMethodDeflated) return {};
     detail::zip::Inflated in = detail::zip::inflate_bounded(raw, cap);
     complete = in.ended;
     scratch = std::move(in.data);
     if (in.over && cap == limits_.max_pickle_inflate)
       throw Error(detail::zip::rules::kEntryTooLarge,
-                  "entry '" + e.name + "' inflates past max_pickle_inflate (" + std::to_string(cap) + " bytes)", file_, e.data_offset);
+                  "entry '" + e.name + "' inflates past max_pickle_inflate (" + std::to_string(cap) + " bytes)", file_,
+                  e.data_offset);
     return {scratch.data(), scratch.size()};
   }
 
@@ -227,7 +233,8 @@ class Scanner {
     // A pickle: a .pkl name, or data opening with PROTO n.
     std::vector<std::byte> peek_buf;
     const Bytes peek = member(file, e, 2, peek_buf, complete);
-    const bool proto = peek.size() >= 2 && static_cast<unsigned char>(peek[0]) == 0x80 && static_cast<unsigned char>(peek[1]) <= 5;
+    const bool proto =
+        peek.size() >= 2 && static_cast<unsigned char>(peek[0]) == 0x80 && static_cast<unsigned char>(peek[1]) <= 5;
     if (!has(e.name, ".pkl") && !proto) return;
     guard(!has(e.name, ".pkl"), [&] {
       const Bytes data = member(file, e, limits_.max_pickle_inflate, scratch, complete);
@@ -278,7 +285,8 @@ class Scanner {
       e.data_offset = name_at + name_len + extra_len;
       // Unknown sizes (data descriptor, zip64): everything to the end of the file; a
       // pickle stops at STOP, inflate at the end of its stream.
-      if ((e.flags & detail::zip::kFlagDataDescriptor) || e.compressed_size == detail::zip::kSentinel32 || e.compressed_size == 0) {
+      if ((e.flags & detail::zip::kFlagDataDescriptor) || e.compressed_size == detail::zip::kSentinel32 ||
+          e.compressed_size == 0) {
         e.compressed_size = data.size() - e.data_offset;
         e.size = 0;
       }
@@ -322,10 +330,12 @@ class Scanner {
       if (h[0] == '\0') break;  // end-of-archive blocks
       const std::string name(h, strnlen(h, 100));
       std::uint64_t size = 0;
-      for (int i = 124; i < 136 && h[i] >= '0' && h[i] <= '7'; ++i) size = size * 8 + static_cast<std::uint64_t>(h[i] - '0');
+      for (int i = 124; i < 136 && h[i] >= '0' && h[i] <= '7'; ++i)
+        size = size * 8 + static_cast<std::uint64_t>(h[i] - '0');
       const std::uint64_t body = pos + kTarBlock;
       if (body > data.size() || size > data.size() - body)
-        throw Error(tensorseal::rules::kUnknownFormat, "tar member '" + name + "' runs past the end of the file", file_, pos + 124);
+        throw Error(tensorseal::rules::kUnknownFormat, "tar member '" + name + "' runs past the end of the file", file_,
+                    pos + 124);
       const std::string at = where + "/" + name;
       const Bytes m = data.subspan(body, size);
       if (h[156] == '0' || h[156] == '\0') {
@@ -349,7 +359,8 @@ class Scanner {
       return p.value;
     };
     auto need = [&](std::uint64_t n) {
-      if (n > m.size() - pos) throw Error(tensorseal::rules::kUnknownFormat, "tar member '" + at + "' ends early", file_, base + pos);
+      if (n > m.size() - pos)
+        throw Error(tensorseal::rules::kUnknownFormat, "tar member '" + at + "' ends early", file_, base + pos);
     };
     const Value count = next();
     if (!count.is(Value::Kind::kInt) || count.as_int() < 0) return;
@@ -357,7 +368,8 @@ class Scanner {
       const Value args = next();
       if (storages) {
         // (key, location, storage class): the class gives the element size.
-        if (!args.is(Value::Kind::kTuple) || args.items().size() != 3 || !args.items()[2].is(Value::Kind::kGlobal)) return;
+        if (!args.is(Value::Kind::kTuple) || args.items().size() != 3 || !args.items()[2].is(Value::Kind::kGlobal))
+          return;
         const auto dt = dtype_from_legacy_storage(args.items()[2].as_global().name);
         if (!dt) return;
         need(8);
@@ -398,7 +410,8 @@ ScanReport scan_records(const std::filesystem::path& path, const ReadOptions& op
   const auto bytes = file->bytes();
   s.records(bytes, path.string());
   constexpr std::array<std::byte, 4> kZstdMagic{std::byte{0x28}, std::byte{0xB5}, std::byte{0x2F}, std::byte{0xFD}};
-  for (auto at = bytes.begin(); (at = std::search(at, bytes.end(), kZstdMagic.begin(), kZstdMagic.end())) != bytes.end();) {
+  for (auto at = bytes.begin();
+       (at = std::search(at, bytes.end(), kZstdMagic.begin(), kZstdMagic.end())) != bytes.end();) {
     const auto offset = static_cast<std::uint64_t>(at - bytes.begin());
     const std::size_t frame = detail::dcp::zstd_frame_size(bytes.subspan(offset));
     if (frame == 0) {
@@ -445,9 +458,11 @@ ScanReport scan_directory(const std::filesystem::path& path, const ReadOptions& 
     if (ext == ".json" || ext == ".txt" || ext == ".md") continue;  // text the loaders parse as text
     ScanReport one = ext == detail::dcp::kDataSuffix ? scan_records(f, options) : scan_file(f, options);
     for (const auto& finding : one.findings)
-      for (std::size_t i = 0; i < finding.count; ++i) refs.push_back(GlobalRef{finding.module, finding.name, finding.where});
+      for (std::size_t i = 0; i < finding.count; ++i)
+        refs.push_back(GlobalRef{finding.module, finding.name, finding.where});
     for (auto& i : one.interpretations)
-      if (std::find(interpretations.begin(), interpretations.end(), i) == interpretations.end()) interpretations.push_back(i);
+      if (std::find(interpretations.begin(), interpretations.end(), i) == interpretations.end())
+        interpretations.push_back(i);
     if (one.incomplete && !r.incomplete) {
       r.incomplete = true;
       r.error = one.error;
@@ -495,7 +510,8 @@ ScanReport scan_file(const std::filesystem::path& path, const ReadOptions& optio
   if (primary_error) throw *primary_error;
   if (s.evidence_error) throw *s.evidence_error;
   if (r.interpretations.empty())
-    throw Error(rules::kUnknownFormat, "not a file any loader tensorseal knows would read (pickle, zip, npy, safetensors, tar)", name, 0);
+    throw Error(rules::kUnknownFormat,
+                "not a file any loader tensorseal knows would read (pickle, zip, npy, safetensors, tar)", name, 0);
   return r;
 }
 

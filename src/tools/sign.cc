@@ -92,10 +92,12 @@ std::string key_type(EVP_PKEY* key, const fs::path& path) {
       const std::string g(group, len);
       if (g == "prime256v1" || g == "P-256") return "ecdsa-p256";
       if (g == "secp384r1" || g == "P-384") return "ecdsa-p384";
-      throw Error(rules::kSignKey, "an ECDSA key on curve " + g + "; tensorseal signs with P-256 or P-384", path.string());
+      throw Error(rules::kSignKey, "an ECDSA key on curve " + g + "; tensorseal signs with P-256 or P-384",
+                  path.string());
     }
   }
-  throw Error(rules::kSignKey, std::string("a ") + OBJ_nid2sn(id) + " key; tensorseal signs with Ed25519 or ECDSA P-256/P-384",
+  throw Error(rules::kSignKey,
+              std::string("a ") + OBJ_nid2sn(id) + " key; tensorseal signs with Ed25519 or ECDSA P-256/P-384",
               path.string());
 }
 
@@ -134,7 +136,8 @@ std::optional<std::string> unbase64(std::string_view in) {
   std::size_t pad = 0;
   for (std::size_t i = 0; i < in.size(); ++i) {
     const char c = in[i];
-    const bool alnum = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
+    const bool alnum =
+        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
     if (c == '=' && i + 2 >= in.size()) ++pad;
     else if (!alnum || pad) return std::nullopt;
   }
@@ -206,7 +209,8 @@ std::string manifest_statement(const InspectReport& r, std::string_view name) {
                        {"sha256", t->sha256}});
   ojson j;
   j["_type"] = kStatementType;
-  j["subject"] = ojson::array({{{"name", name}, {"digest", {{std::string(kContentDigestKey), r.content_hash.substr(7)}}}}});
+  j["subject"] =
+      ojson::array({{{"name", name}, {"digest", {{std::string(kContentDigestKey), r.content_hash.substr(7)}}}}});
   j["predicateType"] = kManifestPredicateType;
   j["predicate"] = {{"content_hash", r.content_hash}, {"tensors", std::move(tensors)}};
   return detail::tools::dump(j) + "\n";
@@ -231,7 +235,8 @@ std::string sign_statement(std::string_view statement, const fs::path& private_k
   ojson j;
   j["mediaType"] = kBundleMediaType;
   j["verificationMaterial"] = {{"publicKey", {{"hint", id}}}};
-  j["dsseEnvelope"] = {{"payload", base64(statement)}, {"payloadType", kDssePayloadType}, {"signatures", std::move(sigs)}};
+  j["dsseEnvelope"] = {
+      {"payload", base64(statement)}, {"payloadType", kDssePayloadType}, {"signatures", std::move(sigs)}};
   return detail::tools::dump(j) + "\n";
 }
 
@@ -300,7 +305,8 @@ SignatureCheck verify_signature(const InspectReport& actual, std::string_view bu
     if (!signed_tensors.emplace(string_member(t, "path", rules::kSignStatement, "a tensor"), std::move(s)).second)
       throw Error(rules::kSignStatement, "the statement lists a tensor path twice");
   }
-  for (const auto& t : actual.tensors) actual_tensors.emplace(t.path, SignedTensor{std::string(name(t.dtype)), t.sha256, t.shape});
+  for (const auto& t : actual.tensors)
+    actual_tensors.emplace(t.path, SignedTensor{std::string(name(t.dtype)), t.sha256, t.shape});
   if (out.content_hash == actual.content_hash && signed_tensors == actual_tensors) return out;
 
   // Name what differs, in path order.
@@ -308,7 +314,8 @@ SignatureCheck verify_signature(const InspectReport& actual, std::string_view bu
   for (const auto& [path, s] : signed_tensors) {
     auto it = actual_tensors.find(path);
     if (it == actual_tensors.end()) diffs.push_back("'" + path + "' (missing)");
-    else if (it->second.dtype != s.dtype) diffs.push_back("'" + path + "' (dtype " + s.dtype + " -> " + it->second.dtype + ")");
+    else if (it->second.dtype != s.dtype)
+      diffs.push_back("'" + path + "' (dtype " + s.dtype + " -> " + it->second.dtype + ")");
     else if (it->second.shape != s.shape)
       diffs.push_back("'" + path + "' (shape " + shape_str(s.shape) + " -> " + shape_str(it->second.shape) + ")");
     else if (it->second.sha256 != s.sha256) diffs.push_back("'" + path + "' (values changed)");

@@ -68,8 +68,9 @@ VerifyResult verify_file(const std::filesystem::path& path, const VerifyOptions&
     r.tensors = tensors.size();
     for (const auto& fact : c.facts) {
       if (fact.topic == detail::torch::topics::kCrcNotRecorded.id)
-        r.warnings.push_back("the archive records no CRC-32 checksums (saved with "
-                             "torch.serialization.set_crc32_options(False)): corruption of its records cannot be detected");
+        r.warnings.push_back(
+            "the archive records no CRC-32 checksums (saved with "
+            "torch.serialization.set_crc32_options(False)): corruption of its records cannot be detected");
       if (fact.topic == detail::torch::topics::kCrcSkipped.id)
         r.warnings.push_back("storage records " + fact.value + " record no CRC-32 checksum (saved under "
                              "torch.serialization.skip_data): their corruption cannot be detected");
@@ -90,8 +91,8 @@ VerifyResult verify_file(const std::filesystem::path& path, const VerifyOptions&
     h.algo = embedded ? embedded->second : HashAlgo::kXxh3;
     const std::string actual = content_hash(c.root, h);
     if (embedded && actual != embedded->first)
-      throw Error(kContentHashMismatch, "embedded content hash " + embedded->first + " but the content hashes to " + actual,
-                  c.file);
+      throw Error(kContentHashMismatch,
+                  "embedded content hash " + embedded->first + " but the content hashes to " + actual, c.file);
     r.content_hash_checked = embedded.has_value();
     if (!options.signature.empty()) {
       if (options.public_key.empty())

@@ -139,8 +139,9 @@ const Value* state_entry(const Value& state, std::string_view name) {
 }
 
 bool is_dtensor_type(const Global& g) {
-  return g.name == "DTensor" && (g.module == "torch.distributed.tensor" || g.module == "torch.distributed.tensor._api" ||
-                                 g.module == "torch.distributed._tensor.api" || g.module == "torch.distributed._tensor");
+  return g.name == "DTensor" &&
+         (g.module == "torch.distributed.tensor" || g.module == "torch.distributed.tensor._api" ||
+          g.module == "torch.distributed._tensor.api" || g.module == "torch.distributed._tensor");
 }
 
 std::optional<Composite> composite_of(const Object& o) {

@@ -81,8 +81,9 @@ inline constexpr Topic kCrcSkipped{"zip.crc_skipped",
     "filled in later): those records cannot be checked for corruption"};
 inline constexpr Topic kUnexpectedRecords{"torch.unexpected_records",
     "the archive holds records torch's loader never reads (another loader, e.g. numpy.load or a script, might)"};
-inline constexpr Topic kAll[] = {kFileVersion, kRecord,  kSerializationId, kByteorder,      kSysInfo,
-                                 kStorageKey,  kStorageSlack, kNestedFile, kCrcNotRecorded, kCrcSkipped, kUnexpectedRecords};
+inline constexpr Topic kAll[] = {kFileVersion,    kRecord,     kSerializationId,  kByteorder,
+                                 kSysInfo,        kStorageKey, kStorageSlack,     kNestedFile,
+                                 kCrcNotRecorded, kCrcSkipped, kUnexpectedRecords};
 }  // namespace topics
 
 }  // namespace tensorseal::detail::torch

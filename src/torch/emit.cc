@@ -96,7 +96,8 @@ void quantized_tensor(pickle::Writer& w, StoragePlan& plan, const Tensor& t, boo
 bool typed_storage(const Tensor& t, bool legacy) {
   const bool typed = !info(t.dtype).legacy_storage.empty();
   if (!typed && legacy)
-    throw Error(torch::rules::kCannotWrite, "the legacy torch format cannot hold " + std::string(name(t.dtype)) + " tensors");
+    throw Error(torch::rules::kCannotWrite,
+                "the legacy torch format cannot hold " + std::string(name(t.dtype)) + " tensors");
   return typed;
 }
 
@@ -151,8 +152,8 @@ void numpy_dtype(pickle::Writer& w, DType dt) {
   w.end_tuple(3);
   w.reduce();
   w.mark();
-  for (const Value& x : {Value(std::int64_t{3}), Value::str(std::string(di.numpy.substr(0, 1))), Value(), Value(), Value(),
-                         Value(std::int64_t{-1}), Value(std::int64_t{-1}), Value(std::int64_t{0})})
+  for (const Value& x : {Value(std::int64_t{3}), Value::str(std::string(di.numpy.substr(0, 1))), Value(), Value(),
+                         Value(), Value(std::int64_t{-1}), Value(std::int64_t{-1}), Value(std::int64_t{0})})
     w.value(x);
   w.tuple_from_mark();
   w.build();

@@ -57,7 +57,8 @@ Checkpoint read_torch_legacy(const io::Input& in) {
 
   auto [magic, magic_at] = next("magic");
   if (!is_big_magic(magic.value))
-    throw Error(rules::kLegacyMagic, "first pickle is " + repr(magic.value, 60) + ", not torch's magic number", in.name, magic_at);
+    throw Error(rules::kLegacyMagic, "first pickle is " + repr(magic.value, 60) + ", not torch's magic number", in.name,
+                magic_at);
   auto [proto, proto_at] = next("protocol");
   if (!proto.value.is(Value::Kind::kInt) || proto.value.as_int() != torch::kLegacyProtocolVersion)
     throw Error(rules::kLegacyProtocol, "protocol version " + repr(proto.value, 40) + " is not 1001", in.name,
@@ -69,7 +70,8 @@ Checkpoint read_torch_legacy(const io::Input& in) {
       throw Error(rules::kLegacySysInfo, "sys_info is not a dict", in.name, sys_at);
     const Dict& d = sys.value.as_dict();
     const Value* le = d.find(std::string_view("little_endian"));
-    if (!le || !le->is(Value::Kind::kBool)) throw Error(rules::kLegacySysInfo, "sys_info has no little_endian flag", in.name, sys_at);
+    if (!le || !le->is(Value::Kind::kBool))
+      throw Error(rules::kLegacySysInfo, "sys_info has no little_endian flag", in.name, sys_at);
     little = le->as_bool();
     c.facts.push_back(fact(topics::kSysInfo, "sys_info", repr(sys.value, 200)));
   }
@@ -94,7 +96,8 @@ Checkpoint read_torch_legacy(const io::Input& in) {
   pos = object_at + first.end;
 
   auto [keys, keys_at] = next("keys");
-  if (!keys.value.is(Value::Kind::kList)) throw Error(rules::kLegacyKeys, "storage key list is not a list", in.name, keys_at);
+  if (!keys.value.is(Value::Kind::kList))
+    throw Error(rules::kLegacyKeys, "storage key list is not a list", in.name, keys_at);
 
   // Storage records follow in key-list order: u64le element count, then the bytes.
   std::map<std::string, std::shared_ptr<const Storage>> data;
@@ -166,7 +169,8 @@ Checkpoint read_torch_legacy(const io::Input& in) {
     auto len = util::mul(static_cast<std::uint64_t>(vm.items()[2].as_int()), item);
     if (vm.items()[1].as_int() < 0 || vm.items()[2].as_int() < 0 || !off || !len || *off > it->second->size() ||
         *len > it->second->size() - *off)
-      throw Error(tensorseal::rules::kViewOutOfBounds, "storage view '" + vkey + "' lies outside storage '" + ref.key + "'", in.name, offset);
+      throw Error(tensorseal::rules::kViewOutOfBounds,
+                  "storage view '" + vkey + "' lies outside storage '" + ref.key + "'", in.name, offset);
     auto view = Storage::slice(it->second, *off, *len);
     views.emplace(vkey, view);
     return Value(std::shared_ptr<const Storage>(view));

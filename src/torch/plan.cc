@@ -89,8 +89,8 @@ StoragePlan::StoragePlan(const Value& root) {
     const auto& g = groups[s];
     for (const Tensor* t : g)
       if (t->dtype != g.front()->dtype)
-        throw Error(torch::rules::kCannotWrite, "a storage is viewed as both " + std::string(name(t->dtype)) +
-                                                        " and " + std::string(name(g.front()->dtype)) + "; not supported");
+        throw Error(torch::rules::kCannotWrite, "a storage is viewed as both " + std::string(name(t->dtype)) + " and " +
+                                                    std::string(name(g.front()->dtype)) + "; not supported");
     auto ps = std::make_unique<PlannedStorage>();
     ps->dtype = g.front()->dtype;
     const std::uint64_t item = itemsize(ps->dtype);

@@ -86,7 +86,8 @@ void write_torch_zip(const Value& root, const WriteOptions&, io::Sink& sink) {
     s->for_each_run([&](std::span<const std::byte> run) {
       // The reused CRC covers source->bytes(); the data must be exactly that one run.
       if (known && (++runs > 1 || run.data() != source->bytes().data() || run.size() != source->size()))
-        throw Error(tensorseal::rules::kInternal, "canonical .pt writer: record '" + full + "' is not the verified storage's bytes");
+        throw Error(tensorseal::rules::kInternal,
+                    "canonical .pt writer: record '" + full + "' is not the verified storage's bytes");
       z.write(run);
     });
     z.end_record();

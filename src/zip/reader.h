@@ -98,6 +98,7 @@ struct CrcCheck {
   std::span<const std::byte> data;    // the entry's (stored) data
   std::uint64_t cut = 0;              // also report the CRC of data[0, cut); <= data.size()
 };
-std::vector<std::uint32_t> verify_crcs(const std::vector<CrcCheck>& checks, const std::string& name, unsigned threads = 0);
+std::vector<std::uint32_t> verify_crcs(const std::vector<CrcCheck>& checks, const std::string& name,
+                                       unsigned threads = 0);
 
 }  // namespace tensorseal::detail::zip

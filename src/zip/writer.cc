@@ -152,7 +152,8 @@ void Writer::write(std::span<const std::byte> data) {
 void Writer::end_record() {
   if (!open_) misuse("end_record without begin_record");
   if (written_ != current_.size)
-    misuse("record '" + current_.name + "' declared " + std::to_string(current_.size) + " bytes, got " + std::to_string(written_));
+    misuse("record '" + current_.name + "' declared " + std::to_string(current_.size) + " bytes, got " +
+           std::to_string(written_));
   if (expected_crc_ && *expected_crc_ != crc_)
     misuse("record '" + current_.name + "': CRC32 given up front differs from the data's");
   current_.crc = crc_;
@@ -176,7 +177,8 @@ void Writer::end_record() {
 
 void Writer::record(std::string name, std::string_view data) {
   const auto bytes = util::as_bytes(data);
-  begin_record(std::move(name), data.size(), profile_ == Profile::kNumpy ? std::optional<u32>(util::crc32(0, bytes)) : std::nullopt);
+  begin_record(std::move(name), data.size(),
+               profile_ == Profile::kNumpy ? std::optional<u32>(util::crc32(0, bytes)) : std::nullopt);
   write(bytes);
   end_record();
 }

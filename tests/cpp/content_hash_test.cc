@@ -97,7 +97,8 @@ Value opaque() {
   auto o = std::make_shared<Object>();
   o->how = Construct::kNewObj;
   o->callable = std::make_shared<Value>(Value::global("torch._utils", "_rebuild_parameter"));
-  o->args = std::make_shared<Value>(Value::tuple({Value(tensor(DType::kFloat32, {1}, pack<float>({1.0f}))), Value(true)}));
+  o->args =
+      std::make_shared<Value>(Value::tuple({Value(tensor(DType::kFloat32, {1}, pack<float>({1.0f}))), Value(true)}));
   Value state = Value::dict();
   put(state, str("x"), Value(1));
   o->state = std::make_shared<Value>(state);
@@ -117,7 +118,8 @@ Value large() {
   for (std::size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>(i % 1000) * 0.5f;
   Value v = Value::dict();
   put(v, str("u8"), Value(tensor(DType::kUInt8, {static_cast<std::int64_t>(kLargeU8)}, std::move(u8))));
-  put(v, str("f32"), Value(tensor(DType::kFloat32, {static_cast<std::int64_t>(kLargeF32)}, raw(f.data(), f.size() * 4))));
+  put(v, str("f32"),
+      Value(tensor(DType::kFloat32, {static_cast<std::int64_t>(kLargeF32)}, raw(f.data(), f.size() * 4))));
   return v;
 }
 
@@ -245,8 +247,9 @@ Value numpy_values() {
   put(v, str("t"), typed(NumpyType::kNone, DType::kFloat64, {}, pack<double>({1.5})));
   put(v, str("a"), typed(NumpyType::kArray, DType::kFloat64, {}, pack<double>({1.5})));
   put(v, str("s"), typed(NumpyType::kScalar, DType::kFloat64, {}, pack<double>({1.5})));
-  put(v, str("rng"), Value::tuple({str("MT19937"), typed(NumpyType::kArray, DType::kUInt32, {3}, pack<std::uint32_t>({5, 6, 7})),
-                                   Value(624), Value(0), Value(0.0)}));
+  put(v, str("rng"),
+      Value::tuple({str("MT19937"), typed(NumpyType::kArray, DType::kUInt32, {3}, pack<std::uint32_t>({5, 6, 7})),
+                    Value(624), Value(0), Value(0.0)}));
   return v;
 }
 
@@ -335,7 +338,8 @@ const Golden kGolden[] = {
      "xxh3:4d3bc74a4f9a15bc01c56f6a5b01a8e8"},
     {"ordered", ordered_default, "sha256:43796f961547d00088862390dedcff7a2623186158a5ce742a8774babf6ca294",
      "xxh3:db0fb62bf1de2970543ffbaf60bd9989"},
-    {"complex", complex_values, "sha256:4437007572c4e419ad7028650a6b2ce42267f5c091306524ca48246345eea4c6", "xxh3:a2c1c305c4039bc312e6a4991546a5b3"},
+    {"complex", complex_values, "sha256:4437007572c4e419ad7028650a6b2ce42267f5c091306524ca48246345eea4c6",
+     "xxh3:a2c1c305c4039bc312e6a4991546a5b3"},
     {"numpy", numpy_values, "sha256:4b109047efe90ed674324d90b5fac06ff4755ec96ffe0da58df98f5d0014bc56",
      "xxh3:bb20378aa8290f19c3915ee4fadc903c"},
     {"quantized", quantized_values, "sha256:39267447d46cc98d8e8a8451e89efb644c8101ef3031bbae65f814914972fc55",
@@ -520,7 +524,8 @@ TEST(ContentHash, TensorSha256IsPlainSha256OfElementBytes) {
   // Strided: the row-major gather.
   EXPECT_EQ(tensor_sha256(*transposed_view()), sha256_hex(pack<std::int16_t>({0, 3, 1, 4, 2, 5})));
   // Many at once, any thread count, same order.
-  std::vector<TensorRef> refs = {{"a", t}, {"b", transposed_view()}, {"c", tensor(DType::kUInt8, {3}, raw(abc.data(), 3))}};
+  std::vector<TensorRef> refs = {
+      {"a", t}, {"b", transposed_view()}, {"c", tensor(DType::kUInt8, {3}, raw(abc.data(), 3))}};
   for (unsigned threads : {1u, 3u, 0u}) {
     const auto all = tensor_sha256_all(refs, threads);
     ASSERT_EQ(all.size(), 3u);

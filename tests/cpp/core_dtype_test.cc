@@ -143,7 +143,8 @@ TEST(CoreDtype, FloatLayouts) {
   EXPECT_EQ(em(DType::kFloat8E5M2), std::pair(5, 2));
   EXPECT_EQ(em(DType::kFloat8E8M0FNU), std::pair(8, 0));
   for (const auto& e : all_dtypes())
-    if (e.kind == DTypeKind::kFloat) EXPECT_EQ(1 + e.exponent_bits + e.mantissa_bits - (e.dtype == DType::kFloat8E8M0FNU ? 1 : 0), e.bits) << e.name;
+    if (e.kind == DTypeKind::kFloat)
+      EXPECT_EQ(1 + e.exponent_bits + e.mantissa_bits - (e.dtype == DType::kFloat8E8M0FNU ? 1 : 0), e.bits) << e.name;
 }
 
 }  // namespace

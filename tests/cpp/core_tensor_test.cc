@@ -179,7 +179,8 @@ TEST(CoreTensor, ForEachRunMatchesNaiveGatherOnRandomViews) {
   auto s = iota_storage(1 << 16);
   int checked = 0;
   for (int iter = 0; iter < 3000; ++iter) {
-    const DType d = std::array{DType::kUInt8, DType::kInt16, DType::kFloat32, DType::kFloat64, DType::kComplex64}[rng() % 5];
+    const DType d =
+        std::array{DType::kUInt8, DType::kInt16, DType::kFloat32, DType::kFloat64, DType::kComplex64}[rng() % 5];
     const std::uint64_t item = itemsize(d);
     const std::size_t nd = rng() % 5;
     std::vector<std::int64_t> base(nd);

@@ -46,7 +46,8 @@ TEST(CoreValue, DictIndexSurvivesManyInsertsAndDirectEdits) {
   for (int i = 0; i < 5000; ++i) d.set(str("k" + std::to_string(i)), Value(i));
   for (int i = 0; i < 5000; i += 97) d.set(str("k" + std::to_string(i)), Value(-i));
   EXPECT_EQ(d.items.size(), 5000u);
-  for (int i = 0; i < 5000; i += 13) EXPECT_EQ(d.find(std::string_view("k" + std::to_string(i)))->as_int(), i % 97 ? i : -i);
+  for (int i = 0; i < 5000; i += 13)
+    EXPECT_EQ(d.find(std::string_view("k" + std::to_string(i)))->as_int(), i % 97 ? i : -i);
   // Readers may append to items directly; find still sees the new entries.
   d.items.emplace_back(str("late"), Value(1));
   EXPECT_NE(d.find(std::string_view("late")), nullptr);
@@ -136,7 +137,8 @@ TEST(CoreValue, BigIntToDecimal) {
   EXPECT_EQ((BigInt{std::string("\0\0\0\0\0\0\0\0\x01", 9)}).to_decimal(), "18446744073709551616");   // 2**64
   EXPECT_EQ((BigInt{std::string("\0\0\0\0\0\0\0\x80\0", 9)}).to_decimal(), "9223372036854775808");    // 2**63
   EXPECT_EQ((BigInt{std::string("\x03\0\0\0\0\0\0\0\xc0", 9)}).to_decimal(), "-1180591620717411303421");  // -(2**70)+3
-  EXPECT_EQ((BigInt{std::string("\xff\xff\xff\xff\xff\xff\xff\x7f\xff", 9)}).to_decimal(), "-9223372036854775809");  // -(2**63)-1
+  EXPECT_EQ((BigInt{std::string("\xff\xff\xff\xff\xff\xff\xff\x7f\xff", 9)}).to_decimal(),
+            "-9223372036854775809");  // -(2**63)-1
   EXPECT_EQ((BigInt{""}).to_decimal(), "0");
   EXPECT_EQ((BigInt{"\xff"}).to_decimal(), "-1");
   EXPECT_EQ((BigInt{"\x80"}).to_decimal(), "-128");

@@ -524,7 +524,9 @@ TEST(DiffCli, ExitStatusAndSummary) {
   EXPECT_NE(out.find("0.weight"), std::string::npos);
   EXPECT_EQ(run_cli("diff --ulp 1 " + fx("ulp_a.safetensors").string() + " " + fx("ulp_b.safetensors").string()), 0);
   EXPECT_EQ(run_cli("diff " + fx("ulp_a.safetensors").string() + " /nonexistent/x.safetensors"), 2);
-  EXPECT_EQ(run_cli("diff --json " + fx("renamed_a.safetensors").string() + " " + fx("renamed_b.safetensors").string(), &out), 1);
+  EXPECT_EQ(
+      run_cli("diff --json " + fx("renamed_a.safetensors").string() + " " + fx("renamed_b.safetensors").string(), &out),
+      1);
   json j = json::parse(out);
   EXPECT_EQ(j["renamed"][0]["path_a"], "2.weight");
   EXPECT_EQ(j["renamed"][0]["path_b"], "head.weight");

@@ -269,12 +269,16 @@ using testing::run_cli;
 TEST(ExplainCli, ExitStatusAndJson) {
   if (!std::filesystem::exists(std::string(TENSORSEAL_BINARY_DIR) + "/tseal")) FAIL() << "tseal not built";
   std::string out;
-  EXPECT_EQ(run_cli("explain " + fx("metaorder_a.safetensors").string() + " " + fx("metaorder_b.safetensors").string(), &out), 0);
+  EXPECT_EQ(
+      run_cli("explain " + fx("metaorder_a.safetensors").string() + " " + fx("metaorder_b.safetensors").string(), &out),
+      0);
   EXPECT_NE(out.find("content:  identical"), std::string::npos) << out;
   EXPECT_NE(out.find("safetensors.metadata_order"), std::string::npos) << out;
-  EXPECT_EQ(run_cli("explain " + fx("base.safetensors").string() + " " + fx("base_copy.safetensors").string(), &out), 0);
+  EXPECT_EQ(run_cli("explain " + fx("base.safetensors").string() + " " + fx("base_copy.safetensors").string(), &out),
+            0);
   EXPECT_EQ(out.rfind("bytes identical", 0), 0u) << out;
-  EXPECT_EQ(run_cli("explain --json " + fx("ulp_a.safetensors").string() + " " + fx("ulp_b.safetensors").string(), &out), 1);
+  EXPECT_EQ(
+      run_cli("explain --json " + fx("ulp_a.safetensors").string() + " " + fx("ulp_b.safetensors").string(), &out), 1);
   EXPECT_FALSE(json::parse(out)["same_content"].get<bool>());
   EXPECT_EQ(run_cli("explain /nonexistent " + fx("ulp_b.safetensors").string()), 2);
 }

@@ -62,7 +62,8 @@ TEST(Formats, EveryWriterProducesWhatItsRowDetectsAndReads) {
   int writable = 0;
   for (const FormatInfo& f : formats()) {
     if (!f.writable) {
-      EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(root_for(f.format), f.format); }), rules::kInvalidArgument.id) << f.name;
+      EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(root_for(f.format), f.format); }), rules::kInvalidArgument.id)
+          << f.name;
       continue;
     }
     ++writable;

@@ -114,7 +114,8 @@ TEST(FuzzRegressions, NestedGlobalNamesAreOneValue) {
   auto su = [](std::string_view s) { return "\x8c"s + char(s.size()) + std::string(s); };
   // {'k': m.Outer.Inner} at protocol 4 and at protocol 2.
   const std::string p4 = "\x80\x04}"s + su("k") + su("m") + su("Outer.Inner") + "\x93s.";
-  const std::string p2 = "\x80\x02}X\x01\x00\x00\x00k"s + "c__builtin__\ngetattr\ncm\nOuter\nX\x05\x00\x00\x00Inner\x86Rs."s;
+  const std::string p2 =
+      "\x80\x02}X\x01\x00\x00\x00k"s + "c__builtin__\ngetattr\ncm\nOuter\nX\x05\x00\x00\x00Inner\x86Rs."s;
   const Checkpoint a = read_bytes(testing::bytes_of(p4), "p4.pkl");
   const Checkpoint b = read_bytes(testing::bytes_of(p2), "p2.pkl");
   EXPECT_EQ(content_hash(a.root), content_hash(b.root));

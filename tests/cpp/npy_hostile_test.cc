@@ -113,12 +113,15 @@ TEST(NpyHostile, Shapes) {
 }
 
 TEST(NpyHostile, Dtypes) {
-  EXPECT_EQ(rule(npy("{'descr': '|O', 'fortran_order': False, 'shape': (2,)}", std::string(16, '\0'))), "npy/object-array");
+  EXPECT_EQ(rule(npy("{'descr': '|O', 'fortran_order': False, 'shape': (2,)}", std::string(16, '\0'))),
+            "npy/object-array");
   EXPECT_EQ(rule(npy("{'descr': [('a', '<f4'), ('b', '<i2')], 'fortran_order': False, 'shape': (2,)}", "")),
             "npy/structured-dtype");
   EXPECT_EQ(rule(npy("{'descr': ('<f4', (2,)), 'fortran_order': False, 'shape': (2,)}", "")), "npy/structured-dtype");
   for (const char* d : {"<U3", "|S4", "<M8[D]", "<f16", "|V8", "", "<q8"})
-    EXPECT_EQ(rule(npy(std::string("{'descr': '") + d + "', 'fortran_order': False, 'shape': (2,)}", "")), "npy/dtype-unsupported") << d;
+    EXPECT_EQ(rule(npy(std::string("{'descr': '") + d + "', 'fortran_order': False, 'shape': (2,)}", "")),
+              "npy/dtype-unsupported")
+        << d;
 }
 
 TEST(NpyHostile, BigEndianCopyIsLimited) {

@@ -70,7 +70,8 @@ inline std::string describe(const Value& v) {
     case K::kGlobal: return "G" + v.as_global().module + "." + v.as_global().name;
     case K::kObject: {
       const Object& o = v.as_object();
-      std::string s = "R" + std::to_string(static_cast<int>(o.how)) + "<" + (o.callable ? describe(*o.callable) : "") + ">";
+      std::string s =
+          "R" + std::to_string(static_cast<int>(o.how)) + "<" + (o.callable ? describe(*o.callable) : "") + ">";
       s += o.args ? describe(*o.args) : "()";
       if (o.kwargs) s += "kw" + describe(*o.kwargs);
       if (!o.list_items.empty()) s += "+[" + seq(o.list_items) + "]";

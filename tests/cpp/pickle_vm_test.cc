@@ -17,8 +17,16 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::string_literals;
 
-std::string u32le(std::uint32_t v) { std::string s; for (int i = 0; i < 4; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF); return s; }
-std::string u64le(std::uint64_t v) { std::string s; for (int i = 0; i < 8; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF); return s; }
+std::string u32le(std::uint32_t v) {
+  std::string s;
+  for (int i = 0; i < 4; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF);
+  return s;
+}
+std::string u64le(std::uint64_t v) {
+  std::string s;
+  for (int i = 0; i < 8; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF);
+  return s;
+}
 // BINUNICODE
 std::string bu(std::string_view s) { return "X" + u32le(static_cast<std::uint32_t>(s.size())) + std::string(s); }
 
@@ -296,14 +304,16 @@ TEST(PickleVm, EveryOpcodeIsParsedSomewhere) {
       (void)parse_bytes(s);
     } catch (const Error& e) {
       seen.insert(std::string(detail::pickle::op_name(static_cast<std::uint8_t>(s[0]))));
-      EXPECT_NE(e.detail().find(detail::pickle::op_name(static_cast<std::uint8_t>(s[0]))), std::string::npos) << e.what();
+      EXPECT_NE(e.detail().find(detail::pickle::op_name(static_cast<std::uint8_t>(s[0]))), std::string::npos)
+          << e.what();
     }
   }
   int defined = 0;
   for (int c = 0; c < 256; ++c) {
     if (detail::pickle::kOpTable[c].name.empty()) continue;
     ++defined;
-    EXPECT_TRUE(seen.count(std::string(detail::pickle::kOpTable[c].name))) << "opcode never parsed: " << detail::pickle::kOpTable[c].name;
+    EXPECT_TRUE(seen.count(std::string(detail::pickle::kOpTable[c].name)))
+        << "opcode never parsed: " << detail::pickle::kOpTable[c].name;
   }
   EXPECT_EQ(defined, 68);  // pickletools.opcodes of CPython 3.11
 }
@@ -324,7 +334,9 @@ TEST(PickleVm, TruncatedAtEveryPrefix) {
   // Also text opcodes (protocol 0) and framed streams (protocol 4).
   for (std::string name : {"py3_nested_p0.pkl", "py3_nested_p4.pkl"}) {
     std::string d = fixture(name);
-    for (std::size_t n = 0; n < d.size(); ++n) EXPECT_EQ(parse_rule(d.substr(0, n), {}, stdlib_hooks()), detail::pickle::rules::kTruncated.id) << name << " " << n;
+    for (std::size_t n = 0; n < d.size(); ++n)
+      EXPECT_EQ(parse_rule(d.substr(0, n), {}, stdlib_hooks()), detail::pickle::rules::kTruncated.id)
+          << name << " " << n;
   }
 }
 
@@ -662,7 +674,8 @@ TEST(PickleVm, MaxBytes) {
 }
 
 TEST(PickleVm, ErrorsNameProtocolAndOffset) {
-  for (auto [bytes, proto, offset] : {std::tuple{"\x80\x02]N}"s + "a", 2, 5u}, {"]N}a"s, 0, 3u}, {"\x80\x04K\x01\x93"s, 4, 4u}}) {
+  for (auto [bytes, proto, offset] :
+       {std::tuple{"\x80\x02]N}"s + "a", 2, 5u}, {"]N}a"s, 0, 3u}, {"\x80\x04K\x01\x93"s, 4, 4u}}) {
     try {
       (void)parse_bytes(bytes);
       ADD_FAILURE();
@@ -683,10 +696,14 @@ TEST(PickleVm, StdlibReduce) {
   EXPECT_EQ(describe(*detail::pickle::stdlib_reduce(obj(Value::global("builtins", "getattr"),
                                             {Value::global("torch", "nn"), Value::str("Module")}))),
             "Gtorch.nn.Module");
-  EXPECT_EQ(describe(*detail::pickle::stdlib_reduce(obj(Value::global("_codecs", "encode"), {Value::str("\xc3\xbf"), Value::str("latin1")}))), "bff");
-  EXPECT_FALSE(detail::pickle::stdlib_reduce(obj(Value::global("_codecs", "encode"), {Value::str("\xe1\x88\xb4"), Value::str("latin1")})));
+  EXPECT_EQ(describe(*detail::pickle::stdlib_reduce(
+                obj(Value::global("_codecs", "encode"), {Value::str("\xc3\xbf"), Value::str("latin1")}))),
+            "bff");
+  EXPECT_FALSE(detail::pickle::stdlib_reduce(
+      obj(Value::global("_codecs", "encode"), {Value::str("\xe1\x88\xb4"), Value::str("latin1")})));
   EXPECT_FALSE(detail::pickle::stdlib_reduce(obj(Value::global("posix", "system"), {Value::str("id")})));
-  EXPECT_FALSE(detail::pickle::stdlib_reduce(obj(Value::global("builtins", "set"), {Value::list({Value::list()})}))) << "unhashable";
+  EXPECT_FALSE(detail::pickle::stdlib_reduce(obj(Value::global("builtins", "set"), {Value::list({Value::list()})})))
+      << "unhashable";
   EXPECT_EQ(describe(*detail::pickle::stdlib_reduce(obj(Value::global("builtins", "bytearray"), {}))), "y");
 }
 

@@ -70,21 +70,29 @@ TEST(PickleWriter, GoldenBytesEqualCPython) {
       {Value(Complex{1.0, 2.0}),  // complex(1, 2): complex.__reduce__
        "8002635f5f6275696c74696e5f5f0a636f6d706c65780a7100473ff00000000000004740000000000000008671015271022e"},
       {Value::list({Value(Complex{-0.0, HUGE_VAL}), Value(Complex{0.0, 2.0})}),  // the global once, then BINGET
-       "80025d710028635f5f6275696c74696e5f5f0a636f6d706c65780a7101478000000000000000477ff00000000000008671025271036801470000000000000000474000000000000000867104527105652e"},
+       "80025d710028635f5f6275696c74696e5f5f0a636f6d706c65780a7101478000000000000000477ff000000000000086710252710368014"
+       "70000000000000000474000000000000000867104527105652e"},
       {str("\xc3\xa9"), "80025802000000c3a971002e"},
       {Value::bytes(""), "8002635f5f6275696c74696e5f5f0a62797465730a7100295271012e"},
-      {Value::bytes("ab\xff"), "8002635f636f646563730a656e636f64650a710058040000006162c3bf710158060000006c6174696e3171028671035271042e"},
-      {Value::bytes("xy", true), "8002635f5f6275696c74696e5f5f0a6279746561727261790a7100635f636f646563730a656e636f64650a710158020000007879710258060000006c6174696e3171038671045271058571065271072e"},
+      {Value::bytes("ab\xff"),
+       "8002635f636f646563730a656e636f64650a710058040000006162c3bf710158060000006c6174696e3171028671035271042e"},
+      {Value::bytes("xy", true),
+       "8002635f5f6275696c74696e5f5f0a6279746561727261790a7100635f636f646563730a656e636f64650a7101580200000078797102580"
+       "60000006c6174696e3171038671045271058571065271072e"},
       {Value::bytes("", true), "8002635f5f6275696c74696e5f5f0a6279746561727261790a7100295271012e"},
       {set({Value(1), Value(2)}), "8002635f5f6275696c74696e5f5f0a7365740a71005d7101284b014b02658571025271032e"},
       {set({Value(1)}, true), "8002635f5f6275696c74696e5f5f0a66726f7a656e7365740a71005d71014b01618571025271032e"},
-      {ordered_dict_with_metadata(), "800263636f6c6c656374696f6e730a4f726465726564446963740a71002952710158010000006171024b01737d710358090000005f6d6574616461746171047d7105580000000071067d7107580700000076657273696f6e71084b01737373622e"},
-      {dict({{str("a"), Value(2)}, {str("b"), Value(1)}}, DictKind::kCounter), "800263636f6c6c656374696f6e730a436f756e7465720a71007d71012858010000006171024b0258010000006271034b01758571045271052e"},
+      {ordered_dict_with_metadata(),
+       "800263636f6c6c656374696f6e730a4f726465726564446963740a71002952710158010000006171024b01737d710358090000005f6d657"
+       "4616461746171047d7105580000000071067d7107580700000076657273696f6e71084b01737373622e"},
+      {dict({{str("a"), Value(2)}, {str("b"), Value(1)}}, DictKind::kCounter),
+       "800263636f6c6c656374696f6e730a436f756e7465720a71007d71012858010000006171024b0258010000006271034b017585710452710"
+       "52e"},
       {Value::list(), "80025d71002e"},
       {Value::dict(), "80027d71002e"},
       {Value::tuple({Value(1), Value(2), Value(3), Value(4)}), "8002284b014b024b034b047471002e"},
       {Value::list({str("a"), str("a")}), "80025d71002858010000006171016801652e"},  // equal strs: one memo entry
-      {Value::list({shared_list, shared_list}), "80025d7100285d71016801652e"},     // one node: BINGET
+      {Value::list({shared_list, shared_list}), "80025d7100285d71016801652e"},      // one node: BINGET
   };
   for (const auto& [value, golden] : cases) EXPECT_EQ(hex(write(value)), golden) << repr(value);
 }
@@ -132,9 +140,10 @@ Value rich_value() {
       {str("frozen"), set({Value(1.5)}, true)},
       {str("od"), ordered_dict_with_metadata()},
       {str("counter"), dict({{str("x"), Value(3)}}, DictKind::kCounter)},
-      {str("globals"), Value::list({Value::global("torch", "float32"), Value::global("torch.nn.modules.linear", "Linear"),
-                                   Value::global("torch", "nn.Module"), Value::global("builtins", "str"),
-                                   Value::global("builtins", "set")})},
+      {str("globals"),
+       Value::list({Value::global("torch", "float32"), Value::global("torch.nn.modules.linear", "Linear"),
+                    Value::global("torch", "nn.Module"), Value::global("builtins", "str"),
+                    Value::global("builtins", "set")})},
       {str("objects"), Value::list({obj, newobj, newobj_ex, inst, objop, obj})},
       {str("big_list"), big_list},
       {str("many_strs"), many_strs},
@@ -291,8 +300,10 @@ TEST(PickleWriter, LeavesPicklesForTheCPythonCheck) {
   Value shared = Value::list({Value(1)});
   std::vector<std::pair<std::string, Value>> cases = {
       {"scalars", Value::list({Value(), Value(true), Value(-5), Value(70000), Value(INT64_MIN),
-                               Value(BigInt{std::string(300, '\x7f')}), Value(-0.0), Value(1e308), str("\xe6\x97\xa5")})},
-      {"bytes", Value::list({Value::bytes(""), Value::bytes("\x00\xff\x80"s), Value::bytes("", true), Value::bytes("ab", true)})},
+                               Value(BigInt{std::string(300, '\x7f')}), Value(-0.0), Value(1e308),
+                               str("\xe6\x97\xa5")})},
+      {"bytes", Value::list({Value::bytes(""), Value::bytes("\x00\xff\x80"s), Value::bytes("", true),
+                             Value::bytes("ab", true)})},
       {"containers", Value::tuple({Value::tuple(), Value::tuple({Value(1)}), Value::list({shared, shared}),
                                    set({Value(1), Value(2)}), set({str("f")}, true), dict({{Value(1), str("one")}})})},
       {"ordered_dict_metadata", ordered_dict_with_metadata()},

@@ -75,8 +75,8 @@ Value model() {
     std::vector<std::byte> bytes(std::size_t{3} << 20);
     for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = std::byte(static_cast<unsigned char>(i * 31 + k));
     v.as_dict().set(Value::str(k ? "b" : "a"),
-                    Value(std::shared_ptr<const Tensor>(make_contiguous(DType::kFloat32, {std::int64_t{3} << 18},
-                                                                       Storage::owned(std::move(bytes), DType::kFloat32)))));
+                    Value(std::shared_ptr<const Tensor>(make_contiguous(
+                        DType::kFloat32, {std::int64_t{3} << 18}, Storage::owned(std::move(bytes), DType::kFloat32)))));
   }
   return v;
 }

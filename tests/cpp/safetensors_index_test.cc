@@ -24,7 +24,9 @@ namespace {
 namespace fs = std::filesystem;
 
 using testing::make_safetensors_file;
-std::string make_file(std::string_view header, std::string_view buffer = {}) { return make_safetensors_file(header, buffer); }
+std::string make_file(std::string_view header, std::string_view buffer = {}) {
+  return make_safetensors_file(header, buffer);
+}
 
 std::string entry(std::string_view name, std::string_view dtype, std::string_view shape, std::string_view offsets) {
   return "\"" + std::string(name) + "\":{\"dtype\":\"" + std::string(dtype) + "\",\"shape\":" + std::string(shape) +
@@ -197,9 +199,12 @@ TEST(SafetensorsIndex, ParserOnlyFormsGiveTheSameIndex) {
     // Header length and padding differ with the spelling; the rest must not.
     EXPECT_EQ(got.substr(got.find('\n')), want.substr(want.find('\n'))) << header;
   };
-  same_index("{\"__metadata__\":{\"k\":\"\\u0076\"},\"\\u0061\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]}}");
-  same_index("{\"__metadata__\":{\"k\":\"v\"},\"a\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":[{}]}}");
-  same_index("{\"__metadata__\":{\"k\":\"v\"},\"a\":{\"data_offsets\":[0,8],\"x\":null,\"shape\":[2],\"dtype\":\"I32\"}}");
+  same_index(
+      "{\"__metadata__\":{\"k\":\"\\u0076\"},\"\\u0061\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]}}");
+  same_index(
+      "{\"__metadata__\":{\"k\":\"v\"},\"a\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":[{}]}}");
+  same_index(
+      "{\"__metadata__\":{\"k\":\"v\"},\"a\":{\"data_offsets\":[0,8],\"x\":null,\"shape\":[2],\"dtype\":\"I32\"}}");
   same_index(" \t\n{ \"__metadata__\" : { \"k\" : \"v\" } , \"a\" : { \"dtype\" : \"I32\" , \"shape\" : [ 2 ] , "
              "\"data_offsets\" : [ 0 , 8 ] } }\r\n   ");
   // Non-ASCII names go through the parser and keep their bytes.
@@ -226,7 +231,8 @@ TEST(SafetensorsIndex, HostileHeadersSameErrorOnBothParsers) {
       {"{\"b\":1,\"a\":2,\"b\":3,\"a\":4}", "safetensors/duplicate-key"},
       {"{\"__metadata__\":{\"k\":\"v\",\"k\":\"w\"}," + a + "}", "safetensors/duplicate-key"},
       {"{\"__metadata__\":{},\"__metadata__\":{}," + a + "}", "safetensors/duplicate-key"},
-      {"{\"a\":{\"dtype\":\"I32\",\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]}}", "safetensors/duplicate-key"},
+      {"{\"a\":{\"dtype\":\"I32\",\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+       "safetensors/duplicate-key"},
       {"{\"\\u0061\":{},\"a\":{}}", "safetensors/duplicate-key"},
       {"{" + a + ",\"a\":[}", "safetensors/duplicate-key"},  // before the syntax error after it
       {"{\"a\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]}", "safetensors/header-json"},

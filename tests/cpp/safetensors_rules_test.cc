@@ -25,7 +25,9 @@ std::string real_file() {
 }
 
 using testing::make_safetensors_file;
-std::string make_file(std::string_view header, std::string_view buffer = {}) { return make_safetensors_file(header, buffer); }
+std::string make_file(std::string_view header, std::string_view buffer = {}) {
+  return make_safetensors_file(header, buffer);
+}
 
 std::string make_file_n(std::uint64_t n, std::string_view rest) {
   std::string out;
@@ -74,7 +76,8 @@ void expect_rule(const std::string& bytes, const Rule& rule, std::optional<std::
   EXPECT_LE(e->offset(), bytes.size()) << e->what();
   if (offset) EXPECT_EQ(e->offset(), *offset) << e->what();
   const std::string what = e->what();
-  const std::string prefix = std::string(kName) + ": byte " + std::to_string(e->offset()) + ": [" + std::string(rule.id) + "] ";
+  const std::string prefix =
+      std::string(kName) + ": byte " + std::to_string(e->offset()) + ": [" + std::string(rule.id) + "] ";
   EXPECT_EQ(what.substr(0, prefix.size()), prefix);
   EXPECT_GT(what.size(), prefix.size());
   EXPECT_EQ(what.find('\n'), std::string::npos);
@@ -164,7 +167,8 @@ TEST(SafetensorsRules, HeaderUtf8) {
   bad[at] = '\xff';
   expect_rule(bad, detail::safetensors::rules::kHeaderUtf8, at);
   // Overlong encoding of '/', an unpaired surrogate, a truncated sequence.
-  for (std::string_view seq : {std::string_view("\xc0\xaf"), std::string_view("\xed\xa0\x80"), std::string_view("\xe6\x97")}) {
+  for (std::string_view seq :
+       {std::string_view("\xc0\xaf"), std::string_view("\xed\xa0\x80"), std::string_view("\xe6\x97")}) {
     const std::string h = "{\"__metadata__\":{\"k\":\"" + std::string(seq) + "\"}}";
     expect_rule(make_file(h), detail::safetensors::rules::kHeaderUtf8, 8 + h.find(seq));
   }
@@ -236,9 +240,10 @@ TEST(SafetensorsRules, MetadataType) {
 }
 
 TEST(SafetensorsRules, EntryType) {
-  for (std::string_view e : {"\"a\":1", "\"a\":[]", "\"a\":\"F32\"", "\"a\":{\"shape\":[1],\"data_offsets\":[0,1]}",
-                             "\"a\":{\"dtype\":\"U8\",\"data_offsets\":[0,1]}", "\"a\":{\"dtype\":\"U8\",\"shape\":[1]}",
-                             "\"a\":{\"dtype\":8,\"shape\":[1],\"data_offsets\":[0,1]}"}) {
+  for (std::string_view e :
+       {"\"a\":1", "\"a\":[]", "\"a\":\"F32\"", "\"a\":{\"shape\":[1],\"data_offsets\":[0,1]}",
+        "\"a\":{\"dtype\":\"U8\",\"data_offsets\":[0,1]}", "\"a\":{\"dtype\":\"U8\",\"shape\":[1]}",
+        "\"a\":{\"dtype\":8,\"shape\":[1],\"data_offsets\":[0,1]}"}) {
     SCOPED_TRACE(e);
     expect_rule(make_file("{" + std::string(e) + "}", "x"), detail::safetensors::rules::kEntryType, 8);
   }
@@ -255,8 +260,8 @@ TEST(SafetensorsRules, UnknownDtype) {
 TEST(SafetensorsRules, BadShape) {
   // A float where a size belongs, poked into the real file.
   expect_rule(poke(real_file(), "[2,3]", "[6e0]"), detail::safetensors::rules::kBadShape, 8);
-  for (std::string_view s : {"\"x\"", "[-1]", "[-0]", "[1.5]", "[1e2]", "[true]", "[\"2\"]", "{}", "[9223372036854775808]",
-                             "[18446744073709551616]"}) {
+  for (std::string_view s : {"\"x\"", "[-1]", "[-0]", "[1.5]", "[1e2]", "[true]", "[\"2\"]", "{}",
+                             "[9223372036854775808]", "[18446744073709551616]"}) {
     SCOPED_TRACE(s);
     expect_rule(make_file("{" + entry("a", "U8", s, "[0,1]") + "}", "x"), detail::safetensors::rules::kBadShape, 8);
   }
@@ -374,14 +379,16 @@ TEST(SafetensorsRules, TooManyTensors) {
 // ---- leniency that matches safetensors ------------------------------------------------
 
 TEST(SafetensorsRules, AcceptsJsonWhitespaceAndAnyKeyOrder) {
-  const std::string h = " \n\t{\"a\" : { \"data_offsets\" : [0, 2], \"shape\":[2] ,\"dtype\":\"U8\", \"extra\": {\"x\":[1]}} }\r\n ";
+  const std::string h =
+      " \n\t{\"a\" : { \"data_offsets\" : [0, 2], \"shape\":[2] ,\"dtype\":\"U8\", \"extra\": {\"x\":[1]}} }\r\n ";
   const Checkpoint c = read_codec(make_file(h, "ab"));
   ASSERT_EQ(c.root.as_dict().items.size(), 1u);
   EXPECT_EQ(c.root.as_dict().items[0].second.as_tensor()->dtype, DType::kUInt8);
 }
 
 TEST(SafetensorsRules, DictIsInOffsetOrderNotHeaderOrder) {
-  const Checkpoint c = read_codec(make_file("{" + entry("z", "U8", "[1]", "[1,2]") + "," + entry("a", "U8", "[1]", "[0,1]") + "}", "AZ"));
+  const Checkpoint c = read_codec(
+      make_file("{" + entry("z", "U8", "[1]", "[1,2]") + "," + entry("a", "U8", "[1]", "[0,1]") + "}", "AZ"));
   const Dict& d = c.root.as_dict();
   ASSERT_EQ(d.items.size(), 2u);
   EXPECT_EQ(d.items[0].first.as_str(), "a");
@@ -457,7 +464,8 @@ TEST(SafetensorsWriterRules, InvalidTensorIsRejectedBeforeWriting) {
   // And write_file leaves nothing behind.
   const auto dir = std::filesystem::temp_directory_path() / ("tseal_st_rules_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  EXPECT_EQ(testing::rule_of([&] { write_file(v, dir / "x.safetensors", Format::kSafetensors); }), rules::kViewOutOfBounds.id);
+  EXPECT_EQ(testing::rule_of([&] { write_file(v, dir / "x.safetensors", Format::kSafetensors); }),
+            rules::kViewOutOfBounds.id);
   EXPECT_TRUE(std::filesystem::is_empty(dir));
   std::filesystem::remove_all(dir);
 }

@@ -144,21 +144,25 @@ TEST(SafetensorsWriter, TorchFloat4x2IsWrittenAsF4LikeSafetensors) {
   EXPECT_EQ(write_bytes(tree, Format::kSafetensors), theirs);
   // A 0-d float4_e2m1fn_x2 cannot be stored (safetensors fails on it too).
   Value scalar = Value::dict();
-  scalar.as_dict().set(Value::str("s"), Value(make_contiguous(DType::kFloat4E2M1FNx2, {}, Storage::owned(std::vector<std::byte>(1)))));
-  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(scalar, Format::kSafetensors); }), "safetensors/dtype-unsupported");
+  scalar.as_dict().set(Value::str("s"),
+                       Value(make_contiguous(DType::kFloat4E2M1FNx2, {}, Storage::owned(std::vector<std::byte>(1)))));
+  EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(scalar, Format::kSafetensors); }),
+            "safetensors/dtype-unsupported");
 }
 
 std::shared_ptr<Tensor> tensor_of(DType d, std::vector<std::int64_t> shape, std::string_view bytes) {
-  return make_contiguous(d, std::move(shape),
-                         Storage::owned(std::vector<std::byte>(reinterpret_cast<const std::byte*>(bytes.data()),
-                                                               reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size())));
+  return make_contiguous(
+      d, std::move(shape),
+      Storage::owned(std::vector<std::byte>(reinterpret_cast<const std::byte*>(bytes.data()),
+                                            reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size())));
 }
 
 Value golden_tree() {
   Value v = Value::dict();
   v.as_dict().set(Value::str("c"), Value(tensor_of(DType::kBool, {}, std::string_view("\x01", 1))));
   v.as_dict().set(Value::str("a"), Value(tensor_of(DType::kFloat16, {1}, std::string_view("\x00\x38", 2))));
-  v.as_dict().set(Value::str("b"), Value(tensor_of(DType::kInt32, {2}, std::string_view("\x01\x00\x00\x00\xff\xff\xff\xff", 8))));
+  v.as_dict().set(Value::str("b"),
+                  Value(tensor_of(DType::kInt32, {2}, std::string_view("\x01\x00\x00\x00\xff\xff\xff\xff", 8))));
   return v;
 }
 
@@ -191,7 +195,8 @@ TEST(SafetensorsWriter, GoldenEscapingAndPadding) {
   // serde_json escaping: quote, backslash, \b \f \n \r \t, other C0 as \u00XX, DEL and
   // non-ASCII raw. Pinned header text (what safetensors 0.8 writes for this name).
   Value v = Value::dict();
-  v.as_dict().set(Value::str(std::string("q\"b\\\b\f\n\r\t\x01\x1f\x7f\xc3\xa9", 14)), Value(tensor_of(DType::kUInt8, {1}, "z")));
+  v.as_dict().set(Value::str(std::string("q\"b\\\b\f\n\r\t\x01\x1f\x7f\xc3\xa9", 14)),
+                  Value(tensor_of(DType::kUInt8, {1}, "z")));
   const std::string out = write_bytes(v, Format::kSafetensors);
   const Split s = split(out);
   EXPECT_EQ(s.header,

@@ -52,8 +52,8 @@ TEST(Inspect, JsonKeysAreTheStructFields) {
   ASSERT_EQ(j["tensors"].size(), r.tensors.size());
   for (std::size_t i = 0; i < r.tensors.size(); ++i) {
     const auto& t = j["tensors"][i];
-    EXPECT_EQ(keys(t), (std::vector<std::string>{"path", "dtype", "shape", "nbytes", "sha256", "alias_of", "type", "quantization",
-                                               "attributes", "layout", "parts"}));
+    EXPECT_EQ(keys(t), (std::vector<std::string>{"path", "dtype", "shape", "nbytes", "sha256", "alias_of", "type",
+                                                 "quantization", "attributes", "layout", "parts"}));
     EXPECT_EQ(t["layout"], r.tensors[i].layout);
     EXPECT_TRUE(t["parts"].is_null());
     EXPECT_EQ(t["path"], r.tensors[i].path);
@@ -100,7 +100,8 @@ ScanReport sample_scan() {
 TEST(Scan, JsonKeysAreTheStructFields) {
   const ScanReport r = sample_scan();
   const ojson j = ojson::parse(to_json(r));
-  EXPECT_EQ(keys(j), (std::vector<std::string>{"file", "format", "verdict", "findings", "interpretations", "incomplete"}));
+  EXPECT_EQ(keys(j),
+            (std::vector<std::string>{"file", "format", "verdict", "findings", "interpretations", "incomplete"}));
   EXPECT_EQ(j["file"], "f.pt");
   EXPECT_EQ(j["format"], "torch-zip");
   EXPECT_EQ(j["verdict"], "dangerous");

@@ -190,7 +190,8 @@ TEST(TorchHostile, ReduceOsSystemIsDangerousAndInert) {
     ScanReport r = scan(c);
     EXPECT_EQ(r.verdict, Verdict::kDangerous);
     bool found = false;
-    for (const auto& g : r.findings) found |= g.module == "posix" && g.name == "system" && g.verdict == Verdict::kDangerous;
+    for (const auto& g : r.findings)
+      found |= g.module == "posix" && g.name == "system" && g.verdict == Verdict::kDangerous;
     EXPECT_TRUE(found);
   }
 }
@@ -281,7 +282,8 @@ std::string patched(std::string b, std::string_view from, std::string_view to, s
 }
 
 TEST(TorchHostile, LegacyProtocolVersionMustBe1001) {
-  const std::string b = patched(fixture("tiny.legacy.pt"), std::string_view("M\xe9\x03", 3), std::string_view("M\xea\x03", 3));
+  const std::string b =
+      patched(fixture("tiny.legacy.pt"), std::string_view("M\xe9\x03", 3), std::string_view("M\xea\x03", 3));
   EXPECT_EQ(read_outcome(b).rule, detail::torch::rules::kLegacyProtocol.id);
 }
 

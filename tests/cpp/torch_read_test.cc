@@ -299,7 +299,8 @@ TEST(TorchRead, FullModelKeepsUserClassesOpaque) {
       ScanReport r = scan(c);
       EXPECT_EQ(r.verdict, Verdict::kUnknown);
       bool net = false;
-      for (const auto& g : r.findings) net |= g.module == "__main__" && g.name == "Net" && g.verdict == Verdict::kUnknown;
+      for (const auto& g : r.findings)
+        net |= g.module == "__main__" && g.name == "Net" && g.verdict == Verdict::kUnknown;
       EXPECT_TRUE(net);
     }
 }

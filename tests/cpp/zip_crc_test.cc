@@ -159,8 +159,9 @@ TEST_F(ZipCrcTest, StoragesOfWholeRecordsCarryTheirVerifiedCrc) {
 TEST_F(ZipCrcTest, CanonicalPtBytesDoNotDependOnReusedCrcs) {
   ReadOptions no_crc;
   no_crc.verify_checksums = false;
-  for (const fs::path& p : {fixture("big.pt"), testing::fixture_dir("gen_torch") / "views.pt",
-                            testing::fixture_dir("gen_torch") / "tied.pt", testing::fixture_dir("gen_torch") / "state_dict.pt"}) {
+  for (const fs::path& p :
+       {fixture("big.pt"), testing::fixture_dir("gen_torch") / "views.pt",
+        testing::fixture_dir("gen_torch") / "tied.pt", testing::fixture_dir("gen_torch") / "state_dict.pt"}) {
     const std::string reused = write_bytes(read_file(p).root, Format::kTorchZip);
     const std::string fresh = write_bytes(read_file(p, no_crc).root, Format::kTorchZip);  // every CRC computed
     EXPECT_EQ(sha256_hex(testing::bytes_of(reused)), sha256_hex(testing::bytes_of(fresh))) << p;
@@ -199,8 +200,9 @@ TEST_F(ZipCrcTest, OnlyWholeStoragesReuseTheCrcWindowsComputeTheirs) {
     const Checkpoint back = read_bytes(testing::bytes_of(window), "window.pt");  // verifies every CRC
     const auto refs = collect_tensors(back.root);
     ASSERT_EQ(refs.size(), 1u);
-    EXPECT_EQ(sha256_hex(refs[0].tensor->storage->bytes()),
-              sha256_hex(storage->bytes().subspan(static_cast<std::size_t>(offset) * 4, static_cast<std::size_t>(n) * 4)));
+    EXPECT_EQ(
+        sha256_hex(refs[0].tensor->storage->bytes()),
+        sha256_hex(storage->bytes().subspan(static_cast<std::size_t>(offset) * 4, static_cast<std::size_t>(n) * 4)));
   }
 }
 
@@ -228,8 +230,11 @@ TEST_F(ZipCrcTest, OneCorruptByteFailsReadHashCanonAndConvert) {
   const json rec = records();
   // data/0: tensor "big" (fused pieces); data/2 past the 4000 bytes "head" reaches
   // (CRC-only piece); data/3: the transposed "t" (gathered, CRC-only); data.pkl.
-  for (auto [name, at] : {std::pair<std::string, std::uint64_t>{"data/0", 4'600'001}, {"data/0", 0}, {"data/2", 3'999'000},
-                          {"data/3", 77}, {"data.pkl", 20}}) {
+  for (auto [name, at] : {std::pair<std::string, std::uint64_t>{"data/0", 4'600'001},
+                          {"data/0", 0},
+                          {"data/2", 3'999'000},
+                          {"data/3", 77},
+                          {"data.pkl", 20}}) {
     const fs::path bad = corrupt(name, at);
     const std::string where = "big/" + name;  // torch names the folder after the file
     const auto offset = rec[name]["data_offset"].get<std::uint64_t>();
@@ -256,9 +261,9 @@ TEST_F(ZipCrcTest, OneCorruptByteFailsReadHashCanonAndConvert) {
         }
       }
     const fs::path out_pt = dir_ / "out.pt", out_st = dir_ / "out.safetensors";
-    for (const std::string args : {"hash " + bad.string(), "hash --fast " + bad.string(), "hash --threads 1 " + bad.string(),
-                                   "canon " + bad.string() + " -o " + out_pt.string(),
-                                   "convert " + bad.string() + " " + out_st.string()}) {
+    for (const std::string args :
+         {"hash " + bad.string(), "hash --fast " + bad.string(), "hash --threads 1 " + bad.string(),
+          "canon " + bad.string() + " -o " + out_pt.string(), "convert " + bad.string() + " " + out_st.string()}) {
       const std::string cmd = tseal.string() + " " + args + " 2>&1";
       FILE* p = ::popen(cmd.c_str(), "r");
       ASSERT_NE(p, nullptr);

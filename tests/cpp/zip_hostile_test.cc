@@ -333,8 +333,9 @@ TEST(ZipHostile, InflateLimitsAndErrors) {
   // A broken stream.
   std::string broken = s;
   for (std::uint64_t i = 0; i < 8; ++i) broken[e.data_offset + i] = '\xff';
-  EXPECT_EQ(testing::rule_of([&] { (void)detail::zip::entry_bytes(testing::bytes_of(broken), e, scratch, "x", Limits{}); }),
-            "zip/inflate-failed");
+  EXPECT_EQ(
+      testing::rule_of([&] { (void)detail::zip::entry_bytes(testing::bytes_of(broken), e, scratch, "x", Limits{}); }),
+      "zip/inflate-failed");
   // The real thing inflates.
   EXPECT_EQ(detail::zip::entry_bytes(file, e, scratch, "x", Limits{}).size(), e.size);
 }

@@ -144,7 +144,8 @@ TEST(ZipReader, DataDescriptorSizes) {
 
 // torch aligns every record's data to .storage_alignment (64, or what the config says).
 TEST(ZipReader, TorchRecordsAreAligned) {
-  for (const auto& [file, align] : {std::pair{"a.pt", 64u}, std::pair{"many.pt", 64u}, std::pair{"align4096.pt", 4096u}}) {
+  for (const auto& [file, align] :
+       {std::pair{"a.pt", 64u}, std::pair{"many.pt", 64u}, std::pair{"align4096.pt", 4096u}}) {
     const std::string bytes = testing::read_all(dir() / file);
     ASSERT_FALSE(bytes.empty()) << file;
     const auto a = detail::zip::read(testing::bytes_of(bytes), file, Limits{});
@@ -170,7 +171,8 @@ TEST(ZipReader, Crc32IsZipCrcAndChainable) {
   const std::string check = "123456789";
   EXPECT_EQ(detail::util::crc32(0, testing::bytes_of(check)), 0xCBF43926u);  // the CRC-32 check value
   const std::string a = "hello, ", b = "world";
-  EXPECT_EQ(detail::util::crc32(detail::util::crc32(0, testing::bytes_of(a)), testing::bytes_of(b)), detail::util::crc32(0, testing::bytes_of(a + b)));
+  EXPECT_EQ(detail::util::crc32(detail::util::crc32(0, testing::bytes_of(a)), testing::bytes_of(b)),
+            detail::util::crc32(0, testing::bytes_of(a + b)));
 }
 
 }  // namespace

@@ -50,7 +50,8 @@ std::string rewrite_torch(const std::string& bytes, const std::string& name, std
   for (const auto& e : a.entries)
     if (e.name.ends_with("/.storage_alignment")) {
       std::vector<std::byte> scratch;
-      alignment = static_cast<std::uint32_t>(std::stoul(std::string(detail::util::as_chars(detail::zip::entry_bytes(file, e, scratch, name, Limits{})))));
+      alignment = static_cast<std::uint32_t>(
+          std::stoul(std::string(detail::util::as_chars(detail::zip::entry_bytes(file, e, scratch, name, Limits{})))));
     }
   detail::io::StringSink sink;
   detail::zip::Writer w(sink, detail::zip::Profile::kTorch, alignment);
@@ -115,7 +116,8 @@ TEST(ZipWriter, TorchSavePastFourGiBIsReproducedByteForByte) {
     sink.commit();
   }
   const auto ours = MappedFile::open(out);
-  const bool same = ours->size() == in->size() && std::memcmp(ours->bytes().data(), in->bytes().data(), in->size()) == 0;
+  const bool same =
+      ours->size() == in->size() && std::memcmp(ours->bytes().data(), in->bytes().data(), in->size()) == 0;
   fs::remove(out);
   EXPECT_TRUE(same);
 }
@@ -148,8 +150,10 @@ TEST(ZipWriter, RoundTripThroughReader) {
   for (auto profile : {detail::zip::Profile::kTorch, detail::zip::Profile::kNumpy}) {
     detail::io::StringSink sink;
     detail::zip::Writer w(sink, profile);
-    std::map<std::string, std::string> records = {
-        {"r/data.pkl", "pickle"}, {"r/data/0", std::string(1000, '\x07')}, {"r/empty", ""}, {"r/\xc3\xa9t\xc3\xa9", "utf8 name"}};
+    std::map<std::string, std::string> records = {{"r/data.pkl", "pickle"},
+                                                  {"r/data/0", std::string(1000, '\x07')},
+                                                  {"r/empty", ""},
+                                                  {"r/\xc3\xa9t\xc3\xa9", "utf8 name"}};
     for (const auto& [n, d] : records) w.record(n, d);
     w.finish();
     const auto a = detail::zip::read(testing::bytes_of(sink.out), "rt", Limits{});
@@ -186,7 +190,8 @@ class HeaderSink final : public detail::io::Sink {
     const int fd = ::open(p.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
     EXPECT_GE(fd, 0);
     EXPECT_EQ(::ftruncate(fd, static_cast<off_t>(position_)), 0);
-    for (const auto& [at, s] : pieces) EXPECT_EQ(::pwrite(fd, s.data(), s.size(), static_cast<off_t>(at)), static_cast<ssize_t>(s.size()));
+    for (const auto& [at, s] : pieces)
+      EXPECT_EQ(::pwrite(fd, s.data(), s.size(), static_cast<off_t>(at)), static_cast<ssize_t>(s.size()));
     ::close(fd);
     return p;
   }
