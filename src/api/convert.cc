@@ -5,7 +5,10 @@
 // checksum the reader left (io::Input::checks_later) was computed over the bytes and
 // held; the writer may have streamed bytes of a record whose check fails, but only
 // into the temp file that is then removed.
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdint>
 #include <exception>
 #include <thread>
 #include <unordered_set>
@@ -21,7 +24,9 @@ namespace tensorseal {
 namespace {
 
 // The mapped files whose windows `root`'s tensors and storages are, each once, in
-// tree order.
+// tree order; none when together they exceed a quarter of the machine's memory (mapped
+// that far ahead of the writer, the first pages would be evicted before it reads them,
+// and a file on disk would be read twice).
 std::vector<std::span<const std::byte>> mapped_files(const Value& root) {
   struct Files final : detail::core::Visitor {
     std::vector<std::span<const std::byte>> out;
@@ -37,6 +42,11 @@ std::vector<std::span<const std::byte>> mapped_files(const Value& root) {
     }
   } files;
   detail::core::walk(root, files, detail::core::Reach::kEverything);
+  std::uint64_t total = 0;
+  for (const auto& f : files.out) total += f.size();
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0 || total > static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) / 4)
+    return {};
   return std::move(files.out);
 }
 
