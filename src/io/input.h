@@ -19,9 +19,9 @@ namespace tensorseal::detail::io {
 struct Input;
 
 // Container checksums of tensor data a reader was asked to leave for later
-// (Input::checks_later): the consumer verifies every one (check_later_checks) before
-// anything written from the bytes is made visible. Readers of several files may add
-// from several threads.
+// (Input::checks_later): the consumer (convert_file's read-ahead) verifies every one
+// before anything written from the bytes is made visible. Readers of several files may
+// add from several threads.
 struct LaterChecks {
   void add(std::shared_ptr<const Storage::PendingChecksum> c) {
     const std::lock_guard lock(mutex);
