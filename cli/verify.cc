@@ -1,4 +1,4 @@
-// tseal verify FILE... [--json]: full structural validation plus every checksum the
+// tseal verify FILE... [--json] [--expect DIGEST]: full structural validation plus every checksum the
 // file carries. Exit 0 all intact, 1 some file corrupt, 2 some file unreadable.
 // Dangerous globals are a second verdict, printed as "DANGEROUS  FILE: ..." after the
 // file's integrity line; they do not change the exit status (tseal scan gates on them).
@@ -25,6 +25,9 @@ Runner add_verify(CLI::App& app) {
   auto* sig_opt = cmd->add_option("--signature", *signature,
                                   "also check this signature (tseal sign) against the file's content");
   auto* pub_opt = cmd->add_option("--pub", *pub, "the PEM public key that checks --signature");
+  auto expect = std::make_shared<std::string>();
+  cmd->add_option("--expect", *expect,
+                  "the content hash the content must have (sha256:... or xxh3:...); exit 1 when it differs");
   sig_opt->needs(pub_opt);
   pub_opt->needs(sig_opt);
   return [=]() {
@@ -35,6 +38,7 @@ Runner add_verify(CLI::App& app) {
     o.format = *format;
     o.signature = *signature;
     o.public_key = *pub;
+    o.expect = *expect;
     if (!signature->empty() && files->size() != 1)
       throw Error(rules::kInvalidArgument, "--signature signs one checkpoint: give exactly one FILE");
     std::vector<VerifyResult> results;

@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,69 @@ class DcpReader {
   // `weights_only` every global it references must be in the known-safe set
   // (UnsafePickleError otherwise) before the bytes are handed out.
   [[nodiscard]] std::string bytes_item(const std::string& fqn, bool weights_only);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---- The content hash of live sharded state (tensorseal.dcp.content_hash) ----
+//
+// The ranks of a job hash the state they hold together, without gathering tensors;
+// the digest equals content_hash of what dcp.save of that state writes (definition and
+// protocol: src/dcp/live.cc, docs/content-hash.md "Sharded state"). The caller moves
+// bytes between ranks: summary() of every rank to every rank, then each Round's
+// send/recv (an all-to-all), then partial() of every rank to every rank.
+
+// A block of a tensor this rank holds: its place in the global tensor and its data
+// (a tensor of shape `sizes` and the tensor's dtype).
+struct LiveBox {
+  std::vector<std::int64_t> offsets, sizes;
+  std::shared_ptr<const Tensor> data;
+};
+
+// One leaf of the state as DCP flattens it (fqn = the path joined by ".").
+struct LiveItem {
+  std::string fqn;
+  std::vector<Value> path;  // str / int parts, as DCP's flatten_state_dict gives
+  bool is_tensor = false;
+  DType dtype = DType::kFloat32;     // tensors: the global dtype and shape
+  std::vector<std::int64_t> shape;
+  std::vector<LiveBox> local;        // tensors: the blocks this rank holds (may be none)
+  Value value;                       // other leaves: the value (every holder's must agree)
+};
+
+class LiveHash {
+ public:
+  struct Round {
+    std::vector<std::byte> send;                         // to ranks 0..N-1, concatenated
+    std::vector<std::int64_t> send_counts, recv_counts;  // bytes to / from each rank
+  };
+  struct Stats {
+    std::uint64_t hashed_bytes = 0, sent_bytes = 0, received_bytes = 0, rounds = 0;
+  };
+
+  // This rank's part of the plan, for every rank: fqns, paths, shapes and blocks, and
+  // the encoding of every non-tensor leaf. Throws for local data that does not fit.
+  [[nodiscard]] static std::string summary(const std::vector<LiveItem>& items, HashAlgo algo, unsigned threads);
+  // `summaries[r]`: rank r's summary. Throws the same Error on every rank for states
+  // the ranks disagree about (dcp/live-state, dcp/replica-mismatch, dcp/chunk-*).
+  LiveHash(std::vector<LiveItem> items, const std::vector<std::string>& summaries, std::uint32_t rank,
+           HashAlgo algo, unsigned threads, std::uint64_t round_bytes = std::uint64_t{16} << 20);
+  ~LiveHash();
+  LiveHash(LiveHash&&) noexcept;
+  LiveHash& operator=(LiveHash&&) noexcept;
+
+  // The next exchange of chunk pieces (the same number of rounds on every rank), or
+  // nullopt when none is left; then receive() with what the other ranks sent, in rank order.
+  [[nodiscard]] std::optional<Round> next_round();
+  void receive(std::span<const std::byte> bytes);
+  // After the last round: hashes the chunks this rank holds whole; its result for all.
+  [[nodiscard]] std::string partial();
+  // The content hash from every rank's partial(). Throws dcp/replica-mismatch naming
+  // the tensor and the ranks when replicas differ (the same on every rank).
+  [[nodiscard]] std::string finish(const std::vector<std::string>& partials) const;
+  [[nodiscard]] Stats stats() const;
 
  private:
   struct Impl;

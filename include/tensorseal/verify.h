@@ -37,6 +37,7 @@ struct VerifyResult {
   std::string format;                    // detected format ("" when unreadable)
   std::size_t tensors = 0;               // tensors validated
   bool content_hash_checked = false;     // an embedded content hash was recomputed
+  std::string content_hash;              // the content hash computed ("" when unreadable)
   std::string message;                   // the error's one-line message ("" when ok)
   std::string rule;                      // the broken rule id ("" when ok)
   std::optional<std::uint64_t> offset;   // byte offset of the problem, when known
@@ -64,6 +65,9 @@ struct VerifyOptions {
   // signs is this file's manifest (tensorseal/sign.h). A failure makes the file
   // kCorrupt with the sign/... rule (kError for an unreadable key).
   std::filesystem::path signature, public_key;
+  // When set ("sha256:<64 hex>" or "xxh3:<32 hex>"): the content must hash to it, else
+  // the file is kCorrupt with rule verify/expect-mismatch (a malformed digest: kError).
+  std::string expect;
 };
 
 // The safetensors __metadata__ key under which a writer may embed the content hash

@@ -78,9 +78,117 @@ DcpEntry entry_from_py(nb::handle h) {
   return e;
 }
 
+// tensorseal.dcp.content_hash's core: this rank's items, then the plan over every
+// rank's summary (LiveHash), driven by the Python collectives.
+struct Live {
+  std::vector<LiveItem> items;
+  HashAlgo algo = HashAlgo::kSha256;
+  unsigned threads = 0;
+  std::optional<LiveHash> hash;
+  LiveHash& plan() {
+    if (!hash) throw Error(rules::kInvalidArgument, "LiveHash used before plan()", "");
+    return *hash;
+  }
+};
+
+std::vector<Value> path_arg(nb::handle h, const std::string& fqn) {
+  std::vector<Value> out;
+  for (nb::handle x : h) {
+    if (nb::isinstance<nb::str>(x)) out.push_back(Value::str(nb::cast<std::string>(x)));
+    else if (nb::isinstance<nb::int_>(x)) out.push_back(Value(nb::cast<std::int64_t>(x)));
+    else throw Error(rules::kInvalidArgument, "the DCP path of '" + fqn + "' holds a " +
+                                                  nb::cast<std::string>(nb::str(x.type())), "");
+  }
+  return out;
+}
+
 }  // namespace
 
 void bind_dcp(nb::module_& m) {
+  // items: [(fqn, path, (dtype, shape, [(offsets, sizes, tensor)]) | None, value)]
+  nb::class_<Live>(m, "LiveHash")
+      .def("__init__", [](Live* self, nb::list items, bool fast, unsigned threads) {
+             new (self) Live();
+             self->algo = fast ? HashAlgo::kXxh3 : HashAlgo::kSha256;
+             self->threads = threads;
+             FromPy conv;
+             for (nb::handle h : items) {
+               nb::tuple t = nb::cast<nb::tuple>(h);
+               LiveItem it;
+               it.fqn = nb::cast<std::string>(t[0]);
+               it.path = path_arg(t[1], it.fqn);
+               if (!t[2].is_none()) {
+                 nb::tuple spec = nb::cast<nb::tuple>(t[2]);
+                 it.is_tensor = true;
+                 it.dtype = dtype_arg(nb::cast<std::string>(spec[0]));
+                 it.shape = nb::cast<Ints>(spec[1]);
+                 for (nb::handle b : nb::cast<nb::list>(spec[2])) {
+                   nb::tuple bt = nb::cast<nb::tuple>(b);
+                   Value v = conv.convert(bt[2]);
+                   if (!v.is(Value::Kind::kTensor))
+                     throw Error(rules::kInvalidArgument, "the local data of '" + it.fqn + "' is not a tensor", "");
+                   it.local.push_back({nb::cast<Ints>(bt[0]), nb::cast<Ints>(bt[1]), v.as_tensor()});
+                 }
+               } else {
+                 it.value = conv.convert(t[3]);
+               }
+               self->items.push_back(std::move(it));
+             }
+           }, nb::arg("items"), nb::arg("fast"), nb::arg("threads"))
+      .def("summary", [](const Live& l) {
+             nb::gil_scoped_release nogil;
+             return LiveHash::summary(l.items, l.algo, l.threads);
+           })
+      .def("plan", [](Live& l, const std::vector<std::string>& summaries, std::uint32_t rank,
+                      std::uint64_t round_bytes) {
+             nb::gil_scoped_release nogil;
+             l.hash.emplace(std::move(l.items), summaries, rank, l.algo, l.threads, round_bytes);
+           }, nb::arg("summaries"), nb::arg("rank"), nb::arg("round_bytes"))
+      // (send bytes, send counts, recv counts) or None
+      .def("next_round", [](Live& l) -> nb::object {
+             std::optional<LiveHash::Round> r;
+             {
+               nb::gil_scoped_release nogil;
+               r = l.plan().next_round();
+             }
+             if (!r) return nb::none();
+             return nb::make_tuple(nb::bytes(reinterpret_cast<const char*>(r->send.data()), r->send.size()),
+                                   r->send_counts, r->recv_counts);
+           })
+      .def("receive", [](Live& l, nb::bytes b) {
+             std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(b.c_str()), b.size());
+             nb::gil_scoped_release nogil;
+             l.plan().receive(bytes);
+           })
+      .def("partial", [](Live& l) {
+             std::string p;
+             {
+               nb::gil_scoped_release nogil;
+               p = l.plan().partial();
+             }
+             return nb::bytes(p.data(), p.size());
+           })
+      .def("finish", [](const Live& l, nb::list partials) {
+             std::vector<std::string> ps;
+             for (nb::handle h : partials) {
+               nb::bytes b = nb::cast<nb::bytes>(h);
+               ps.emplace_back(b.c_str(), b.size());
+             }
+             nb::gil_scoped_release nogil;
+             if (!l.hash) throw Error(rules::kInvalidArgument, "LiveHash used before plan()", "");
+             return l.hash->finish(ps);
+           })
+      .def("stats", [](const Live& l) {
+             if (!l.hash) return nb::dict();
+             const auto s = l.hash->stats();
+             nb::dict d;
+             d["hashed_bytes"] = s.hashed_bytes;
+             d["sent_bytes"] = s.sent_bytes;
+             d["received_bytes"] = s.received_bytes;
+             d["rounds"] = s.rounds;
+             return d;
+           });
+
   // tensorseal.dcp (python/tensorseal/dcp.py): the storage plugin's core.
   m.def("dcp_staging_dir", [](const std::string& target) { return dcp_staging_dir(target).string(); });
   m.def("dcp_prepare", [](const std::string& target, bool overwrite) {

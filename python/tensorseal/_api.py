@@ -223,12 +223,17 @@ def hash(path_or_obj: Any, *, fast: bool = False, threads: int = 0, limits: Limi
     in-memory object, as ``tseal hash`` prints it. Independent of container, layout,
     dict order and file name. The GIL is released while hashing. ``limits``: resource
     limits of reading the file. ``progress``: a callable(done, total) called with bytes
-    hashed, or True for a tqdm bar. ``format``: read the file as this format (load())."""
+    hashed, or True for a tqdm bar. ``format``: read the file as this format (load()).
+
+    A DTensor or ShardedTensor in ``path_or_obj`` raises InvalidArgumentError: each rank
+    holds only its part, so use the collective ``tensorseal.dcp.content_hash``."""
     pairs = limit_pairs(limits)
     with _progress(progress, "hashing") as cb:
         if _is_path(path_or_obj):
             return _core.hash_file(os.fspath(path_or_obj), fast, threads, pairs, progress=cb, format=format or "")
-        return _core.hash_object(path_or_obj, fast, threads, progress=cb)
+        from ._glue import hashing
+        with hashing():
+            return _core.hash_object(path_or_obj, fast, threads, progress=cb)
 
 
 def inspect(path: PathLike, *, threads: int = 0, limits: LimitsArg = None, progress: ProgressArg = None,

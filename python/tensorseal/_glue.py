@@ -133,6 +133,26 @@ def numpy_objects() -> Iterator[None]:
         _mode.all_arrays = old
 
 
+@contextlib.contextmanager
+def hashing() -> Iterator[None]:
+    """Within: classify() refuses tensors one rank holds only part of (DTensor,
+    ShardedTensor): a digest of one rank's part is not the content of the state."""
+    old = getattr(_mode, "hashing", False)
+    _mode.hashing = True
+    try:
+        yield
+    finally:
+        _mode.hashing = old
+
+
+def _is_distributed_tensor(obj: Any) -> bool:
+    t = type(obj)
+    if (t.__module__, t.__qualname__) in _DTENSOR_TYPES:
+        return True
+    return any(c.__name__ == "ShardedTensor" and c.__module__.startswith("torch.distributed._shard")
+               for c in t.__mro__)
+
+
 def make_numpy(raw: np.ndarray, dtype: str, shape: tuple, strides: tuple, offset: int, scalar: bool) -> Any:
     """A pickled numpy object, as numpy rebuilds it: an ndarray owning a copy of its
     bytes, or a numpy scalar (np.generic)."""
@@ -548,6 +568,12 @@ def classify(obj: Any) -> Any:
     if type(obj) in (set, frozenset):
         return SetDesc(type(obj) is frozenset, list(obj))
     if torch is not None:
+        if getattr(_mode, "hashing", False) and isinstance(obj, torch.Tensor) and _is_distributed_tensor(obj):
+            from .errors import invalid_argument
+            raise invalid_argument(
+                f"a {type(obj).__name__} holds only this rank's part of its tensor, so its hash would differ on "
+                "every rank: hash the whole state with the collective tensorseal.dcp.content_hash(state_dict) "
+                "(every rank calls it), or hash .full_tensor()")
         if isinstance(obj, torch.Tensor) and obj.device.type == "meta" and obj.layout == torch.strided and \
                 not obj.is_nested and not obj.is_quantized and type(obj) in (torch.Tensor, torch.nn.Parameter) and \
                 not obj.__dict__:

@@ -49,7 +49,7 @@ from ._glue import _torch_dtype, dtype_name
 from .errors import UnsupportedError
 from .limits import Limits, limit_pairs
 
-__all__ = ["FileSystemWriter", "FileSystemReader"]
+__all__ = ["FileSystemWriter", "FileSystemReader", "content_hash"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -260,3 +260,194 @@ class FileSystemReader(_LocalDirectory, StorageReader):
         fut: Future = Future()
         fut.set_result(None)
         return fut
+
+
+# ---- The content hash of live sharded state ----
+
+def _group_info(process_group: Any) -> Tuple[Any, int, int]:
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_initialized()):
+        return None, 0, 1
+    return process_group, dist.get_rank(process_group), dist.get_world_size(process_group)
+
+
+def _device_for(group: Any) -> Any:
+    """Where the all-to-all buffers live: the GPU for NCCL groups, else the CPU."""
+    import torch.distributed as dist
+    backend = str(dist.get_backend(group)).lower()
+    if "nccl" in backend and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _portable(e: BaseException) -> tuple:
+    from .errors import Error
+    if isinstance(e, Error):
+        return ("tensorseal", e.kind, str(e), e.rule)
+    return (type(e).__name__, "", str(e), "")
+
+
+def _raise_from(rank: int, me: int, failure: tuple, original: Optional[BaseException]) -> None:
+    """Every rank raises the first failing rank's error: the failing rank its own, the
+    others one of the same class naming that rank."""
+    import builtins
+    from .errors import class_for_kind
+    if rank == me and original is not None:
+        raise original
+    origin, kind, message, rule = failure
+    text = f"rank {rank} failed: {message}"
+    if origin == "tensorseal":
+        raise class_for_kind(kind)(text, rule)
+    cls = getattr(builtins, origin, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls = RuntimeError
+    raise cls(text)
+
+
+def _agree(fn: Any, group: Any, rank: int, world: int) -> List[Any]:
+    """fn() on every rank, then every rank's result on every rank (all_gather_object);
+    when fn raised on any rank, every rank raises the lowest failing rank's error."""
+    original: Optional[BaseException] = None
+    try:
+        mine: tuple = (True, fn())
+    except Exception as e:  # noqa: BLE001 - sent to every rank, then raised
+        original = e
+        mine = (False, _portable(e))
+    if world == 1:
+        got = [mine]
+    else:
+        import torch.distributed as dist
+        got = [None] * world
+        dist.all_gather_object(got, mine, group=group)
+    for r, (ok, value) in enumerate(got):
+        if not ok:
+            _raise_from(r, rank, value, original)
+    return [value for _, value in got]
+
+
+def _local_tensor(fqn: str, t: Any) -> Any:
+    t = t.detach()
+    if t.device.type == "meta":
+        raise UnsupportedError(f"tensor '{fqn}' is on the meta device: it has no data to hash",
+                               rule="dcp/live-state")
+    if t.layout != torch.strided or t.is_quantized or t.is_nested:
+        raise UnsupportedError(f"tensor '{fqn}' has layout {t.layout}; the live hash covers strided tensors, "
+                               "as DCP saves them", rule="dcp/live-state")
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if t.is_conj():
+        t = t.resolve_conj()
+    if t.is_neg():
+        t = t.resolve_neg()
+    if type(t) is not torch.Tensor:
+        t = t.as_subclass(torch.Tensor)
+    return t
+
+
+def _live_items(state_dict: Any) -> list:
+    """This rank's leaves as DCP's planner sees them: Stateful values by their
+    state_dict(), flattened by DCP's own flatten_state_dict (keys as str, lists of
+    tensors by index), each tensor as the blocks this rank holds."""
+    from torch.distributed.checkpoint._nested_dict import flatten_state_dict
+    from torch.distributed.checkpoint.stateful import Stateful
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.placement_types import Partial
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    try:
+        from torch.distributed._shard.sharded_tensor import ShardedTensor
+    except ImportError:  # pragma: no cover - torch without the legacy sharding package
+        ShardedTensor = ()  # type: ignore[assignment]
+
+    if not isinstance(state_dict, dict):
+        raise UnsupportedError(f"a state dict is a dict, not a {type(state_dict).__name__}",
+                               rule="dcp/live-state")
+    state_dict = {k: (v.state_dict() if isinstance(v, Stateful) else v) for k, v in state_dict.items()}
+    flat, mappings = flatten_state_dict(state_dict)
+    items = []
+    for fqn, value in flat.items():
+        path = tuple(mappings[fqn])
+        if isinstance(value, DTensor):
+            if any(isinstance(p, Partial) for p in value.placements):
+                raise UnsupportedError(f"DTensor '{fqn}' has a Partial placement (a pending reduction): its "
+                                       "ranks hold addends, not the tensor; redistribute it to Replicate first",
+                                       rule="dcp/live-state")
+            sizes, offsets = compute_local_shape_and_global_offset(value.shape, value.device_mesh, value.placements)
+            blocks = []
+            if len(offsets) == len(value.shape):
+                blocks.append((list(offsets), list(sizes), _local_tensor(fqn, value.to_local())))
+            items.append((fqn, path, (dtype_name(value.dtype), list(value.shape), blocks), None))
+        elif ShardedTensor and isinstance(value, ShardedTensor):
+            md = value.metadata()
+            blocks = [(list(s.metadata.shard_offsets), list(s.metadata.shard_sizes), _local_tensor(fqn, s.tensor))
+                      for s in value.local_shards()]
+            items.append((fqn, path, (dtype_name(md.tensor_properties.dtype), list(md.size), blocks), None))
+        elif isinstance(value, torch.Tensor):
+            t = _local_tensor(fqn, value)
+            items.append((fqn, path, (dtype_name(t.dtype), list(t.shape), [([0] * t.dim(), list(t.shape), t)]), None))
+        else:
+            items.append((fqn, path, None, value))
+    return items
+
+
+def content_hash(state_dict: Dict[str, Any], *, process_group: Any = None, algo: str = "sha256",
+                 threads: int = 0, round_bytes: int = 16 << 20) -> str:
+    """The content hash of the live, sharded state of a job: a collective call (every
+    rank of ``process_group`` calls it with its own state dict) that returns, on every
+    rank, the digest ``tseal hash`` gives for what ``dcp.save(state_dict)`` writes, and
+    so for every layout made from that (``dcp_to_torch_save``, a .pt or .safetensors of
+    the full state, HF shards, a DCP at another world size).
+
+    DTensors (any Shard/Replicate placements, uneven shards, 2-D meshes), ShardedTensors,
+    plain tensors and every other value are covered; Stateful values count by their
+    ``state_dict()``, as dcp.save takes them. No tensor is gathered: each rank hashes
+    the 1 MiB leaf chunks its blocks cover, replicated blocks split between their
+    holders; only pieces of chunks that straddle ranks move (all-to-all rounds of at
+    most ``round_bytes`` per rank). Without torch.distributed initialised it hashes the
+    state as one rank.
+
+    ``algo``: "sha256" (``tseal hash``) or "xxh3" (``tseal hash --fast``). ``threads``:
+    hashing threads per rank (0: the cores divided by LOCAL_WORLD_SIZE).
+
+    Raises CorruptFileError (rule dcp/replica-mismatch) on every rank when replicas
+    differ between ranks (a replicated tensor, or the same value on several ranks),
+    naming the tensor and the ranks; InvalidArgumentError / UnsupportedError for state
+    DCP cannot save as it is. An error on one rank is raised on every rank.
+
+    >>> digest = tensorseal.dcp.content_hash({"model": model.state_dict(), "step": 7})
+    >>> dcp.save({"model": model.state_dict(), "step": 7}, checkpoint_id=path)
+    >>> # tseal hash path  ->  the same digest
+    """
+    from ._glue import hashing, numpy_objects
+    if algo not in ("sha256", "xxh3"):
+        from .errors import invalid_argument
+        raise invalid_argument(f"algo must be 'sha256' or 'xxh3', not {algo!r}")
+    group, rank, world = _group_info(process_group)
+    if threads <= 0:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+        threads = max(1, (os.cpu_count() or 1) // max(1, local))
+
+    held: List[Any] = []
+
+    def local_summary() -> str:
+        with hashing(), numpy_objects():
+            held.append(_core.LiveHash(_live_items(state_dict), algo == "xxh3", threads))
+        return held[0].summary()
+
+    summaries = _agree(local_summary, group, rank, world)
+    live = held[0]
+    _agree(lambda: live.plan(summaries, rank, round_bytes), group, rank, world)
+    if world > 1:
+        import torch.distributed as dist
+        device = _device_for(group)
+        while True:
+            r = live.next_round()
+            if r is None:
+                break
+            send, send_counts, recv_counts = r
+            inp = torch.frombuffer(bytearray(send), dtype=torch.uint8) if send else torch.empty(0, dtype=torch.uint8)
+            out = torch.empty(sum(recv_counts), dtype=torch.uint8, device=device)
+            dist.all_to_all_single(out, inp.to(device), output_split_sizes=list(recv_counts),
+                                   input_split_sizes=list(send_counts), group=group)
+            live.receive(out.cpu().numpy().tobytes())
+    partials = _agree(live.partial, group, rank, world)
+    return live.finish(partials)

@@ -98,6 +98,9 @@ inline constexpr Rule kMaxAlloc{"dcp/max-alloc", K::kLimit};                    
 inline constexpr Rule kManifest{"dcp/manifest", K::kCorrupt};                  // malformed / disagrees with .metadata
 inline constexpr Rule kChecksum{"dcp/checksum", K::kCorrupt};                  // an item's bytes changed
 inline constexpr Rule kDigest{"dcp/digest", K::kCorrupt};                      // an item's content changed
+// The live hash of sharded state (dcp/live.cc).
+inline constexpr Rule kLiveState{"dcp/live-state", K::kInvalidArgument};  // ranks disagree / blocks do not fit
+inline constexpr Rule kReplicaMismatch{"dcp/replica-mismatch", K::kCorrupt};  // replicas on ranks differ
 // Writer-side rules.
 inline constexpr Rule kWriteUnrepresentable{"dcp/write-unrepresentable", K::kInvalidArgument};  // DCP would change it
 inline constexpr Rule kWriteTarget{"dcp/write-target", K::kInvalidArgument};  // refusing to replace the target

@@ -21,6 +21,7 @@
 #include "dcp/items.h"
 #include "dcp/metadata.h"
 #include "dcp/ranks.h"
+#include "dcp/tree.h"
 #include "io/scratch.h"
 #include "util/text.h"
 
@@ -44,40 +45,6 @@ std::uint64_t volume(const std::vector<std::int64_t>& sizes) {
     v *= static_cast<std::uint64_t>(s);
   }
   return v;
-}
-
-// Chunks must lie inside the tensor, not overlap, and cover it.
-void check_tiling(const Entry& e, const std::string& file) {
-  const std::size_t n = e.size.size();
-  for (const auto& c : e.chunks)
-    for (std::size_t k = 0; k < n; ++k)
-      if (c.offsets[k] < 0 || c.sizes[k] < 0 || c.offsets[k] > e.size[k] || c.sizes[k] > e.size[k] - c.offsets[k])
-        throw Error(rules::kChunkOutside,
-                    fmt::format("chunk at {} of size {} lies outside tensor '{}' of size {}", shape_text(c.offsets),
-                                shape_text(c.sizes), e.fqn, shape_text(e.size)),
-                    file);
-  for (std::size_t i = 0; i < e.chunks.size(); ++i) {
-    const Chunk& a = e.chunks[i];
-    if (volume(a.sizes) == 0) continue;
-    for (std::size_t j = i + 1; j < e.chunks.size(); ++j) {
-      const Chunk& b = e.chunks[j];
-      if (volume(b.sizes) == 0) continue;
-      bool disjoint = false;
-      for (std::size_t k = 0; k < n && !disjoint; ++k)
-        disjoint = a.offsets[k] + a.sizes[k] <= b.offsets[k] || b.offsets[k] + b.sizes[k] <= a.offsets[k];
-      if (!disjoint)
-        throw Error(rules::kChunkOverlap,
-                    fmt::format("chunks at {} and {} of tensor '{}' overlap", shape_text(a.offsets),
-                                shape_text(b.offsets), e.fqn),
-                    file);
-    }
-  }
-  std::uint64_t covered = 0;
-  for (const auto& c : e.chunks) covered += volume(c.sizes);  // disjoint and inside: no overflow
-  if (covered != volume(e.size))
-    throw Error(rules::kChunkGap,
-                fmt::format("the chunks of tensor '{}' cover {} of its {} elements", e.fqn, covered, volume(e.size)),
-                file);
 }
 
 // Copies chunk `t` (shape c.sizes) into `dst`, the row-major bytes of a tensor of
@@ -216,11 +183,47 @@ Value assemble(const Entry& e, Items& items, const io::Input& meta) {
   return Value(make_contiguous(e.dtype, e.size, join()));
 }
 
+}  // namespace
+
+// Chunks must lie inside the tensor, not overlap, and cover it.
+void check_tiling(const Entry& e, const std::string& file) {
+  const std::size_t n = e.size.size();
+  for (const auto& c : e.chunks)
+    for (std::size_t k = 0; k < n; ++k)
+      if (c.offsets[k] < 0 || c.sizes[k] < 0 || c.offsets[k] > e.size[k] || c.sizes[k] > e.size[k] - c.offsets[k])
+        throw Error(rules::kChunkOutside,
+                    fmt::format("chunk at {} of size {} lies outside tensor '{}' of size {}", shape_text(c.offsets),
+                                shape_text(c.sizes), e.fqn, shape_text(e.size)),
+                    file);
+  for (std::size_t i = 0; i < e.chunks.size(); ++i) {
+    const Chunk& a = e.chunks[i];
+    if (volume(a.sizes) == 0) continue;
+    for (std::size_t j = i + 1; j < e.chunks.size(); ++j) {
+      const Chunk& b = e.chunks[j];
+      if (volume(b.sizes) == 0) continue;
+      bool disjoint = false;
+      for (std::size_t k = 0; k < n && !disjoint; ++k)
+        disjoint = a.offsets[k] + a.sizes[k] <= b.offsets[k] || b.offsets[k] + b.sizes[k] <= a.offsets[k];
+      if (!disjoint)
+        throw Error(rules::kChunkOverlap,
+                    fmt::format("chunks at {} and {} of tensor '{}' overlap", shape_text(a.offsets),
+                                shape_text(b.offsets), e.fqn),
+                    file);
+    }
+  }
+  std::uint64_t covered = 0;
+  for (const auto& c : e.chunks) covered += volume(c.sizes);  // disjoint and inside: no overflow
+  if (covered != volume(e.size))
+    throw Error(rules::kChunkGap,
+                fmt::format("the chunks of tensor '{}' cover {} of its {} elements", e.fqn, covered, volume(e.size)),
+                file);
+}
+
 // DCP's set_element: str parts are dict keys, int parts list indices (lists grow
 // with None). Paths that DCP itself could not have produced together are refused.
-void set_element(Value& root, const Entry& e, Value v, const io::Input& meta) {
+void set_element(Value& root, const Entry& e, Value v, const std::string& file, std::uint64_t max_entries) {
   auto conflict = [&](const std::string& why) {
-    throw Error(rules::kPathConflict, fmt::format("planner_data path of '{}' {}", e.fqn, why), meta.name);
+    throw Error(rules::kPathConflict, fmt::format("planner_data path of '{}' {}", e.fqn, why), file);
   };
   Value* cur = &root;
   for (std::size_t i = 0; i < e.path.size(); ++i) {
@@ -239,7 +242,7 @@ void set_element(Value& root, const Entry& e, Value v, const io::Input& meta) {
       cur = const_cast<Value*>(have);
     } else if (cur->is(Value::Kind::kList)) {
       if (!key.is(Value::Kind::kInt) || key.as_int() < 0) conflict("indexes a list with " + repr(key, 40));
-      if (static_cast<std::uint64_t>(key.as_int()) >= meta.options->limits.max_entries)
+      if (static_cast<std::uint64_t>(key.as_int()) >= max_entries)
         conflict(fmt::format("indexes a list at {} (beyond max_entries)", key.as_int()));
       auto& list = cur->items();
       const auto k = static_cast<std::size_t>(key.as_int());
@@ -252,8 +255,6 @@ void set_element(Value& root, const Entry& e, Value v, const io::Input& meta) {
     }
   }
 }
-
-}  // namespace
 
 bool detect_dcp(std::span<const std::byte> head) noexcept { return dcp::looks_like_metadata(head); }
 
@@ -299,7 +300,7 @@ Checkpoint read_dcp(const io::Input& in) {
         throw Error(rules::kPathConflict, "item '" + e.fqn + "' is set twice", in.name);
       c.root.as_dict().set(Value::str(e.fqn), std::move(v));
     } else {
-      set_element(c.root, e, std::move(v), in);
+      set_element(c.root, e, std::move(v), in.name, in.options->limits.max_entries);
     }
   }
 

@@ -68,7 +68,7 @@ namespace {
 
 using detail::hash::Digest;
 
-constexpr std::uint64_t kChunk = std::uint64_t{1} << 20;
+constexpr std::uint64_t kChunk = detail::hash::kLeafChunk;
 constexpr std::string_view kContentDomain = "tensorseal/content/v1\n";
 constexpr std::string_view kTensorDomain = "tensorseal/tensor/v1\n";
 
@@ -119,6 +119,20 @@ class ContentHasher {
     return digest_of(root);
   }
 
+  // enc(root) (the bytes hashed under the content domain), its leaves hashed first.
+  std::string encoding(const Value& root) {
+    plan(root, 0);
+    hash_leaves();
+    for (const auto& e : failed_)
+      if (e) std::rethrow_exception(e);
+    std::string enc;
+    encode(root, enc);
+    return enc;
+  }
+
+  // Tensor nodes whose encodings are given (not hashed here): see content_hash_encoded.
+  void set_encoded(const std::unordered_map<const Tensor*, std::string>* e) { encoded_ = e; }
+
   // The hashes of several trees (files) at once: one job list over all their leaves,
   // so every core works whatever the sizes. A tree whose checksum fails gets that
   // error instead of a digest; the others are unaffected. Trees share no leaves.
@@ -145,6 +159,7 @@ class ContentHasher {
     switch (v.kind()) {
       case K::kTensor: {
         const Tensor* t = v.as_tensor().get();
+        if (encoded_ != nullptr && encoded_->count(t)) return;
         add_leaf(t, nullptr);
         if (t->quantization && t->quantization->per_channel()) {
           add_leaf(t->quantization->scales.get(), nullptr);
@@ -281,13 +296,7 @@ class ContentHasher {
       }
     }
     for (Leaf& l : leaves_) {
-      Digest d(opt_.algo);
-      d.update(kTensorDomain);
-      std::string n;
-      detail::util::append_le<std::uint64_t>(n, l.nbytes);
-      d.update(n);
-      for (const auto& c : l.chunk_digests) d.update(c);
-      l.digest = d.finish();
+      l.digest = detail::hash::leaf_digest(opt_.algo, l.nbytes, l.chunk_digests);
       l.chunk_digests.clear();
     }
   }
@@ -443,6 +452,11 @@ class ContentHasher {
       }
       case K::kTensor: {
         const Tensor& t = *v.as_tensor();
+        if (encoded_ != nullptr)
+          if (const auto it = encoded_->find(&t); it != encoded_->end()) {
+            out += it->second;
+            return;
+          }
         out += t.quantization ? 'Q' : 'X';
         put_dtype(out, t.dtype);
         detail::util::append_le<std::uint32_t>(out, static_cast<std::uint32_t>(t.shape.size()));
@@ -493,11 +507,18 @@ class ContentHasher {
   std::string digest_of(const Value& root) {
     std::string enc;
     encode(root, enc);
-    Digest d(opt_.algo);
+    return digest_of_encoding(opt_.algo, enc);
+  }
+
+ public:
+  static std::string digest_of_encoding(HashAlgo algo, std::string_view enc) {
+    Digest d(algo);
     d.update(kContentDomain);
     d.update(enc);
-    return std::string(opt_.algo == HashAlgo::kSha256 ? "sha256:" : "xxh3:") + detail::util::to_hex(d.finish());
+    return std::string(algo == HashAlgo::kSha256 ? "sha256:" : "xxh3:") + detail::util::to_hex(d.finish());
   }
+
+ private:
 
   HashOptions opt_;
   detail::util::ProgressMeter* meter_ = nullptr;
@@ -507,6 +528,7 @@ class ContentHasher {
   std::unordered_set<const Storage::PendingChecksum*> pending_seen_;
   std::vector<Leaf> leaves_;
   std::unordered_map<const void*, std::size_t> index_;
+  const std::unordered_map<const Tensor*, std::string>* encoded_ = nullptr;
 };
 
 }  // namespace
@@ -520,6 +542,37 @@ namespace detail::hash {
 std::vector<std::string> content_hash_many(const std::vector<const Value*>& roots, const HashOptions& options,
                                            std::vector<std::exception_ptr>& errors) {
   return ContentHasher(options).run_many(roots, errors);
+}
+
+std::string encode_value(const Value& v, const HashOptions& options) { return ContentHasher(options).encoding(v); }
+
+std::string content_hash_encoded(const Value& root, const std::unordered_map<const Tensor*, std::string>& encoded,
+                                 const HashOptions& options) {
+  ContentHasher h(options);
+  h.set_encoded(&encoded);
+  return ContentHasher::digest_of_encoding(options.algo, h.encoding(root));
+}
+
+std::string encode_plain_tensor(DType dtype, const std::vector<std::int64_t>& shape, std::string_view leaf) {
+  std::string out(1, 'X');
+  const auto n = name(dtype);
+  out += static_cast<char>(n.size());
+  out += n;
+  util::append_le<std::uint32_t>(out, static_cast<std::uint32_t>(shape.size()));
+  for (auto d : shape) util::append_le<std::int64_t>(out, d);
+  out += '\0';  // flags: a plain tensor
+  out += leaf;
+  return out;
+}
+
+std::string leaf_digest(HashAlgo algo, std::uint64_t nbytes, const std::vector<std::string>& chunk_digests) {
+  Digest d(algo);
+  d.update(kTensorDomain);
+  std::string n;
+  util::append_le<std::uint64_t>(n, nbytes);
+  d.update(n);
+  for (const auto& c : chunk_digests) d.update(c);
+  return d.finish();
 }
 
 std::uint64_t content_hash_bytes(const Value& root) { return ContentHasher(HashOptions{}).planned_bytes(root); }

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "tensorseal/hash.h"
@@ -19,6 +21,21 @@ namespace tensorseal::detail::hash {
 [[nodiscard]] std::vector<std::string> content_hash_many(const std::vector<const Value*>& roots,
                                                          const HashOptions& options,
                                                          std::vector<std::exception_ptr>& errors);
+// The size of the leaf chunks (docs/content-hash.md): 1 MiB of row-major element bytes.
+inline constexpr std::uint64_t kLeafChunk = std::uint64_t{1} << 20;
+// enc(v): the bytes content_hash digests under its domain string (tensors hashed here).
+[[nodiscard]] std::string encode_value(const Value& v, const HashOptions& options);
+// content_hash(root) where each tensor node whose Tensor is a key of `encoded` is
+// encoded as the bytes given (its enc(), made elsewhere: a tensor the ranks of a job
+// hash together) instead of from its storage.
+[[nodiscard]] std::string content_hash_encoded(const Value& root,
+                                               const std::unordered_map<const Tensor*, std::string>& encoded,
+                                               const HashOptions& options);
+// enc() of a plain tensor (flags 0) of `dtype` and `shape` whose leaf digest is `leaf`.
+[[nodiscard]] std::string encode_plain_tensor(DType dtype, const std::vector<std::int64_t>& shape,
+                                              std::string_view leaf);
+// leaf(b) from the digests of b's chunks, in order (raw digest bytes).
+[[nodiscard]] std::string leaf_digest(HashAlgo algo, std::uint64_t nbytes, const std::vector<std::string>& chunk_digests);
 // Bytes content_hash reads for `root` (each tensor and bare storage once).
 [[nodiscard]] std::uint64_t content_hash_bytes(const Value& root);
 // content_hash(root, options), counting its bytes on `meter` (options.progress unused).

@@ -2,6 +2,7 @@
 // embedded content hash. Errors become results, never exceptions.
 #include "tensorseal/verify.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -21,6 +22,19 @@ namespace {
 inline constexpr Rule kContentHashMismatch{"verify/content-hash-mismatch", ErrorKind::kCorrupt};
 // The embedded content hash is not "sha256:<64 hex>" or "xxh3:<32 hex>".
 inline constexpr Rule kContentHashMalformed{"verify/content-hash-malformed", ErrorKind::kCorrupt};
+
+// The content does not hash to the digest the caller expects (verify --expect).
+inline constexpr Rule kExpectMismatch{"verify/expect-mismatch", ErrorKind::kCorrupt};
+
+// The algorithm of a digest "sha256:<64 hex>" / "xxh3:<32 hex>", else nullopt.
+std::optional<HashAlgo> digest_algo(std::string_view v) {
+  auto hex = [](std::string_view h) {
+    return std::all_of(h.begin(), h.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  };
+  if (v.starts_with("sha256:") && v.size() == 7 + 64 && hex(v.substr(7))) return HashAlgo::kSha256;
+  if (v.starts_with("xxh3:") && v.size() == 5 + 32 && hex(v.substr(5))) return HashAlgo::kXxh3;
+  return std::nullopt;
+}
 
 // The content hash embedded in the metadata (kContentHashMetadataKey), if any, and the
 // algorithm it names.
@@ -49,6 +63,13 @@ VerifyResult verify_file(const std::filesystem::path& path, const VerifyOptions&
   VerifyResult r;
   r.file = path.string();
   try {
+    std::optional<HashAlgo> expect_algo;
+    if (!options.expect.empty()) {
+      expect_algo = digest_algo(options.expect);
+      if (!expect_algo)
+        throw Error(rules::kInvalidArgument,
+                    "--expect '" + options.expect + "' is not a content hash (sha256:<64 hex> or xxh3:<32 hex>)");
+    }
     ReadOptions ro;
     ro.limits = options.limits;
     ro.format = options.format;
@@ -88,12 +109,26 @@ VerifyResult verify_file(const std::filesystem::path& path, const VerifyOptions&
     HashOptions h;
     h.threads = options.threads;
     h.progress = options.progress;
-    h.algo = embedded ? embedded->second : HashAlgo::kXxh3;
+    h.algo = embedded ? embedded->second : expect_algo ? *expect_algo : HashAlgo::kXxh3;
     const std::string actual = content_hash(c.root, h);
+    r.content_hash = actual;
     if (embedded && actual != embedded->first)
       throw Error(kContentHashMismatch,
                   "embedded content hash " + embedded->first + " but the content hashes to " + actual, c.file);
     r.content_hash_checked = embedded.has_value();
+    if (expect_algo) {
+      // The checksums held in the pass above; a second algorithm rereads only memory.
+      std::string got = actual;
+      if (*expect_algo != h.algo) {
+        HashOptions again = h;
+        again.algo = *expect_algo;
+        again.progress = {};
+        got = content_hash(c.root, again);
+      }
+      r.content_hash = got;
+      if (got != options.expect)
+        throw Error(kExpectMismatch, "the content hashes to " + got + ", not the expected " + options.expect, c.file);
+    }
     if (!options.signature.empty()) {
       if (options.public_key.empty())
         throw Error(rules::kInvalidArgument, "a signature is checked with a public key: give both", c.file);
@@ -135,6 +170,7 @@ std::string to_json(const std::vector<VerifyResult>& results) {
     e["format"] = detail::tools::or_null_if_empty(r.format);
     e["tensors"] = r.tensors;
     e["content_hash_checked"] = r.content_hash_checked;
+    e["content_hash"] = detail::tools::or_null_if_empty(r.content_hash);
     e["message"] = detail::tools::or_null_if_empty(r.message);
     e["rule"] = detail::tools::or_null_if_empty(r.rule);
     e["offset"] = r.offset ? ojson(*r.offset) : ojson(nullptr);

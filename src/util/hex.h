@@ -1,6 +1,7 @@
 // Hexadecimal digits: the one encoder and decoder of the library (lower-case).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,18 @@ inline int hex_digit(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
+}
+
+// Raw bytes of lower- or upper-case hex; nullopt for an odd length or a non-digit.
+inline std::optional<std::string> from_hex(std::string_view hex) {
+  if (hex.size() % 2) return std::nullopt;
+  std::string out(hex.size() / 2, '\0');
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out[i] = static_cast<char>(hi * 16 + lo);
+  }
+  return out;
 }
 
 }  // namespace tensorseal::detail::util
