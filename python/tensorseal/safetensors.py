@@ -46,6 +46,7 @@ _ST_NAMES: Dict[str, str] = {name: st for name, _bits, st, _np in _core.dtypes()
 #   framework not 'pt'/'np'       SafetensorError
 #   dtype safetensors lacks       KeyError
 #   not a dict / not a tensor / sparse / non-contiguous   ValueError; shared memory   RuntimeError
+#   a tensor on the meta device   NotImplementedError (torch's, from safetensors' copy to the cpu)
 def _original_bases() -> Tuple[type, ...]:
     try:  # the real package is optional; when present its exception is a base too
         from safetensors import SafetensorError as original
@@ -155,6 +156,9 @@ def _check_for_save(tensors: Any) -> None:
         if not v.is_contiguous():
             raise invalid_argument(f"You are trying to save a non contiguous tensor: `{k}` which is not allowed. Call "
                                    "`.contiguous()` on it before saving.")
+        if v.device.type == "meta":  # safetensors fails copying it to the cpu: torch's NotImplementedError
+            raise _also(invalid_argument(f"tensor '{k}' is on the meta device and has no data to save (Cannot copy "
+                                         "out of meta tensor; no data!)"), NotImplementedError)
         dtype = str(v.dtype).replace("torch.", "")
         # float4_e2m1fn_x2 is stored as F4, its last dimension doubled (the core's writer).
         if _ST_NAMES.get(dtype, "") == "" and not (dtype == "float4_e2m1fn_x2" and v.dim() > 0):
