@@ -288,12 +288,12 @@ def _portable(e: BaseException) -> tuple:
 
 
 def _raise_from(rank: int, me: int, failure: tuple, original: Optional[BaseException]) -> None:
-    """Every rank raises the first failing rank's error: the failing rank its own, the
-    others one of the same class naming that rank."""
+    """Every rank raises: a rank that failed its own error, the others the lowest
+    failing rank's, as the same class, naming that rank."""
     import builtins
     from .errors import class_for_kind
-    if rank == me and original is not None:
-        raise original
+    if original is not None:
+        raise original  # this rank failed too (errors of the shared plan are the same everywhere)
     origin, kind, message, rule = failure
     text = f"rank {rank} failed: {message}"
     if origin == "tensorseal":

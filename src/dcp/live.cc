@@ -64,6 +64,18 @@ std::string ranks_text(const std::vector<std::uint32_t>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + detail::util::join(s, ", ");
 }
 
+// "ranks 0, 2 / rank 1 hold 2 different values": groups of ranks holding one value
+// each, by their lowest rank.
+template <typename Map>
+std::string groups_text(const Map& by_value) {
+  std::vector<std::vector<std::uint32_t>> groups;
+  for (const auto& [v, rs] : by_value) groups.push_back(rs);
+  std::sort(groups.begin(), groups.end());
+  std::vector<std::string> parts;
+  for (const auto& g : groups) parts.push_back(ranks_text(g));
+  return fmt::format("{} hold {} different values", detail::util::join(parts, " / "), groups.size());
+}
+
 json path_json(const std::vector<Value>& path) {
   json p = json::array();
   for (const auto& x : path) {
@@ -344,13 +356,8 @@ LiveHash::LiveHash(std::vector<LiveItem> items, const std::vector<std::string>& 
       std::map<std::string, std::vector<std::uint32_t>> by_value;
       for (const auto& [r, row] : have) by_value[row.at("enc").get<std::string>()].push_back(r);
       if (by_value.size() > 1) {
-        std::vector<std::string> groups;
-        for (const auto& [v, rs] : by_value) groups.push_back(ranks_text(rs));
-        std::sort(groups.begin(), groups.end());
         throw Error(dcprules::kReplicaMismatch,
-                    fmt::format("the value '{}' differs between ranks ({} each hold another value)", fqn,
-                                detail::util::join(groups, "; ")),
-                    where);
+                    fmt::format("the value '{}' differs between ranks: {}", fqn, groups_text(by_value)), where);
       }
       auto enc = detail::util::from_hex(have.front().second.at("enc").get<std::string>());
       if (!enc) throw Error(tensorseal::rules::kInvalidArgument, "a summary's value is not hex", where);
@@ -621,15 +628,12 @@ std::string LiveHash::finish(const std::vector<std::string>& partials) const {
     if (values.size() < 2) continue;
     const ItemPlan& it = m.items[key.first];
     const BoxPlan& box = it.boxes[key.second];
-    std::vector<std::string> groups;
-    for (const auto& [v, rs] : values) groups.push_back(ranks_text(rs));
-    std::sort(groups.begin(), groups.end());
     const bool whole = box.sizes == it.shape;
     throw Error(dcprules::kReplicaMismatch,
-                fmt::format("replicas of tensor '{}'{} differ between ranks ({} each hold other values)", it.fqn,
+                fmt::format("replicas of tensor '{}'{} differ between ranks: {}", it.fqn,
                             whole ? "" : fmt::format(" (the block at {} of size {})", shape_text(box.offsets),
                                                      shape_text(box.sizes)),
-                            detail::util::join(groups, "; ")),
+                            groups_text(values)),
                 std::string(kWhere));
   }
   Value root = Value::dict();
