@@ -86,6 +86,10 @@ struct DcpRecord {
   DcpStorage storage;
   std::string checksum;  // "xxh3:<hex>" of the item's bytes in the file
   std::string digest;    // content digest (content_hash, XXH3) of what the item holds
+  // The whole tensor's leaf chunks that lie inside this chunk's contiguous runs, with
+  // their raw XXH3-128 digests, made while writing (for the manifest's content_hash;
+  // not in the manifest). Empty when the global size was not given.
+  std::vector<std::pair<std::uint64_t, std::string>> leaf_chunks;
 };
 
 // One item a rank writes: a tensor chunk (value is a tensor, offsets set) or a BYTE_IO
@@ -95,6 +99,7 @@ struct DcpWriteItem {
   std::string fqn;
   std::optional<std::vector<std::int64_t>> offsets;
   Value value;
+  std::vector<std::int64_t> global_size;  // tensor chunks: the whole tensor's shape (optional)
 };
 
 // The staging directory of `target`: "<parent>/.<name>.tseal-staging".
@@ -115,7 +120,10 @@ void dcp_prepare(const std::filesystem::path& target, bool overwrite);
 // Coordinator, after every rank's write: `planned` is the planner's metadata (entries
 // with their chunks and paths; storage ignored), `records` every rank's records. Checks
 // they match one to one, writes .metadata and the manifest into the staging directory
-// and swaps it into place (renameat2 RENAME_EXCHANGE), then removes the old tree.
+// and swaps it into place (renameat2 RENAME_EXCHANGE), then removes the old tree. The
+// manifest records the checkpoint's content hash (XXH3, `tseal hash --fast`), made
+// from the records' leaf_chunks; only chunks no record covers (pieces of chunks that
+// straddle items) are read back from the staged files.
 void dcp_commit(const std::filesystem::path& target, const DcpMetadata& planned, std::vector<DcpRecord> records,
                 bool fsync);
 

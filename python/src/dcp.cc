@@ -21,10 +21,13 @@ std::optional<Ints> ints_arg(nb::handle h) {
   return nb::cast<Ints>(h);
 }
 
-// (fqn, offsets | None, sizes, dtype, file, offset, length, checksum, digest)
+// (fqn, offsets | None, sizes, dtype, file, offset, length, checksum, digest,
+//  [(leaf chunk, raw digest bytes)])
 nb::tuple record_to_py(const DcpRecord& r) {
+  nb::list chunks;
+  for (const auto& [c, d] : r.leaf_chunks) chunks.append(nb::make_tuple(c, nb::bytes(d.data(), d.size())));
   return nb::make_tuple(r.fqn, opt_ints(r.offsets), r.sizes, std::string(name(r.dtype)), r.storage.relative_path,
-                        r.storage.offset, r.storage.length, r.checksum, r.digest);
+                        r.storage.offset, r.storage.length, r.checksum, r.digest, chunks);
 }
 DcpRecord record_from_py(nb::handle h) {
   nb::tuple t = nb::cast<nb::tuple>(h);
@@ -36,6 +39,12 @@ DcpRecord record_from_py(nb::handle h) {
   r.storage = {nb::cast<std::string>(t[4]), nb::cast<std::uint64_t>(t[5]), nb::cast<std::uint64_t>(t[6])};
   r.checksum = nb::cast<std::string>(t[7]);
   r.digest = nb::cast<std::string>(t[8]);
+  if (t.size() > 9)
+    for (nb::handle c : nb::cast<nb::list>(t[9])) {
+      nb::tuple ct = nb::cast<nb::tuple>(c);
+      nb::bytes d = nb::cast<nb::bytes>(ct[1]);
+      r.leaf_chunks.emplace_back(nb::cast<std::uint64_t>(ct[0]), std::string(d.c_str(), d.size()));
+    }
   return r;
 }
 
@@ -195,7 +204,7 @@ void bind_dcp(nb::module_& m) {
         nb::gil_scoped_release nogil;
         dcp_prepare(target, overwrite);
       }, nb::arg("target"), nb::arg("overwrite"));
-  // items: [(fqn, offsets | None, tensor | bytes)]; returns record tuples.
+  // items: [(fqn, offsets | None, tensor | bytes[, global size])]; returns record tuples.
   m.def("dcp_write_items", [](const std::string& target, std::uint32_t rank, nb::list items, bool one_file, bool fsync,
                               unsigned threads) {
         std::vector<DcpWriteItem> in;
@@ -205,6 +214,7 @@ void bind_dcp(nb::module_& m) {
           DcpWriteItem it;
           it.fqn = nb::cast<std::string>(t[0]);
           it.offsets = ints_arg(t[1]);
+          if (t.size() > 3 && !t[3].is_none()) it.global_size = nb::cast<Ints>(t[3]);
           if (nb::isinstance<nb::bytes>(t[2])) {
             nb::bytes b = nb::cast<nb::bytes>(t[2]);
             it.value = Value::bytes(std::string(b.c_str(), b.size()));

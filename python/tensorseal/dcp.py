@@ -153,7 +153,7 @@ class FileSystemWriter(_LocalDirectory, StorageWriter, BlockingAsyncStager):
                     t = t.clone(memory_format=torch.contiguous_format)
                 offsets = list(wi.tensor_data.chunk.offsets)
                 key = (wi.index.fqn, tuple(offsets))
-                items.append((wi.index.fqn, offsets, t))
+                items.append((wi.index.fqn, offsets, t, list(wi.tensor_data.size)))
             index[key] = wi.index
         records = _core.dcp_write_items(self.path, rank, items, self.single_file_per_rank, self.sync_files,
                                         self.thread_count)

@@ -14,11 +14,43 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from . import _tensorseal as _core
 
+__all__ = ["Limits"]
+
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """One field per field of ``tensorseal::Limits`` (include/tensorseal/limits.h);
-    None keeps the default."""
+    None keeps the default. A file over a limit raises :class:`tensorseal.LimitError`
+    naming the rule (docs/limits.md has each limit's rules and what it protects
+    against).
+
+    Args:
+        max_safetensors_header: bytes of a safetensors JSON header (at most
+            safetensors' own cap, 100,000,000).
+        max_pickle_bytes: bytes of one pickle stream.
+        max_pickle_ops: opcodes run for one pickle stream.
+        max_depth: nesting of containers (and of MARKs) in a pickle.
+        max_stack: entries of the pickle stack and metastack.
+        max_memo: entries of the pickle memo.
+        max_string: bytes of one str or bytes value (and of a numpy array in a pickle).
+        max_alloc: bytes of values one pickle builds; the inflated size of one zip
+            entry or npy array.
+        max_nested_files: depth of torch files nested in ``_load_from_bytes`` payloads.
+        max_entries: zip entries, safetensors tensors, shards, DCP items.
+        max_ndim: dimensions of one shape.
+        max_pickle_inflate: inflated bytes of one deflated pickle record.
+
+    Raises:
+        InvalidArgumentError: when the limits are used (the ``limits=`` of a call): a
+            value that is not a non-negative int or is above 2**64 - 1, or an unknown
+            name in a dict.
+
+    Example:
+        >>> tensorseal.load("big.pt", limits=tensorseal.Limits(max_alloc=1 << 36))
+        >>> tensorseal.load("big.pt", limits={"max_alloc": 1 << 36})   # the same
+        >>> tensorseal.Limits.defaults()["max_depth"]
+        1000
+    """
 
     max_safetensors_header: Optional[int] = None
     max_pickle_bytes: Optional[int] = None
@@ -35,7 +67,7 @@ class Limits:
 
     @staticmethod
     def defaults() -> Dict[str, int]:
-        """Every limit's default value, from the C++ core."""
+        """Every limit's default value, from the C++ core, as ``{name: value}``."""
         return dict(_core.limit_defaults())
 
 

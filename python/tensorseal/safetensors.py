@@ -57,7 +57,10 @@ def _original_bases() -> Tuple[type, ...]:
 
 class SafetensorError(Error, *_original_bases()):  # type: ignore[misc]
     """What safetensors raises as ``SafetensorError``; each instance is also of the
-    tensorseal class of its kind (``CorruptFileError``, ``InvalidArgumentError``...)."""
+    tensorseal class of its kind (``CorruptFileError``, ``InvalidArgumentError``...).
+    With the ``safetensors`` package installed it derives from its
+    ``safetensors.SafetensorError`` too, so ``except safetensors.SafetensorError`` and
+    ``except tensorseal.Error`` both catch it."""
 
 
 _COMBOS: Dict[Tuple[type, type], type] = {}
@@ -187,7 +190,37 @@ def _plain(tensors: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def save(tensors: Dict[str, Any], metadata: Optional[Dict[str, str]] = None) -> bytes:
-    """Saves a dict of tensors into safetensors bytes (``safetensors.torch.save``)."""
+    """Saves a dict of tensors into safetensors bytes (``safetensors.torch.save``).
+
+    The bytes safetensors 0.8 writes for every dict it accepts (``requires_grad``
+    tensors and Parameters are stored as their data; ``__metadata__`` keys sorted).
+
+    Args:
+        tensors: ``{name: torch.Tensor}``: strided, contiguous tensors of dtypes
+            safetensors stores, on any device with data (not the meta device), no two
+            sharing memory.
+        metadata: the file's ``__metadata__``, a dict of str to str (None: none).
+
+    Returns:
+        The safetensors bytes.
+
+    Raises:
+        ValueError: ``tensors`` is not a dict, holds something that is not a tensor, a
+            sparse or nested tensor, or a non-contiguous one (``InvalidArgumentError``).
+        RuntimeError: tensors share memory (save them once; ``tensorseal.save`` keeps
+            tied tensors tied).
+        NotImplementedError: a tensor is on the meta device: it has no data.
+        KeyError: a tensor's dtype is one safetensors cannot store.
+        TypeError: a name, or a metadata key or value, is not a str.
+
+        Each of these is also an ``InvalidArgumentError`` (a ``tensorseal.Error``).
+
+    Example:
+        >>> from tensorseal.safetensors import save, load
+        >>> data = save({"w": torch.ones(2)}, metadata={"format": "pt"})
+        >>> load(data)["w"]
+        tensor([1., 1.])
+    """
     _check_for_save(tensors)
     return _core.write_bytes(_plain(tensors), "safetensors", _check_metadata(metadata), 0, True, metadata == {})
 
@@ -195,7 +228,25 @@ def save(tensors: Dict[str, Any], metadata: Optional[Dict[str, str]] = None) -> 
 def save_file(tensors: Dict[str, Any], filename: Union[str, "os.PathLike[str]"],
               metadata: Optional[Dict[str, str]] = None) -> None:
     """Saves a dict of tensors to ``filename`` (``safetensors.torch.save_file``).
-    The write is atomic: readers never see a half-written file."""
+
+    Writes the bytes :func:`save` returns. The write is atomic (temp file, fsync,
+    rename): readers never see a half-written file, and on any error nothing is
+    written (an old file at ``filename`` stays as it was).
+
+    Args:
+        tensors: ``{name: torch.Tensor}``, as for :func:`save`.
+        filename: the path to write.
+        metadata: the file's ``__metadata__``, a dict of str to str (None: none).
+
+    Raises:
+        ValueError: as :func:`save` (also ``RuntimeError``, ``NotImplementedError``,
+            ``KeyError`` and ``TypeError`` for the cases listed there).
+        IoError: the file or its temp file cannot be written (an ``OSError``).
+
+    Example:
+        >>> from tensorseal.safetensors import save_file
+        >>> save_file(model.state_dict(), "model.safetensors", metadata={"format": "pt"})
+    """
     _check_for_save(tensors)
     _core.write_file(_plain(tensors), os.fspath(filename), "safetensors", _check_metadata(metadata), 0, True,
                      metadata == {})
@@ -227,7 +278,32 @@ def _read_tensors(src: Union[str, bytes]) -> Dict[str, Any]:
 
 def load_file(filename: Union[str, "os.PathLike[str]"], device: Union[str, int] = "cpu") -> Dict[str, Any]:
     """Loads the tensors of ``filename`` as ``{name: tensor}`` (``safetensors.torch.load_file``).
-    Zero-copy views of the mapped file on the cpu."""
+
+    On the cpu the tensors are zero-copy views of the mapped file (private
+    copy-on-write: writes to a tensor never reach the file). Any other format
+    tensorseal reads (.pt, .npz, ...) is accepted too; its tensors are returned by
+    their paths in the checkpoint.
+
+    Args:
+        filename: the file to read.
+        device: where the tensors go: "cpu", a torch device string ("cuda:0") or a
+            CUDA device index.
+
+    Returns:
+        ``{name: torch.Tensor}``.
+
+    Raises:
+        FileNotFoundError: there is no such file (also an ``IoError``).
+        SafetensorError: the file is not a checkpoint tensorseal reads, or breaks a
+            rule of its format (also a ``CorruptFileError``, ``UnsupportedError``...,
+            naming the byte offset and the rule).
+        IoError: the file cannot be read.
+
+    Example:
+        >>> from tensorseal.safetensors import load_file
+        >>> sd = load_file("model.safetensors")
+        >>> model.load_state_dict(sd)
+    """
     path = os.fspath(filename)
     with _Reading(path):
         d = _read_tensors(path)
@@ -235,7 +311,24 @@ def load_file(filename: Union[str, "os.PathLike[str]"], device: Union[str, int] 
 
 
 def load(data: bytes) -> Dict[str, Any]:
-    """Loads safetensors bytes as ``{name: tensor}`` on the cpu (``safetensors.torch.load``)."""
+    """Loads safetensors bytes as ``{name: tensor}`` on the cpu (``safetensors.torch.load``).
+
+    Args:
+        data: the bytes of a safetensors file (or of any other format tensorseal
+            reads); copied once into a buffer the tensors view.
+
+    Returns:
+        ``{name: torch.Tensor}``.
+
+    Raises:
+        SafetensorError: the bytes are not a checkpoint tensorseal reads, or break a
+            rule of its format (also a ``CorruptFileError``, ``UnsupportedError``...).
+
+    Example:
+        >>> from tensorseal.safetensors import load, save
+        >>> load(save({"w": torch.zeros(3)}))["w"].shape
+        torch.Size([3])
+    """
     with _Reading(None):
         d = _read_tensors(bytes(data))
     return {name: t for name, t, _dt, _at in d["tensors"]}
@@ -243,7 +336,22 @@ def load(data: bytes) -> Dict[str, Any]:
 
 class SafeSlice:
     """A tensor of a file, sliced on demand: ``f.get_slice("w")[1:3, :]``, with
-    ``get_shape()`` and ``get_dtype()`` (safetensors' dtype names: "F32", "BF16", ...)."""
+    ``get_shape()`` and ``get_dtype()`` (safetensors' dtype names: "F32", "BF16", ...).
+
+    Made by :meth:`safe_open.get_slice`, not by hand. Indexing (ints, slices, as for
+    the tensor) returns a contiguous tensor (or numpy array) of the selected part.
+
+    Args:
+        tensor: the tensor (or numpy array) of the file.
+        dtype: tensorseal's name of its dtype ("float32", ...).
+
+    Example:
+        >>> with safe_open("model.safetensors", framework="pt") as f:
+        ...     s = f.get_slice("embed.weight")
+        ...     rows = s[:1000]          # the first 1000 rows, contiguous
+        ...     s.get_shape(), s.get_dtype()
+        ([32000, 4096], 'BF16')
+    """
 
     __slots__ = ("_tensor", "_dtype")
 
@@ -252,9 +360,11 @@ class SafeSlice:
         self._dtype = dtype
 
     def get_shape(self) -> List[int]:
+        """The tensor's shape as a list of ints."""
         return [int(d) for d in self._tensor.shape]
 
     def get_dtype(self) -> str:
+        """The tensor's dtype by safetensors' name ("F32", "BF16", "I64", ...)."""
         return _ST_NAMES.get(self._dtype, self._dtype)
 
     def __getitem__(self, index: Any) -> Any:
@@ -271,14 +381,30 @@ class SafeSlice:
 class safe_open:  # noqa: N801 - the name safetensors users know
     """Opens a checkpoint and hands out its tensors by name (``safetensors.safe_open``).
 
-    ``framework``: "pt" (torch tensors) or "np"/"numpy" (numpy arrays). ``device``:
-    where ``get_tensor`` puts tensors (torch only). Usable as a context manager.
+    Usable as a context manager. Lazy for safetensors files: opening maps the file and
+    parses and validates its header only (the same rules, and errors, as
+    ``tensorseal.load``); ``get_tensor`` makes one zero-copy tensor when asked, so a
+    tensor's bytes are not read before it is used. Other formats (and whole
+    checkpoints saved by ``tensorseal.save``) are read whole when opened.
 
-    Lazy for safetensors files: opening maps the file and parses and validates its
-    header only (the same rules, and errors, as ``tensorseal.load``); ``get_tensor``
-    makes one zero-copy tensor when asked, so a tensor's bytes are not read before it
-    is used. Other formats (and whole checkpoints saved by ``tensorseal.save``) are
-    read whole when opened.
+    Args:
+        filename: the file to open.
+        framework: "pt" (torch tensors) or "np"/"numpy" (numpy arrays).
+        device: where ``get_tensor`` puts tensors (torch only): "cpu", a torch device
+            string or a CUDA device index.
+
+    Raises:
+        SafetensorError: ``framework`` is not one of those (also an
+            ``InvalidArgumentError``), or the file is not a checkpoint tensorseal
+            reads, or its header breaks a rule of the format.
+        FileNotFoundError: there is no such file (also an ``IoError``).
+
+    Example:
+        >>> from tensorseal.safetensors import safe_open
+        >>> with safe_open("model.safetensors", framework="pt") as f:
+        ...     w = f.get_tensor("w")
+        ...     rows = f.get_slice("w")[1:3, :]
+        ...     meta = f.metadata()
     """
 
     def __init__(self, filename: Union[str, "os.PathLike[str]"], framework: str = "pt",
@@ -347,6 +473,16 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         return entry
 
     def get_tensor(self, name: str) -> Any:
+        """The tensor called ``name``: a zero-copy view of the file on the cpu (the
+        same memory on every call), moved to the ``device`` given when opening.
+
+        Args:
+            name: the tensor's name, one of ``keys()``.
+
+        Raises:
+            SafetensorError: the file has no tensor of that name (also a ``KeyError``).
+            TypeError: ``name`` is not a str.
+        """
         t = self._get(name)[0]
         if self._framework == "torch" and str(self._device) != "cpu":
             return _to_device({name: t}, self._device)[name]
@@ -358,6 +494,16 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         return {name: self.get_tensor(name) for name in self.offset_keys()}
 
     def get_slice(self, name: str) -> SafeSlice:
+        """The tensor called ``name`` as a :class:`SafeSlice`, to index without
+        materialising the rest (``f.get_slice("w")[1:3, :]``).
+
+        Args:
+            name: the tensor's name, one of ``keys()``.
+
+        Raises:
+            SafetensorError: the file has no tensor of that name (also a ``KeyError``).
+            TypeError: ``name`` is not a str.
+        """
         t, dt, _ = self._get(name)
         return SafeSlice(t, dt)
 

@@ -33,12 +33,34 @@ def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int 
          _use_new_zipfile_serialization: bool = True, _disable_byteorder_record: bool = False) -> None:
     """Saves ``obj`` like ``torch.save(obj, f)``, with canonical bytes.
 
-    ``f`` is a path or a writable binary file object. The zip format is written by
-    default, the legacy format with ``_use_new_zipfile_serialization=False``.
-    ``pickle_module`` and ``pickle_protocol`` are accepted for compatibility; the
-    canonical writer always uses protocol 2 (what torch writes by default).
-    Objects must be data (tensors, containers, numbers, strings, dtypes, ...); a
-    whole ``nn.Module`` cannot be saved (save its ``state_dict()``).
+    The bytes depend only on the content, not on the file name, memory addresses or
+    time; stock ``torch.load`` reads them. A path is written atomically (temp file,
+    fsync, rename): readers never see a half-written file.
+
+    Args:
+        obj: data: tensors, Parameters, dicts, OrderedDicts (with their ``_metadata``),
+            lists, tuples, numbers, strings, dtypes; numpy arrays are pickled as numpy
+            objects, as ``torch.save`` does. A whole ``nn.Module`` cannot be saved
+            (save its ``state_dict()``).
+        f: a path, or a writable binary file object (written once, then flushed).
+        pickle_module: accepted for compatibility: None or the ``pickle`` module.
+        pickle_protocol: accepted for compatibility; the canonical writer always uses
+            protocol 2 (what torch writes by default).
+        _use_new_zipfile_serialization: True (default) writes the zip format, False the
+            legacy format.
+        _disable_byteorder_record: accepted for compatibility; the canonical zip always
+            records the byte order (``little``).
+
+    Raises:
+        InvalidArgumentError: ``obj`` holds something that is not data (a module, a
+            function, an instance of a class of your own), ``f`` is neither a path nor
+            a binary file, or ``pickle_module`` is another module.
+        IoError: the file or its temp file cannot be written (nothing is left at the path).
+
+    Example:
+        >>> import tensorseal.torch as tst
+        >>> tst.save(model.state_dict(), "model.pt")   # same bytes for any file name
+        >>> tst.save({"w": torch.ones(2)}, "old.pt", _use_new_zipfile_serialization=False)
     """
     if pickle_module is not None and pickle_module is not pickle:
         raise invalid_argument("tensorseal.torch.save: pickle_module is not supported")
@@ -84,28 +106,53 @@ def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = Non
          weights_only: Optional[bool] = True, mmap: Optional[bool] = None, **pickle_load_args: Any) -> Any:
     """Loads a checkpoint like ``torch.load(f)``, without executing pickle code.
 
-    ``f`` is a path or a readable binary file object. Any torch format (zip, legacy,
-    plain pickle of tensors) and safetensors / npy / npz are accepted.
+    Any torch format (zip, legacy, plain pickle of tensors) and safetensors / npy / npz
+    are accepted. ``weights_only=False`` never executes anything either: objects
+    outside the safe set come back as :class:`tensorseal.Opaque` data instead of
+    raising. An allowance, not a wider safe set: files torch's own weights_only loader
+    refuses for their encoding (pickle protocols 4/5, plain pickles, legacy files of
+    uint16/32/64 and float8 tensors) are read when their globals are in the safe set
+    (README, "Drop-ins").
 
-    * ``weights_only=True`` (the default, as in torch >= 2.6): a file that references
-      any global outside torch's safe set (``tensorseal.scan`` classes it unknown or
-      dangerous) raises :class:`tensorseal.UnsafePickleError` (also a
-      ``pickle.UnpicklingError``), as ``torch.load`` would.
-      ``weights_only=False`` never executes anything either: such objects come back as
-      :class:`tensorseal.Opaque` data instead of raising. An allowance, not a wider
-      safe set: files torch's own weights_only loader refuses for their encoding
-      (pickle protocols 4/5, plain pickles, legacy files of uint16/32/64 and float8
-      tensors) are read when their globals are in the safe set (README, "Drop-ins").
-    * ``map_location``: ``None`` / ``"cpu"`` keep tensors on the CPU (tensorseal does
-      not restore saved CUDA locations), a device string or ``torch.device`` moves
-      them, a dict maps ``"cpu"`` to a target, a callable is called as
-      ``fn(storage, "cpu")`` and its result used (``None`` keeps the storage).
-    * ``mmap``: ``None`` or ``False`` (torch's default) reads the file into memory, so
-      the tensors never depend on it: saving over the same path afterwards, as
-      training loops do, is safe. ``True`` maps paths as ``torch.load(mmap=True)``:
-      zero-copy views of the file (private copy-on-write) that fault with SIGBUS if
-      the file is truncated or rewritten in place while they live. File objects are
-      read into memory.
+    Args:
+        f: a path, or a readable binary file object (read whole into memory).
+        map_location: ``None`` / ``"cpu"`` keep tensors on the CPU (tensorseal does not
+            restore saved CUDA locations), a device string or ``torch.device`` moves
+            them, a dict maps ``"cpu"`` to a target, a callable is called as
+            ``fn(storage, "cpu")`` and its result used (``None`` keeps the storage).
+        pickle_module: accepted for compatibility: None or the ``pickle`` module.
+        weights_only: True (the default, as in torch >= 2.6) refuses a file that
+            references any global outside torch's safe set (``tensorseal.scan`` classes
+            it unknown or dangerous), as ``torch.load`` would; False returns such
+            objects as inert data.
+        mmap: None or False (torch's default) reads the file into memory, so the
+            tensors never depend on it: saving over the same path afterwards, as
+            training loops do, is safe. True maps paths as ``torch.load(mmap=True)``:
+            zero-copy views of the file (private copy-on-write) that fault with SIGBUS
+            if the file is truncated or rewritten in place while they live.
+        **pickle_load_args: ``encoding`` ("utf-8", "latin1", "bytes", "ascii") is
+            accepted for compatibility; other keywords are ignored.
+
+    Returns:
+        The object ``torch.load`` returns for the file: tensors that shared a storage
+        still share memory.
+
+    Raises:
+        UnsafePickleError: ``weights_only=True`` and the file references a global
+            outside the safe set (also a ``pickle.UnpicklingError``).
+        CorruptFileError: the file breaks a rule of its format (the message names the
+            byte offset and the rule).
+        UnsupportedError: the file is of no format tensorseal reads, or uses a feature
+            it does not handle.
+        LimitError: the file exceeds a resource limit (docs/limits.md).
+        IoError: the file cannot be opened or read.
+        InvalidArgumentError: ``f`` is neither a path nor a binary file, or
+            ``pickle_module`` or ``encoding`` is unsupported.
+
+    Example:
+        >>> import tensorseal.torch as tst
+        >>> sd = tst.load("model.pt", map_location="cpu", weights_only=True)
+        >>> sd = tst.load("model.pt", mmap=True)   # zero-copy views, as torch.load(mmap=True)
     """
     if pickle_module is not None and pickle_module is not pickle:
         raise invalid_argument("tensorseal.torch.load: pickle_module is not supported")

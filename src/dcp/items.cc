@@ -33,7 +33,9 @@ Items::Items(const io::Input& meta, const Metadata& md, Checkpoint& out) : meta_
                                         rules::kStorageMissing, "manifest", meta.name);
   auto file = MappedFile::open(real);
   const std::string name = real.string();
-  for (auto& r : parse_manifest(file->bytes(), name)) {
+  Manifest manifest = read_manifest(file->bytes(), name);
+  recorded_hash_ = std::move(manifest.content_hash);
+  for (auto& r : manifest.items) {
     const std::string key = where(r.storage);
     if (!manifest_.emplace(key, std::move(r)).second)
       throw Error(rules::kManifest, "lists item " + key + " twice", name);

@@ -35,6 +35,8 @@ class Items {
   const io::Input& file(const std::string& rel);
 
   bool has_manifest() const { return !manifest_.empty(); }
+  // The manifest's content_hash ("" without a manifest or when it records none).
+  const std::string& recorded_hash() const { return recorded_hash_; }
   const std::set<std::string>& formats() const { return formats_; }
 
  private:
@@ -52,6 +54,7 @@ class Items {
   std::map<std::string, Value> blobs_;
   std::set<std::string> formats_;
   std::map<std::string, DcpRecord> manifest_;  // by where()
+  std::string recorded_hash_;
   std::set<std::string> verified_;             // items whose checksum held
 };
 

@@ -90,8 +90,7 @@ struct BoxPlan {
   Ints offsets, sizes;
   std::vector<std::uint32_t> holders;  // ascending ranks
   std::size_t mine = SIZE_MAX;         // index into this rank's LiveItem::local, or none
-  // Runs: rows over dimensions < k of the box; each run is dims k.. (contiguous).
-  std::uint64_t run_bytes = 0, runs = 0;
+  detail::dcp::BlockRuns runs;  // the box's contiguous runs in the global bytes
   std::span<const std::byte> bytes;  // this rank's copy (row-major), when it holds one
   std::vector<std::byte> scratch;    // gathered copy of a strided local tensor
 };
@@ -151,33 +150,13 @@ struct LiveHash::Impl {
   std::vector<std::tuple<std::uint32_t, std::uint64_t, std::string>> digests;
   Stats stats;
 
-  // Global byte offset of run r of box b.
-  std::uint64_t run_start(const ItemPlan& it, const BoxPlan& b, std::uint64_t r) const {
-    const std::size_t n = it.shape.size();
-    if (n == 0) return 0;
-    // k: the last dimension the box does not span whole; runs are over dims < k.
-    std::size_t k = 0;
-    for (std::size_t d = 0; d < n; ++d)
-      if (b.sizes[d] != it.shape[d]) k = d;
-    std::uint64_t elem = 0, rem = r;
-    std::vector<std::int64_t> idx(k, 0);
-    for (std::size_t d = k; d-- > 0;) {
-      idx[d] = static_cast<std::int64_t>(rem % static_cast<std::uint64_t>(b.sizes[d]));
-      rem /= static_cast<std::uint64_t>(b.sizes[d]);
-    }
-    for (std::size_t d = 0; d < n; ++d)
-      elem = elem * static_cast<std::uint64_t>(it.shape[d]) +
-             static_cast<std::uint64_t>(d < k ? b.offsets[d] + idx[d] : d == k ? b.offsets[d] : 0);
-    return elem * itemsize(it.dtype);
-  }
-
   void start_item() {
     const ItemPlan& it = items[cur_item];
     heap = {};
     run_index.assign(it.boxes.size(), 0);
     cursor = 0;
     for (std::size_t b = 0; b < it.boxes.size(); ++b)
-      if (it.boxes[b].runs) heap.push({run_start(it, it.boxes[b], 0), b});
+      if (it.boxes[b].runs.count) heap.push({it.boxes[b].runs.start(0), b});
     item_started = true;
   }
 
@@ -208,9 +187,9 @@ struct LiveHash::Impl {
         const std::uint64_t r = run_index[b];
         if (start > cursor)
           throw Error(tensorseal::rules::kInternal, fmt::format("tensor '{}': runs do not tile at {}", it.fqn, cursor));
-        const std::uint64_t end = start + box.run_bytes;
+        const std::uint64_t end = start + box.runs.bytes;
         const std::uint64_t take = std::min(end, hi) - cursor;
-        const std::uint64_t local = r * box.run_bytes + (cursor - start);
+        const std::uint64_t local = r * box.runs.bytes + (cursor - start);
         if (!pieces.empty() && pieces.back().box == b && pieces.back().local + pieces.back().length == local)
           pieces.back().length += take;
         else
@@ -218,7 +197,7 @@ struct LiveHash::Impl {
         cursor += take;
         if (cursor == end) {
           heap.pop();
-          if (++run_index[b] < box.runs) heap.push({run_start(it, box, run_index[b]), b});
+          if (++run_index[b] < box.runs.count) heap.push({box.runs.start(run_index[b]), b});
         }
       }
       if (pieces.size() == 1) {
@@ -405,15 +384,7 @@ LiveHash::LiveHash(std::vector<LiveItem> items, const std::vector<std::string>& 
         b.holders.push_back(r);
         if (r == rank) b.mine = li;
       }
-      const std::size_t n = it.shape.size();
-      std::size_t k = 0;
-      for (std::size_t d = 0; d < n; ++d)
-        if (b.sizes[d] != it.shape[d]) k = d;
-      std::uint64_t inner = 1;
-      for (std::size_t d = k; d < n; ++d) inner *= static_cast<std::uint64_t>(b.sizes[d]);
-      b.run_bytes = n == 0 ? it.nbytes : inner * item;
-      b.runs = n == 0 ? 1 : volume(Ints(b.sizes.begin(), b.sizes.begin() + static_cast<std::ptrdiff_t>(k)));
-      if (item == 0) b.run_bytes = it.nbytes, b.runs = 1;  // one box: the whole tensor
+      b.runs = detail::dcp::block_runs(it.shape, b.offsets, b.sizes, item, it.nbytes);
       if (b.mine != SIZE_MAX) {
         if (me == mine.end() || b.mine >= m.local[me->second].local.size())
           throw Error(tensorseal::rules::kInternal, "tensor '" + fqn + "': this rank's block is missing", where);

@@ -14,7 +14,7 @@ std::string item_checksum(std::span<const std::byte> bytes) {
   return "xxh3:" + util::to_hex(hash::Digest::oneshot(HashAlgo::kXxh3, bytes));
 }
 
-std::string encode_manifest(const std::vector<DcpRecord>& records) {
+std::string encode_manifest(const std::vector<DcpRecord>& records, const std::string& content_hash) {
   json items = json::array();
   for (const auto& r : records) {
     json row = json::object();
@@ -30,11 +30,12 @@ std::string encode_manifest(const std::vector<DcpRecord>& records) {
   json j = json::object();
   j["format"] = dcp::kManifestFormat;
   j["version"] = dcp::kManifestVersion;
+  if (!content_hash.empty()) j["content_hash"] = content_hash;
   j["items"] = std::move(items);
   return j.dump(1, ' ', false, json::error_handler_t::strict) + "\n";
 }
 
-std::vector<DcpRecord> parse_manifest(std::span<const std::byte> bytes, const std::string& name) {
+Manifest read_manifest(std::span<const std::byte> bytes, const std::string& name) {
   auto bad = [&](const std::string& what) -> void { throw Error(rules::kManifest, what, name); };
   json j;
   try {
@@ -47,7 +48,7 @@ std::vector<DcpRecord> parse_manifest(std::span<const std::byte> bytes, const st
   if (j.value("version", json()) != dcp::kManifestVersion)
     bad("manifest version " + j.value("version", json()).dump() + " is not " + std::to_string(dcp::kManifestVersion));
   if (!j.contains("items") || !j["items"].is_array()) bad("no items list");
-  std::vector<DcpRecord> out;
+  Manifest out;
   for (const auto& row : j["items"]) {
     auto str = [&](const char* k) {
       if (!row.is_object() || !row.contains(k) || !row[k].is_string())
@@ -76,7 +77,13 @@ std::vector<DcpRecord> parse_manifest(std::span<const std::byte> bytes, const st
     } else if (!off.is_null()) {
       bad("item '" + r.fqn + "' has offsets that are neither a list nor null");
     }
-    out.push_back(std::move(r));
+    out.items.push_back(std::move(r));
+  }
+  if (j.contains("content_hash")) {
+    const json& h = j["content_hash"];
+    if (!h.is_string() || !h.get<std::string>().starts_with("xxh3:") || h.get<std::string>().size() != 5 + 32)
+      bad("content_hash is not an xxh3:<32 hex> digest");
+    out.content_hash = h.get<std::string>();
   }
   return out;
 }

@@ -291,6 +291,7 @@ Checkpoint read_dcp(const io::Input& in) {
   c.globals = md.globals;
   c.root = Value::dict();
   Items items(in, md, c);
+  c.recorded_hash = items.recorded_hash();
   std::vector<std::string> chunked;
   for (const Entry& e : md.entries) {
     Value v = e.is_tensor ? assemble(e, items, in) : items.torch_item(e.storage[0], "bytes item '" + e.fqn + "'");

@@ -132,6 +132,8 @@ class ContentHasher {
 
   // Tensor nodes whose encodings are given (not hashed here): see content_hash_encoded.
   void set_encoded(const std::unordered_map<const Tensor*, std::string>* e) { encoded_ = e; }
+  // Leaf chunk digests known already: see content_hash_known.
+  void set_known(const std::unordered_map<const Tensor*, std::vector<std::string>>* k) { known_ = k; }
 
   // The hashes of several trees (files) at once: one job list over all their leaves,
   // so every core works whatever the sizes. A tree whose checksum fails gets that
@@ -228,6 +230,20 @@ class ContentHasher {
       l.runs.clear();
       for (std::uint64_t c = 0; c < chunks; ++c)
         jobs.push_back({i, c, bytes.subspan(c * kChunk, std::min(kChunk, l.nbytes - c * kChunk))});
+    }
+    if (known_ != nullptr) {
+      // Chunks whose digests are known are not read (a gathered strided tensor is).
+      std::vector<Job> todo;
+      for (Job& j : jobs) {
+        Leaf& l = leaves_[j.leaf];
+        const auto it = l.tensor ? known_->find(l.tensor) : known_->end();
+        const bool gathered = !j.split && j.bytes.empty();
+        if (it != known_->end() && !gathered && j.chunk < it->second.size() && !it->second[j.chunk].empty())
+          l.chunk_digests[j.chunk] = it->second[j.chunk];
+        else
+          todo.push_back(j);
+      }
+      jobs = std::move(todo);
     }
     std::vector<CrcPiece> pieces;
     std::vector<std::size_t> fused(jobs.size(), kNoPiece), crc_only;
@@ -529,6 +545,7 @@ class ContentHasher {
   std::vector<Leaf> leaves_;
   std::unordered_map<const void*, std::size_t> index_;
   const std::unordered_map<const Tensor*, std::string>* encoded_ = nullptr;
+  const std::unordered_map<const Tensor*, std::vector<std::string>>* known_ = nullptr;
 };
 
 }  // namespace
@@ -550,6 +567,14 @@ std::string content_hash_encoded(const Value& root, const std::unordered_map<con
                                  const HashOptions& options) {
   ContentHasher h(options);
   h.set_encoded(&encoded);
+  return ContentHasher::digest_of_encoding(options.algo, h.encoding(root));
+}
+
+std::string content_hash_known(const Value& root,
+                               const std::unordered_map<const Tensor*, std::vector<std::string>>& known,
+                               const HashOptions& options) {
+  ContentHasher h(options);
+  h.set_known(&known);
   return ContentHasher::digest_of_encoding(options.algo, h.encoding(root));
 }
 

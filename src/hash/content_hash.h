@@ -8,6 +8,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+#include <vector>
 
 #include "tensorseal/hash.h"
 #include "tensorseal/value.h"
@@ -31,6 +32,11 @@ inline constexpr std::uint64_t kLeafChunk = std::uint64_t{1} << 20;
 [[nodiscard]] std::string content_hash_encoded(const Value& root,
                                                const std::unordered_map<const Tensor*, std::string>& encoded,
                                                const HashOptions& options);
+// content_hash(root) where the leaf chunk digests (raw bytes) of some tensors are
+// known already: known[t][c], when not empty, is used instead of reading chunk c of t.
+[[nodiscard]] std::string content_hash_known(const Value& root,
+                                             const std::unordered_map<const Tensor*, std::vector<std::string>>& known,
+                                             const HashOptions& options);
 // enc() of a plain tensor (flags 0) of `dtype` and `shape` whose leaf digest is `leaf`.
 [[nodiscard]] std::string encode_plain_tensor(DType dtype, const std::vector<std::int64_t>& shape,
                                               std::string_view leaf);

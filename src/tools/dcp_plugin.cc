@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <unordered_map>
 
 #include "api/formats.h"
 #include "dcp/constants.h"
@@ -16,6 +17,8 @@
 #include "dcp/items.h"
 #include "dcp/manifest.h"
 #include "dcp/metadata.h"
+#include "dcp/tree.h"
+#include "hash/content_hash.h"
 #include "hash/digest.h"
 #include "io/atomic_dir.h"
 #include "io/sink.h"
@@ -54,6 +57,52 @@ std::pair<std::uint64_t, std::uint64_t> file_rank(const std::string& name) {
   return {r, n};
 }
 
+
+// XXH3 digests of the whole tensor's leaf chunks that lie inside this chunk's runs
+// (dcp/tree.h chunks_inside): the writer's part of the manifest's content hash.
+std::vector<std::pair<std::uint64_t, std::string>> leaf_chunks_of(const Tensor& t, const std::vector<std::int64_t>& offsets,
+                                                                  const std::vector<std::int64_t>& global) {
+  std::vector<std::pair<std::uint64_t, std::string>> out;
+  const std::uint64_t item = itemsize(t.dtype);
+  if (global.size() != t.shape.size() || item == 0) return out;
+  std::uint64_t n = item;
+  for (auto d : global) n *= static_cast<std::uint64_t>(d);
+  std::vector<std::byte> scratch;
+  const auto bytes = t.contiguous_bytes(scratch);
+  const auto runs = detail::dcp::block_runs(global, offsets, t.shape, item, n);
+  detail::dcp::chunks_inside(runs, n, [&](std::uint64_t c, std::uint64_t at, std::uint64_t len) {
+    out.emplace_back(c, detail::hash::Digest::oneshot(HashAlgo::kXxh3, bytes.subspan(at, len)));
+  });
+  return out;
+}
+
+// The content hash (XXH3) of the staged checkpoint: leaf chunks the writers hashed
+// are taken from `records`; the others (pieces of chunks straddling items) are read
+// from the staged files, without the manifest's item checks (not written yet).
+std::string staged_content_hash(const fs::path& staging, const detail::dcp::Metadata& md,
+                                const std::vector<DcpRecord>& records) {
+  ReadOptions ro;
+  ro.verify_checksums = false;
+  const Checkpoint c = read_file(staging, ro);
+  std::map<std::string, std::vector<const DcpRecord*>> by_fqn;
+  for (const auto& r : records) by_fqn[r.fqn].push_back(&r);
+  std::unordered_map<const Tensor*, std::vector<std::string>> known;
+  for (const auto& e : md.entries) {
+    if (!e.is_tensor) continue;
+    const Value* v = detail::dcp::find_element(c.root, e);
+    if (v == nullptr || !v->is(Value::Kind::kTensor))
+      throw Error(tensorseal::rules::kInternal, "staged tensor '" + e.fqn + "' not found", staging.string());
+    const Tensor* t = v->as_tensor().get();
+    auto& digests = known[t];
+    digests.resize((t->nbytes() + detail::hash::kLeafChunk - 1) / detail::hash::kLeafChunk);
+    for (const DcpRecord* r : by_fqn[e.fqn])
+      for (const auto& [chunk, d] : r->leaf_chunks)
+        if (chunk < digests.size()) digests[chunk] = d;
+  }
+  HashOptions o;
+  o.algo = HashAlgo::kXxh3;
+  return detail::hash::content_hash_known(c.root, known, o);
+}
 
 std::string item_text(const std::string& fqn, const std::optional<std::vector<std::int64_t>>& offsets) {
   return offsets ? "chunk at " + shape_text(*offsets) + " of tensor '" + fqn + "'" : "item '" + fqn + "'";
@@ -143,6 +192,8 @@ std::vector<DcpRecord> dcp_write_items(const fs::path& target, std::uint32_t ran
       it.value = read_bytes({reinterpret_cast<const std::byte*>(b.data()), b.size()}, "BYTE_IO item '" + it.fqn + "'")
                      .root;
     }
+    if (it.offsets && !it.global_size.empty()) r.leaf_chunks = leaf_chunks_of(*it.value.as_tensor(), *it.offsets,
+                                                                        it.global_size);
     const std::uint64_t offset = sink->position();
     detail::hash::Digest checksum(HashAlgo::kXxh3);
     detail::io::ItemSink item(*sink, [&](std::span<const std::byte> b) { checksum.update(b); });
@@ -241,12 +292,15 @@ void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpR
     if (r.offsets) st.index = index[detail::dcp::item_key(r.fqn, r.offsets)];
     md.storage_order.push_back(std::move(st));
   }
-  const std::string manifest = detail::dcp::encode_manifest(records);
-  md.save_id = detail::dcp::save_id_of("sha256:" + sha256_hex({reinterpret_cast<const std::byte*>(manifest.data()),
-                                                                 manifest.size()}));
+  // save_id: from the manifest's items (the content hash is made after .metadata).
+  const std::string items = detail::dcp::encode_manifest(records);
+  md.save_id = detail::dcp::save_id_of("sha256:" + sha256_hex({reinterpret_cast<const std::byte*>(items.data()),
+                                                                 items.size()}));
   md.version = "1.0.0";
-  detail::io::write_file_atomically(staging / detail::dcp::kManifestFile, manifest, fsync);
   detail::io::write_file_atomically(staging / detail::dcp::kMetadataFile, detail::dcp::encode_metadata(md), fsync);
+  const std::string hash = staged_content_hash(staging, md, records);
+  detail::io::write_file_atomically(staging / detail::dcp::kManifestFile, detail::dcp::encode_manifest(records, hash),
+                                    fsync);
   detail::io::swap_into_place(staging, target, fsync, detail::dcp::check_dcp_target);
 }
 

@@ -39,6 +39,11 @@ std::optional<HashAlgo> digest_algo(std::string_view v) {
 // The content hash embedded in the metadata (kContentHashMetadataKey), if any, and the
 // algorithm it names.
 std::optional<std::pair<std::string, HashAlgo>> embedded_hash(const Checkpoint& c) {
+  if (!c.recorded_hash.empty()) {
+    if (const auto algo = digest_algo(c.recorded_hash)) return std::pair{c.recorded_hash, *algo};
+    throw Error(kContentHashMalformed, "the recorded content hash '" + c.recorded_hash + "' is not a content hash",
+                c.file);
+  }
   for (const auto& [k, v] : c.metadata) {
     if (k != kContentHashMetadataKey) continue;
     if (v.starts_with("sha256:") && v.size() == 7 + 64) return std::pair{v, HashAlgo::kSha256};

@@ -61,6 +61,8 @@ def test_live_hash_equals_every_saved_layout(jobs, world):
     fast = one(results, "xxh3")
     assert fast.startswith("xxh3:") and tseal_hash(out / "ts", "--fast") == fast
     assert tseal_hash(out / "stock", "--fast") == fast
+    # tensorseal's writer records the hash in its manifest, made from its own digests.
+    assert json.loads((out / "ts" / ".tensorseal.json").read_text())["content_hash"] == fast
     flat = one(results, "flat")
     assert tseal_hash(out / "flat.safetensors") == flat
     assert tseal_hash(out / "hf") == flat and len(list((out / "hf").glob("*.safetensors"))) > 1
@@ -143,3 +145,21 @@ def test_single_process_content_hash_is_dcps_reading():
         tensorseal.dcp.content_hash(state, algo="md5")
     with pytest.raises(tensorseal.UnsupportedError, match="meta device"):
         tensorseal.dcp.content_hash({"m": torch.empty(3, device="meta")})
+
+
+def test_manifest_hash_is_checked_by_verify(jobs, tmp_path):
+    out, results = jobs[2]
+    d = tmp_path / "ts"
+    import shutil
+    shutil.copytree(out / "ts", d)
+    r = run_tseal("verify", "--json", d)
+    assert r.returncode == 0 and json.loads(r.stdout)["files"][0]["content_hash_checked"] is True
+    manifest = json.loads((d / ".tensorseal.json").read_text())
+    manifest["content_hash"] = "xxh3:" + "0" * 32
+    (d / ".tensorseal.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    r = run_tseal("verify", d)
+    assert r.returncode == 1 and "verify/content-hash-mismatch" in r.stdout, r.stdout + r.stderr
+    manifest["content_hash"] = "sha1:abc"
+    (d / ".tensorseal.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    r = run_tseal("verify", d)
+    assert r.returncode != 0 and "dcp/manifest" in r.stdout + r.stderr
