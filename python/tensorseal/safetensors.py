@@ -7,18 +7,18 @@
             t = f.get_tensor(k)
         row = f.get_slice("w")[1:3, :]
 
-Same calls, results and exception types as the safetensors package (each exception
-is also a ``tensorseal.Error``; see "exceptions" below). Differences, all on purpose:
-the files written are canonical (byte-identical to safetensors' for every dict it
-accepts, ``requires_grad`` tensors and Parameters included, never with tensorseal's
-structure metadata; ``__metadata__`` sorted so multi-key metadata no longer changes
-between runs; no tensors with ``metadata={}`` gives ``{"__metadata__":{}}`` where
-safetensors 0.8 writes the invalid JSON ``{},"__metadata__":{}}``);
-loading maps the file and returns zero-copy views (private copy-on-write: writes to a
-tensor never reach the file; two ``get_tensor`` calls for one name view the same
-memory); ``safe_open``/``load_file`` also read any other format tensorseal reads
-(.pt, .npz, ...). This module is ``tensorseal.safetensors``; it does not need or
-shadow the real ``safetensors`` package.
+Same calls, results and exception types as the safetensors package (each exception is
+also a ``tensorseal.Error`` of its kind; each function lists them). Differences, all
+on purpose: the files written are canonical (byte-identical to safetensors' for every
+dict it accepts, ``requires_grad`` tensors and Parameters included, never with
+tensorseal's structure metadata; ``__metadata__`` sorted so multi-key metadata no
+longer changes between runs; no tensors with ``metadata={}`` gives
+``{"__metadata__":{}}`` where safetensors 0.8 writes the invalid JSON
+``{},"__metadata__":{}}``); loading maps the file and returns zero-copy views (private
+copy-on-write: writes to a tensor never reach the file; two ``get_tensor`` calls for
+one name view the same memory); ``safe_open``/``load_file`` also read any other format
+tensorseal reads (.pt, .npz, ...). This module is ``tensorseal.safetensors``; it does
+not need or shadow the real ``safetensors`` package.
 """
 from __future__ import annotations
 
@@ -194,6 +194,8 @@ def save(tensors: Dict[str, Any], metadata: Optional[Dict[str, str]] = None) -> 
 
     The bytes safetensors 0.8 writes for every dict it accepts (``requires_grad``
     tensors and Parameters are stored as their data; ``__metadata__`` keys sorted).
+    Each exception below is the type safetensors raises and also an
+    ``InvalidArgumentError`` (a ``tensorseal.Error``).
 
     Args:
         tensors: ``{name: torch.Tensor}``: strided, contiguous tensors of dtypes
@@ -206,14 +208,12 @@ def save(tensors: Dict[str, Any], metadata: Optional[Dict[str, str]] = None) -> 
 
     Raises:
         ValueError: ``tensors`` is not a dict, holds something that is not a tensor, a
-            sparse or nested tensor, or a non-contiguous one (``InvalidArgumentError``).
+            sparse or nested tensor, or a non-contiguous one.
         RuntimeError: tensors share memory (save them once; ``tensorseal.save`` keeps
             tied tensors tied).
         NotImplementedError: a tensor is on the meta device: it has no data.
         KeyError: a tensor's dtype is one safetensors cannot store.
         TypeError: a name, or a metadata key or value, is not a str.
-
-        Each of these is also an ``InvalidArgumentError`` (a ``tensorseal.Error``).
 
     Example:
         >>> from tensorseal.safetensors import save, load
