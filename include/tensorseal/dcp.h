@@ -132,7 +132,9 @@ void dcp_commit(const std::filesystem::path& target, const DcpMetadata& planned,
 // data files mapped on first use.
 class DcpReader {
  public:
-  DcpReader(const std::filesystem::path& dir, const ReadOptions& options);
+  // `check_manifest` false: items are not checked against the manifest (a reader that
+  // gathers bytes another one checks).
+  DcpReader(const std::filesystem::path& dir, const ReadOptions& options, bool check_manifest = true);
   ~DcpReader();
   DcpReader(DcpReader&&) noexcept;
   DcpReader& operator=(DcpReader&&) noexcept;
@@ -140,6 +142,8 @@ class DcpReader {
   [[nodiscard]] const DcpMetadata& metadata() const;
   // True when the directory carries a tensorseal manifest (checksums are checked).
   [[nodiscard]] bool has_manifest() const;
+  // The content hash the manifest records ("" for none).
+  [[nodiscard]] const std::string& recorded_hash() const;
   // The stored chunk of tensor `fqn` at `offsets` (zero-copy view of the data file),
   // its bytes checked against the manifest's checksum and its content against the
   // digest. Throws Error dcp/checksum, dcp/digest, dcp/storage-missing, ...
@@ -153,6 +157,19 @@ class DcpReader {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// ---- Collective verification of a DCP directory (tensorseal.dcp.verify) ----
+//
+// Rank `rank` of `world` checks its share of the items (contiguous by bytes in
+// storage_data order: manifest checksum and digest, or zip CRC) and hashes the leaf
+// chunks inside them, plus its share of the chunks that straddle items (round robin),
+// read from any file. Its result goes to every rank; dcp_verify_finish then gives the
+// content hash on every rank, and checks the manifest's recorded hash when there is one
+// (dcp/content-hash). Every rank reads about 1/world of the bytes.
+[[nodiscard]] std::string dcp_verify_part(const std::filesystem::path& dir, std::uint32_t rank, std::uint32_t world,
+                                          HashAlgo algo, const ReadOptions& options, unsigned threads);
+[[nodiscard]] std::string dcp_verify_finish(const std::filesystem::path& dir, const std::vector<std::string>& parts,
+                                            HashAlgo algo, const ReadOptions& options);
 
 // ---- The content hash of live sharded state (tensorseal.dcp.content_hash) ----
 //

@@ -114,6 +114,26 @@ std::vector<Value> path_arg(nb::handle h, const std::string& fqn) {
 }  // namespace
 
 void bind_dcp(nb::module_& m) {
+  m.def("dcp_verify_part", [](const std::string& dir, std::uint32_t rank, std::uint32_t world, bool fast,
+                              const LimitPairs& limits, unsigned threads) {
+        ReadOptions o = read_options(limits);
+        std::string p;
+        {
+          nb::gil_scoped_release nogil;
+          p = dcp_verify_part(dir, rank, world, fast ? HashAlgo::kXxh3 : HashAlgo::kSha256, o, threads);
+        }
+        return nb::bytes(p.data(), p.size());
+      }, nb::arg("dir"), nb::arg("rank"), nb::arg("world"), nb::arg("fast"), nb::arg("limits"), nb::arg("threads"));
+  m.def("dcp_verify_finish", [](const std::string& dir, nb::list parts, bool fast, const LimitPairs& limits) {
+        std::vector<std::string> ps;
+        for (nb::handle h : parts) {
+          nb::bytes b = nb::cast<nb::bytes>(h);
+          ps.emplace_back(b.c_str(), b.size());
+        }
+        ReadOptions o = read_options(limits);
+        nb::gil_scoped_release nogil;
+        return dcp_verify_finish(dir, ps, fast ? HashAlgo::kXxh3 : HashAlgo::kSha256, o);
+      }, nb::arg("dir"), nb::arg("parts"), nb::arg("fast"), nb::arg("limits"));
   // items: [(fqn, path, (dtype, shape, [(offsets, sizes, tensor)]) | None, value)]
   nb::class_<Live>(m, "LiveHash")
       .def("__init__", [](Live* self, nb::list items, bool fast, unsigned threads) {

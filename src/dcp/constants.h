@@ -101,6 +101,7 @@ inline constexpr Rule kDigest{"dcp/digest", K::kCorrupt};                      /
 // The live hash of sharded state (dcp/live.cc).
 inline constexpr Rule kLiveState{"dcp/live-state", K::kInvalidArgument};  // ranks disagree / blocks do not fit
 inline constexpr Rule kReplicaMismatch{"dcp/replica-mismatch", K::kCorrupt};  // replicas on ranks differ
+inline constexpr Rule kContentHash{"dcp/content-hash", K::kCorrupt};  // the manifest's content_hash differs
 // Writer-side rules.
 inline constexpr Rule kWriteUnrepresentable{"dcp/write-unrepresentable", K::kInvalidArgument};  // DCP would change it
 inline constexpr Rule kWriteTarget{"dcp/write-target", K::kInvalidArgument};  // refusing to replace the target

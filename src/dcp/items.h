@@ -35,6 +35,9 @@ class Items {
   const io::Input& file(const std::string& rel);
 
   bool has_manifest() const { return !manifest_.empty(); }
+  // Reads items without checking them against the manifest (a reader that only
+  // gathers bytes another reader checks).
+  void skip_manifest_checks() { skip_checks_ = true; }
   // The manifest's content_hash ("" without a manifest or when it records none).
   const std::string& recorded_hash() const { return recorded_hash_; }
   const std::set<std::string>& formats() const { return formats_; }
@@ -55,6 +58,7 @@ class Items {
   std::set<std::string> formats_;
   std::map<std::string, DcpRecord> manifest_;  // by where()
   std::string recorded_hash_;
+  bool skip_checks_ = false;
   std::set<std::string> verified_;             // items whose checksum held
 };
 

@@ -318,7 +318,8 @@ struct DcpReader::Impl {
   std::map<std::string, std::size_t> entry;  // fqn -> md.entries index
 };
 
-DcpReader::DcpReader(const fs::path& dir, const ReadOptions& options) : impl_(std::make_unique<Impl>()) {
+DcpReader::DcpReader(const fs::path& dir, const ReadOptions& options, bool check_manifest)
+    : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.options = options;
   const fs::path meta = detail::dcp::find_dcp_metadata(dir);
@@ -331,6 +332,7 @@ DcpReader::DcpReader(const fs::path& dir, const ReadOptions& options) : impl_(st
   m.md = detail::dcp::parse_metadata(m.meta.bytes(), m.meta.name, m.options.limits);
   for (std::size_t i = 0; i < m.md.entries.size(); ++i) m.entry.emplace(m.md.entries[i].fqn, i);
   m.items = std::make_unique<detail::dcp::Items>(m.meta, m.md, m.sink);
+  if (!check_manifest) m.items->skip_manifest_checks();
 }
 
 DcpReader::~DcpReader() = default;
@@ -339,6 +341,7 @@ DcpReader& DcpReader::operator=(DcpReader&&) noexcept = default;
 
 const DcpMetadata& DcpReader::metadata() const { return impl_->md; }
 bool DcpReader::has_manifest() const { return impl_->items->has_manifest(); }
+const std::string& DcpReader::recorded_hash() const { return impl_->items->recorded_hash(); }
 
 std::shared_ptr<const Tensor> DcpReader::chunk(const std::string& fqn, const std::vector<std::int64_t>& offsets) {
   Impl& m = *impl_;

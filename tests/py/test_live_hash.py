@@ -163,3 +163,29 @@ def test_manifest_hash_is_checked_by_verify(jobs, tmp_path):
     (d / ".tensorseal.json").write_text(json.dumps(manifest, indent=1) + "\n")
     r = run_tseal("verify", d)
     assert r.returncode != 0 and "dcp/manifest" in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_collective_verify(jobs, world):
+    """tensorseal.dcp.verify: the ranks split the items and return the content hash;
+    a flipped bit in a chunk (tensorseal's manifest checksum, torch's zip CRC) or a
+    missing directory raises on every rank."""
+    _, results = jobs[world]
+    live = one(results, "sha256")
+    assert one(results, "verify_ts") == live and one(results, "verify_stock") == live
+    assert one(results, "verify_fast") == one(results, "xxh3")
+    for key, rule in (("verify_ts_bad", "dcp/checksum"), ("verify_stock_bad", "zip/crc-mismatch"),
+                      ("verify_missing", "dcp/storage-missing")):
+        failed = set()
+        for r in results:
+            e = r[key]
+            assert e["type"] == "CorruptFileError" and f"[{rule}]" in e["message"], e
+            if e["message"].startswith("rank "):
+                failed.add(int(e["message"].split()[1]))
+        assert len(failed) <= 1  # the others name the one rank whose items broke
+
+
+def test_collective_verify_single_process(jobs):
+    out, results = jobs[2]
+    assert tensorseal.dcp.verify(out / "ts") == one(results, "sha256")
+    assert tensorseal.dcp.verify(out / "stock", algo="xxh3") == one(results, "xxh3")

@@ -139,6 +139,23 @@ def main(out: pathlib.Path) -> None:
     if rank == 0:
         dcp_to_torch_save(str(out / "stock"), str(out / "stock.pt"))
 
+    # Collective verification of every DCP layout, then of a corrupted copy.
+    res["verify_ts"] = tensorseal.dcp.verify(out / "ts")
+    res["verify_stock"] = tensorseal.dcp.verify(out / "stock")
+    res["verify_fast"] = tensorseal.dcp.verify(out / "ts", algo="xxh3")
+    if rank == 0:
+        import shutil
+        for name in ("ts", "stock"):
+            shutil.copytree(out / name, out / f"{name}_bad")
+            data = max((out / f"{name}_bad").glob("*.distcp"), key=lambda f: f.stat().st_size)
+            b = bytearray(data.read_bytes())
+            b[len(b) // 2] ^= 0x10
+            data.write_bytes(bytes(b))
+    dist.barrier()
+    res["verify_ts_bad"] = error_of(lambda: tensorseal.dcp.verify(out / "ts_bad"))
+    res["verify_stock_bad"] = error_of(lambda: tensorseal.dcp.verify(out / "stock_bad"))
+    res["verify_missing"] = error_of(lambda: tensorseal.dcp.verify(out / "nothing_here"))
+
     # tensorseal.hash of sharded state refuses: a per-rank digest is not the content.
     res["hash_refused"] = error_of(lambda: tensorseal.hash(sd))
 
