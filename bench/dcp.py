@@ -10,6 +10,10 @@ warm-up round; every save goes to a fresh directory (the previous one removed ou
 the timing), sync_files=True for all (the default of both writers):
   save  tensorseal.dcp.FileSystemWriter | FileSystemWriter (torch_save) | FileSystemWriter
         (safetensors)
+        | tensorseal.dcp.FileSystemWriter(content_hash=False) (the manifest's hash costs the difference)
+  hash  tensorseal.dcp.content_hash of the live state (sha256, collective) | dcp.save of it
+  verify  tensorseal.dcp.verify of tensorseal's save on all ranks (xxh3; sha256) | tseal verify /
+        tseal hash of it as one process on rank 0 (all cores)
   load  tensorseal.dcp.FileSystemReader of its own save | FileSystemReader of the torch_save
         save | tensorseal.dcp.FileSystemReader of the torch_save and of the safetensors save
         (torch 2.13's FileSystemReader cannot read the safetensors format: its torch.load
@@ -23,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 import warnings
@@ -105,6 +110,7 @@ def main() -> int:
 
     savers = {
         "tensorseal.dcp": ("ts", lambda p: tensorseal.dcp.FileSystemWriter(p)),
+        "tensorseal.dcp (no content hash)": ("tn", lambda p: tensorseal.dcp.FileSystemWriter(p, content_hash=False)),
         "torch torch_save": ("st", lambda p: dcp.FileSystemWriter(p)),
         "torch safetensors": ("sf", lambda p: dcp.FileSystemWriter(
             p, serialization_format=SerializationFormat.SAFETENSORS)),
@@ -115,9 +121,38 @@ def main() -> int:
         "tensorseal.dcp (torch_save dir)": ("st", lambda p: tensorseal.dcp.FileSystemReader(p)),
         "tensorseal.dcp (safetensors dir)": ("sf", lambda p: tensorseal.dcp.FileSystemReader(p)),
     }
-    times: dict = {"save": {k: [] for k in savers}, "load": {k: [] for k in loaders}}
+    tseal = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "tseal")
+
+    def timed(fn) -> float:
+        dist.barrier()
+        t0 = time.perf_counter()
+        fn()
+        dist.barrier()
+        return time.perf_counter() - t0
+
+    def alone(cmd: list) -> None:
+        # A single process on rank 0 (all cores' threads); the others wait at the barrier.
+        if rank == 0:
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+
+    hashers = {
+        "tensorseal.dcp.content_hash (live, sha256)": (None, lambda _: timed(lambda: tensorseal.dcp.content_hash(state))),
+        "dcp.save (torch torch_save)": ("st", lambda _: save("st", savers["torch torch_save"][1])),
+    }
+    verifiers = {
+        "tensorseal.dcp.verify (xxh3)": ("ts", lambda p: timed(lambda: tensorseal.dcp.verify(p, algo="xxh3"))),
+        "tseal verify (one process)": ("ts", lambda p: timed(lambda: alone([tseal, "verify", "-q", p]))),
+        "tensorseal.dcp.verify (sha256)": ("ts", lambda p: timed(lambda: tensorseal.dcp.verify(p))),
+        "tseal hash (one process, sha256)": ("ts", lambda p: timed(lambda: alone([tseal, "hash", "-q", p]))),
+    }
+    times: dict = {"save": {k: [] for k in savers}, "load": {k: [] for k in loaders},
+                   "hash": {k: [] for k in hashers}, "verify": {k: [] for k in verifiers}}
+    hash_table = {k: (tag, fn) for k, (tag, fn) in hashers.items()}
+    verify_table = {k: (tag, fn) for k, (tag, fn) in verifiers.items()}
     for rnd in range(args.repeats + 1):
-        for op, table, fn in (("save", savers, save), ("load", loaders, load)):
+        for op, table, fn in (("save", savers, save), ("load", loaders, load),
+                              ("hash", hash_table, lambda tag, f: f(tag)),
+                              ("verify", verify_table, lambda tag, f: f(latest[tag]))):
             names = list(table)
             k = rnd % len(names)
             for name in names[k:] + names[:k]:
@@ -129,7 +164,7 @@ def main() -> int:
     if rank == 0:
         lines = [f"dcp.save / dcp.load, {total / 2**30:.2f} GiB over {world} ranks (Shard(0) DTensors), "
                  f"{args.repeats} runs after a warm-up, scratch {root}; loaded values equal: {ok}", ""]
-        for op in ("save", "load"):
+        for op in ("save", "load", "hash", "verify"):
             lines += spread.table(op, times[op], total)
         print("\n".join(lines))
         with open(args.out, "w") as f:

@@ -124,8 +124,9 @@ void dcp_prepare(const std::filesystem::path& target, bool overwrite);
 // manifest records the checkpoint's content hash (XXH3, `tseal hash --fast`), made
 // from the records' leaf_chunks; only chunks no record covers (pieces of chunks that
 // straddle items) are read back from the staged files.
+// `content_hash` false: the manifest records none (nothing is read back).
 void dcp_commit(const std::filesystem::path& target, const DcpMetadata& planned, std::vector<DcpRecord> records,
-                bool fsync);
+                bool fsync, bool content_hash = true);
 
 // A DCP directory opened for item-by-item reading (the plugin's StorageReader):
 // .metadata parsed by the restricted VM, the manifest (when present) checked against it,

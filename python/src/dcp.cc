@@ -256,14 +256,15 @@ void bind_dcp(nb::module_& m) {
         return l;
       }, nb::arg("target"), nb::arg("rank"), nb::arg("items"), nb::arg("one_file"), nb::arg("fsync"),
       nb::arg("threads") = 1);
-  m.def("dcp_commit", [](const std::string& target, nb::list planned, nb::list records, bool fsync) {
+  m.def("dcp_commit", [](const std::string& target, nb::list planned, nb::list records, bool fsync,
+                         bool content_hash) {
         DcpMetadata md;
         for (nb::handle h : planned) md.entries.push_back(entry_from_py(h));
         std::vector<DcpRecord> rs;
         for (nb::handle h : records) rs.push_back(record_from_py(h));
         nb::gil_scoped_release nogil;
-        dcp_commit(target, md, std::move(rs), fsync);
-      }, nb::arg("target"), nb::arg("planned"), nb::arg("records"), nb::arg("fsync"));
+        dcp_commit(target, md, std::move(rs), fsync, content_hash);
+      }, nb::arg("target"), nb::arg("planned"), nb::arg("records"), nb::arg("fsync"), nb::arg("content_hash") = true);
 
   nb::class_<DcpReader>(m, "DcpReader")
       .def("__init__", [](DcpReader* self, const std::string& dir, const LimitPairs& limits) {

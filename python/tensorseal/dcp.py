@@ -102,11 +102,17 @@ class FileSystemWriter(_LocalDirectory, StorageWriter, BlockingAsyncStager):
     is one serialization format (canonical torch.save zips) and no stream extensions.
     A target that exists must be a checkpoint directory (only ``.metadata``,
     ``.tensorseal.json`` and ``__*.distcp``); it is replaced as a whole.
+
+    ``content_hash`` (default True): the manifest records the state's content hash
+    (XXH3, ``tseal hash --fast`` of the directory, and ``tensorseal.dcp.content_hash(sd,
+    algo="xxh3")`` of the live state), made from the digests each rank takes of its
+    chunks while writing; only leaf chunks that straddle chunks are read back in
+    ``finish``. ``tseal verify`` and ``tensorseal.dcp.verify`` check it.
     """
 
     def __init__(self, path: PathLike, single_file_per_rank: bool = True, sync_files: bool = True,
                  thread_count: int = 1, per_thread_copy_ahead: int = 10_000_000,
-                 cache_staged_state_dict: bool = False, overwrite: bool = True) -> None:
+                 cache_staged_state_dict: bool = False, overwrite: bool = True, content_hash: bool = True) -> None:
         StorageWriter.__init__(self)
         BlockingAsyncStager.__init__(self, cache_staged_state_dict=cache_staged_state_dict)
         self.path = os.fspath(path)
@@ -115,6 +121,7 @@ class FileSystemWriter(_LocalDirectory, StorageWriter, BlockingAsyncStager):
         self.thread_count = thread_count
         self.per_thread_copy_ahead = per_thread_copy_ahead
         self.overwrite = overwrite
+        self.content_hash = content_hash
 
     def reset(self, checkpoint_id: Optional[PathLike] = None) -> None:
         if checkpoint_id:
@@ -153,7 +160,7 @@ class FileSystemWriter(_LocalDirectory, StorageWriter, BlockingAsyncStager):
                     t = t.clone(memory_format=torch.contiguous_format)
                 offsets = list(wi.tensor_data.chunk.offsets)
                 key = (wi.index.fqn, tuple(offsets))
-                items.append((wi.index.fqn, offsets, t, list(wi.tensor_data.size)))
+                items.append((wi.index.fqn, offsets, t, list(wi.tensor_data.size) if self.content_hash else None))
             index[key] = wi.index
         records = _core.dcp_write_items(self.path, rank, items, self.single_file_per_rank, self.sync_files,
                                         self.thread_count)
@@ -167,7 +174,7 @@ class FileSystemWriter(_LocalDirectory, StorageWriter, BlockingAsyncStager):
 
     def finish(self, metadata: Metadata, results: List[List[WriteResult]]) -> None:
         records = [wr.storage_data for rank in results for wr in rank]
-        _core.dcp_commit(self.path, _planned_entries(metadata), records, self.sync_files)
+        _core.dcp_commit(self.path, _planned_entries(metadata), records, self.sync_files, self.content_hash)
 
 
 class FileSystemReader(_LocalDirectory, StorageReader):

@@ -3,7 +3,7 @@
 //   items     storage_data's items in order, cut into `world` contiguous parts of about
 //             equal bytes (item i goes to rank floor(bytes before i * world / all bytes));
 //             each rank reads its items with every check (the manifest's checksum and
-//             digest, or the zip CRC of stock items) and hashes the leaf chunks that lie
+//             digest, which cover every byte; or, without a manifest, the zip CRCs) and hashes the leaf chunks that lie
 //             inside one of their contiguous runs (dcp/tree.h chunks_inside)
 //   straddle  leaf chunks inside no single item go to ranks round robin, in (entry,
 //             chunk) order; a rank reads their pieces from the items' files unchecked
@@ -99,12 +99,14 @@ std::string dcp_verify_part(const fs::path& dir, std::uint32_t rank, std::uint32
                             const ReadOptions& options, unsigned threads) {
   if (world == 0 || rank >= world)
     throw Error(rules::kInvalidArgument, fmt::format("rank {} of a world of {}", rank, world), dir.string());
-  ReadOptions checked_options = options;
-  checked_options.verify_checksums = true;
-  DcpReader checked(dir, checked_options);
   ReadOptions raw_options = options;
   raw_options.verify_checksums = false;
   DcpReader raw(dir, raw_options, false);
+  // The manifest's XXH3-128 checksum covers every byte of an item: the zip CRC-32s
+  // inside it add nothing (stock directories have no manifest: their CRCs are checked).
+  ReadOptions checked_options = options;
+  checked_options.verify_checksums = !raw.has_manifest();
+  DcpReader checked(dir, checked_options);
   const DcpMetadata& md = checked.metadata();
   const Plan p = plan_of(md, world);
   const auto algos = algos_for(algo, checked);

@@ -132,6 +132,8 @@ class ContentHasher {
 
   // Tensor nodes whose encodings are given (not hashed here): see content_hash_encoded.
   void set_encoded(const std::unordered_map<const Tensor*, std::string>* e) { encoded_ = e; }
+  // Receives every tensor's leaf chunk digests: see content_hash_chunks.
+  void set_chunks_out(std::unordered_map<const Tensor*, std::vector<std::string>>* c) { chunks_out_ = c; }
   // Leaf chunk digests known already: see content_hash_known.
   void set_known(const std::unordered_map<const Tensor*, std::vector<std::string>>* k) { known_ = k; }
 
@@ -313,6 +315,7 @@ class ContentHasher {
     }
     for (Leaf& l : leaves_) {
       l.digest = detail::hash::leaf_digest(opt_.algo, l.nbytes, l.chunk_digests);
+      if (chunks_out_ != nullptr && l.tensor != nullptr) (*chunks_out_)[l.tensor] = std::move(l.chunk_digests);
       l.chunk_digests.clear();
     }
   }
@@ -546,6 +549,7 @@ class ContentHasher {
   std::unordered_map<const void*, std::size_t> index_;
   const std::unordered_map<const Tensor*, std::string>* encoded_ = nullptr;
   const std::unordered_map<const Tensor*, std::vector<std::string>>* known_ = nullptr;
+  std::unordered_map<const Tensor*, std::vector<std::string>>* chunks_out_ = nullptr;
 };
 
 }  // namespace
@@ -568,6 +572,13 @@ std::string content_hash_encoded(const Value& root, const std::unordered_map<con
   ContentHasher h(options);
   h.set_encoded(&encoded);
   return ContentHasher::digest_of_encoding(options.algo, h.encoding(root));
+}
+
+std::string content_hash_chunks(const Value& root, const HashOptions& options,
+                                std::unordered_map<const Tensor*, std::vector<std::string>>& chunks) {
+  ContentHasher h(options);
+  h.set_chunks_out(&chunks);
+  return h.run(root);
 }
 
 std::string content_hash_known(const Value& root,

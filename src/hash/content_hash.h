@@ -32,6 +32,10 @@ inline constexpr std::uint64_t kLeafChunk = std::uint64_t{1} << 20;
 [[nodiscard]] std::string content_hash_encoded(const Value& root,
                                                const std::unordered_map<const Tensor*, std::string>& encoded,
                                                const HashOptions& options);
+// content_hash(root, options), also giving each tensor's leaf chunk digests (raw bytes,
+// in chunk order) in `chunks`.
+[[nodiscard]] std::string content_hash_chunks(const Value& root, const HashOptions& options,
+                                              std::unordered_map<const Tensor*, std::vector<std::string>>& chunks);
 // content_hash(root) where the leaf chunk digests (raw bytes) of some tensors are
 // known already: known[t][c], when not empty, is used instead of reading chunk c of t.
 [[nodiscard]] std::string content_hash_known(const Value& root,

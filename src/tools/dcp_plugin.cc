@@ -59,18 +59,29 @@ std::pair<std::uint64_t, std::uint64_t> file_rank(const std::string& name) {
 
 
 // XXH3 digests of the whole tensor's leaf chunks that lie inside this chunk's runs
-// (dcp/tree.h chunks_inside): the writer's part of the manifest's content hash.
+// (dcp/tree.h chunks_inside): the writer's part of the manifest's content hash. A chunk
+// that is one run starting on a leaf chunk boundary (row shards at aligned rows: the
+// usual FSDP case) has the whole tensor's leaf chunks as its own, which the item's
+// digest hashed already (`own`); others are hashed here.
 std::vector<std::pair<std::uint64_t, std::string>> leaf_chunks_of(const Tensor& t, const std::vector<std::int64_t>& offsets,
-                                                                  const std::vector<std::int64_t>& global) {
+                                                                  const std::vector<std::int64_t>& global,
+                                                                  const std::vector<std::string>& own) {
   std::vector<std::pair<std::uint64_t, std::string>> out;
   const std::uint64_t item = itemsize(t.dtype);
   if (global.size() != t.shape.size() || item == 0) return out;
   std::uint64_t n = item;
   for (auto d : global) n *= static_cast<std::uint64_t>(d);
-  std::vector<std::byte> scratch;
-  const auto bytes = t.contiguous_bytes(scratch);
   const auto runs = detail::dcp::block_runs(global, offsets, t.shape, item, n);
+  constexpr std::uint64_t M = detail::hash::kLeafChunk;
+  const bool aligned = runs.count == 1 && runs.start(0) % M == 0;
+  std::vector<std::byte> scratch;
+  std::span<const std::byte> bytes;
   detail::dcp::chunks_inside(runs, n, [&](std::uint64_t c, std::uint64_t at, std::uint64_t len) {
+    if (aligned && at % M == 0 && at / M < own.size()) {
+      out.emplace_back(c, own[at / M]);
+      return;
+    }
+    if (bytes.empty()) bytes = t.contiguous_bytes(scratch);
     out.emplace_back(c, detail::hash::Digest::oneshot(HashAlgo::kXxh3, bytes.subspan(at, len)));
   });
   return out;
@@ -192,15 +203,23 @@ std::vector<DcpRecord> dcp_write_items(const fs::path& target, std::uint32_t ran
       it.value = read_bytes({reinterpret_cast<const std::byte*>(b.data()), b.size()}, "BYTE_IO item '" + it.fqn + "'")
                      .root;
     }
-    if (it.offsets && !it.global_size.empty()) r.leaf_chunks = leaf_chunks_of(*it.value.as_tensor(), *it.offsets,
-                                                                        it.global_size);
     const std::uint64_t offset = sink->position();
     detail::hash::Digest checksum(HashAlgo::kXxh3);
     detail::io::ItemSink item(*sink, [&](std::span<const std::byte> b) { checksum.update(b); });
     detail::torch::write_torch_zip(it.value, options, item);
     r.storage = {name, offset, item.position()};
     r.checksum = "xxh3:" + detail::util::to_hex(checksum.finish());
-    r.digest = digest_of(it.value);
+    if (it.offsets && !it.global_size.empty()) {
+      HashOptions o;
+      o.algo = HashAlgo::kXxh3;
+      o.threads = 1;
+      std::unordered_map<const Tensor*, std::vector<std::string>> chunks;
+      r.digest = detail::hash::content_hash_chunks(it.value, o, chunks);
+      const Tensor& t = *it.value.as_tensor();
+      r.leaf_chunks = leaf_chunks_of(t, *it.offsets, it.global_size, chunks[&t]);
+    } else {
+      r.digest = digest_of(it.value);
+    }
     out.push_back(std::move(r));
   }
   if (sink) sink->commit();
@@ -210,14 +229,16 @@ std::vector<DcpRecord> dcp_write_items(const fs::path& target, std::uint32_t ran
 
 namespace {
 
-void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpRecord> records, bool fsync);
+void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpRecord> records, bool fsync,
+            bool content_hash);
 
 }  // namespace
 
-void dcp_commit(const fs::path& target_in, const DcpMetadata& planned, std::vector<DcpRecord> records, bool fsync) {
+void dcp_commit(const fs::path& target_in, const DcpMetadata& planned, std::vector<DcpRecord> records, bool fsync,
+                bool content_hash) {
   const fs::path target = normal_target(target_in);
   try {
-    commit(target, planned, std::move(records), fsync);
+    commit(target, planned, std::move(records), fsync, content_hash);
   } catch (...) {
     // Refused before the swap: the target is untouched; the staged files go.
     std::error_code ec;
@@ -228,7 +249,8 @@ void dcp_commit(const fs::path& target_in, const DcpMetadata& planned, std::vect
 
 namespace {
 
-void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpRecord> records, bool fsync) {
+void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpRecord> records, bool fsync,
+            bool content_hash) {
   const fs::path staging = dcp_staging_dir(target);
   std::error_code ec;
   if (!fs::is_directory(staging, ec))
@@ -298,7 +320,7 @@ void commit(const fs::path& target, const DcpMetadata& planned, std::vector<DcpR
                                                                  items.size()}));
   md.version = "1.0.0";
   detail::io::write_file_atomically(staging / detail::dcp::kMetadataFile, detail::dcp::encode_metadata(md), fsync);
-  const std::string hash = staged_content_hash(staging, md, records);
+  const std::string hash = content_hash ? staged_content_hash(staging, md, records) : std::string();
   detail::io::write_file_atomically(staging / detail::dcp::kManifestFile, detail::dcp::encode_manifest(records, hash),
                                     fsync);
   detail::io::swap_into_place(staging, target, fsync, detail::dcp::check_dcp_target);

@@ -56,6 +56,8 @@ def big_state(mesh) -> dict:
         "uneven": distribute_tensor(torch.randn(7, 5, generator=g), mesh, [Shard(0)]),
         "uneven_col": distribute_tensor(torch.randn(3, 9, generator=g, dtype=torch.float64), mesh, [Shard(1)]),
         "big_rep": distribute_tensor(torch.randn(600, 600, generator=g), mesh, [Replicate()]),
+        # rows at 1 MiB boundaries: tensorseal's writer reuses its chunks' digests
+        "aligned": distribute_tensor(torch.randn(1024, 1024, generator=g), mesh, [Shard(0)]),
         "f16": distribute_tensor(torch.randn(2048, 300, generator=g).half(), mesh, [Shard(1)]),
     }
 
