@@ -351,7 +351,8 @@ LiveHash::LiveHash(std::vector<LiveItem> items, const std::vector<std::string>& 
       for (const auto& b : row.at("boxes")) {
         auto key = std::make_pair(b.at(0).get<Ints>(), b.at(1).get<Ints>());
         if (key.first.size() != it.shape.size() || key.second.size() != it.shape.size())
-          throw Error(dcprules::kLiveState, fmt::format("rank {} holds a block of '{}' of another rank", r, fqn), where);
+          throw Error(dcprules::kLiveState, fmt::format("rank {} holds a block of '{}' of another rank", r, fqn),
+                      where);
         auto& h = boxes[key];
         if (!h.empty() && h.back().first == r)
           throw Error(dcprules::kLiveState,

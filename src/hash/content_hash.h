@@ -45,7 +45,8 @@ inline constexpr std::uint64_t kLeafChunk = std::uint64_t{1} << 20;
 [[nodiscard]] std::string encode_plain_tensor(DType dtype, const std::vector<std::int64_t>& shape,
                                               std::string_view leaf);
 // leaf(b) from the digests of b's chunks, in order (raw digest bytes).
-[[nodiscard]] std::string leaf_digest(HashAlgo algo, std::uint64_t nbytes, const std::vector<std::string>& chunk_digests);
+[[nodiscard]] std::string leaf_digest(HashAlgo algo, std::uint64_t nbytes,
+                                      const std::vector<std::string>& chunk_digests);
 // Bytes content_hash reads for `root` (each tensor and bare storage once).
 [[nodiscard]] std::uint64_t content_hash_bytes(const Value& root);
 // content_hash(root, options), counting its bytes on `meter` (options.progress unused).

@@ -63,7 +63,8 @@ std::pair<std::uint64_t, std::uint64_t> file_rank(const std::string& name) {
 // that is one run starting on a leaf chunk boundary (row shards at aligned rows: the
 // usual FSDP case) has the whole tensor's leaf chunks as its own, which the item's
 // digest hashed already (`own`); others are hashed here.
-std::vector<std::pair<std::uint64_t, std::string>> leaf_chunks_of(const Tensor& t, const std::vector<std::int64_t>& offsets,
+std::vector<std::pair<std::uint64_t, std::string>> leaf_chunks_of(const Tensor& t,
+                                                                  const std::vector<std::int64_t>& offsets,
                                                                   const std::vector<std::int64_t>& global,
                                                                   const std::vector<std::string>& own) {
   std::vector<std::pair<std::uint64_t, std::string>> out;

@@ -129,8 +129,10 @@ def test_one_rank_raising_reaches_every_rank(jobs, world):
 
 def test_hash_of_sharded_state_is_refused(jobs):
     for r in jobs[2][1]:
-        e = r["hash_refused"]
-        assert e["type"] == "InvalidArgumentError" and "tensorseal.dcp.content_hash" in e["message"]
+        for key, cls in (("hash_refused", "DTensor"), ("hash_refused_sharded_tensor", "ShardedTensor")):
+            e = r[key]
+            assert e["type"] == "InvalidArgumentError" and "tensorseal.dcp.content_hash" in e["message"], e
+            assert f"a {cls} holds only this rank's part" in e["message"]
 
 
 def test_single_process_content_hash_is_dcps_reading():

@@ -176,6 +176,7 @@ def main(out: pathlib.Path) -> None:
 
     s1 = fsdp1_state()
     res["fsdp1"] = tensorseal.dcp.content_hash(s1)
+    res["hash_refused_sharded_tensor"] = error_of(lambda: tensorseal.hash(s1))
     res["fsdp1_sharded_tensors"] = sum(type(v).__name__ == "ShardedTensor" for v in s1["model"].values())
     dcp.save(s1, storage_writer=dcp.FileSystemWriter(str(out / "fsdp1")))
 
