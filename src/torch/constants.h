@@ -21,6 +21,9 @@ inline constexpr std::string_view kStorageAlignmentRecord = ".storage_alignment"
 inline constexpr std::string_view kSerializationIdRecord = ".data/serialization_id";
 // TorchScript archives carry these; they are programs, not checkpoints.
 inline constexpr std::string_view kTorchScriptMarkers[] = {"constants.pkl", "code/"};
+// torch.export.save archives (.pt2: models/, data/weights/, archive_format "pt2") carry
+// this record; they are programs too.
+inline constexpr std::string_view kExportMarker = "archive_format";
 inline constexpr std::uint64_t kMinFileVersion = 1, kMaxFileVersion = 10;
 
 // ---- legacy format --------------------------------------------------------------
@@ -33,6 +36,7 @@ using K = ErrorKind;
 inline constexpr Rule kNoDataPkl{"torch-zip/no-data-pkl", K::kCorrupt};
 inline constexpr Rule kMixedPrefix{"torch-zip/entry-outside-prefix", K::kCorrupt};
 inline constexpr Rule kTorchScript{"torch-zip/torchscript", K::kUnsupported};
+inline constexpr Rule kExportProgram{"torch-zip/export-program", K::kUnsupported};
 inline constexpr Rule kBadVersion{"torch-zip/bad-version", K::kCorrupt};
 inline constexpr Rule kBadByteOrder{"torch-zip/bad-byteorder", K::kCorrupt};
 inline constexpr Rule kMissingStorage{"torch-zip/missing-storage-record", K::kCorrupt};

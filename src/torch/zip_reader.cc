@@ -7,7 +7,8 @@
 //     version | .data/version   "1".."10" (+ newline)
 //     byteorder                 "little" | "big" (absent: little)          [2.1+]
 //     .format_version, .storage_alignment, .data/serialization_id, ...    [2.x]
-//   TorchScript archives (constants.pkl, code/) are programs and are refused.
+//   TorchScript archives (constants.pkl, code/) and torch.export archives (archive_format)
+//   are programs and are refused.
 //
 // Checks beyond torch's own loader: every entry under the prefix, CRC32 of every record
 // read (torch never checks; storage records on every core, see below), storage numel *
@@ -102,6 +103,10 @@ Checkpoint read_torch_zip(const io::Input& in) {
                   in.name, e.local_offset);
     records.emplace(e.name.substr(prefix.size()), &e);
   }
+  if (const auto it = records.find(std::string(torch::kExportMarker)); it != records.end())
+    throw Error(rules::kExportProgram,
+                "torch.export archive (.pt2, has 'archive_format'): a program, not a checkpoint; refusing", in.name,
+                it->second->local_offset);
   for (const auto& [name, e] : records)
     for (auto marker : torch::kTorchScriptMarkers)
       if (name == marker || (marker.ends_with('/') && name.starts_with(marker)))

@@ -190,6 +190,17 @@ def test_torchscript_archive_is_refused(tmp_path):
     assert tseal("scan", path).returncode == 1
 
 
+def test_export_archive_is_named_a_program(tmp_path):
+    """torch.export.save archives (.pt2) are intact programs, not corrupt checkpoints."""
+    path = tmp_path / "m.pt2"
+    ep = torch.export.export(torch.nn.Linear(3, 2), (torch.randn(1, 3),))
+    torch.export.save(ep, str(path))
+    assert rule_of(lambda: tensorseal.read(path)) == "torch-zip/export-program"
+    out = tseal("verify", path)
+    assert out.returncode == 2 and "torch-zip/export-program" in out.stderr and "a program" in out.stderr
+    assert "CORRUPT" not in out.stdout
+
+
 # ---- hand-assembled torch zips (python's zipfile + pickler) ---------------------------
 
 class Storage:
