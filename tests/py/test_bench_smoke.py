@@ -97,7 +97,11 @@ def test_dcp_bench_small(tmp_path):
     assert r.returncode == 0, r.stderr[-4000:]
     doc = json.loads(out.read_text())
     assert doc["values_equal"] is True and doc["world"] == 2
-    assert set(doc["times"]["save"]) == {"tensorseal.dcp", "torch torch_save", "torch safetensors"}
+    assert set(doc["times"]["save"]) == {"tensorseal.dcp", "tensorseal.dcp (no content hash)", "torch torch_save",
+                                         "torch safetensors"}
+    assert set(doc["times"]["hash"]) == {"tensorseal.dcp.content_hash (live, sha256)", "dcp.save (torch torch_save)"}
+    assert set(doc["times"]["verify"]) == {"tensorseal.dcp.verify (xxh3)", "tseal verify (one process)",
+                                           "tensorseal.dcp.verify (sha256)", "tseal hash (one process, sha256)"}
     assert set(doc["times"]["load"]) == {"tensorseal.dcp", "torch (torch_save dir)", "tensorseal.dcp (torch_save dir)",
                                          "tensorseal.dcp (safetensors dir)"}
     assert all(len(v) == 1 for op in doc["times"].values() for v in op.values())
