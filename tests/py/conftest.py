@@ -45,16 +45,23 @@ def assert_refused(path, rule: str, what: str) -> None:
     assert r.returncode == 2 and rule in r.stderr and str(path) in r.stderr
 
 
-def assert_saved_in_torchs_form(obj, theirs, mine, tmp_path) -> None:
+def assert_saved_in_torchs_form(obj, theirs, mine, tmp_path, sharded: bool = False) -> None:
     """`theirs` is torch.save(obj), `mine` tensorseal.torch.save(obj): torch's file
     canonicalised is `mine` byte for byte, all three hash alike, and what tensorseal
-    loads from torch's file saves back to the same bytes."""
+    loads from torch's file saves back to the same bytes. `sharded`: obj holds one
+    rank's DTensors, whose in-memory hash tensorseal.hash refuses (the files hash as
+    what they hold: that rank's parts)."""
     import tensorseal
     import tensorseal.torch
     canon, back = tmp_path / "canon.pt", tmp_path / "back.pt"
     assert run_tseal("canon", theirs, "-o", canon).returncode == 0
     assert canon.read_bytes() == mine.read_bytes()
-    assert tensorseal.hash(mine) == tensorseal.hash(theirs) == tensorseal.hash(obj)
+    assert tensorseal.hash(mine) == tensorseal.hash(theirs)
+    if sharded:
+        with pytest.raises(tensorseal.InvalidArgumentError, match="tensorseal.dcp.content_hash"):
+            tensorseal.hash(obj)
+    else:
+        assert tensorseal.hash(obj) == tensorseal.hash(theirs)
     tensorseal.torch.save(tensorseal.load(theirs), back)
     assert back.read_bytes() == mine.read_bytes()
 

@@ -67,7 +67,7 @@ def test_dtensor_files_save_in_torchs_form(dcp_saved, tmp_path):
         mine = tmp_path / f"{world}_{f.name}"
         tensorseal.torch.save(obj, mine)
         same(torch.load(mine, weights_only=True), obj, f"{world}:{f.name}")
-        assert_saved_in_torchs_form(obj, f, mine, tmp_path)
+        assert_saved_in_torchs_form(obj, f, mine, tmp_path, sharded=True)
 
 
 def test_inspect_lists_each_dtensor_at_its_own_path(dcp_saved):
@@ -100,7 +100,7 @@ def test_a_dtensor_in_this_process_saves_as_torch_saves_it(tmp_path):
         theirs, mine = tmp_path / "theirs.pt", tmp_path / "mine.pt"
         torch.save(obj, theirs)
         tensorseal.torch.save(obj, mine)
-        assert_saved_in_torchs_form(obj, theirs, mine, tmp_path)
+        assert_saved_in_torchs_form(obj, theirs, mine, tmp_path, sharded=True)
         same(tensorseal.load(mine), obj)
     finally:
         dist.destroy_process_group()
