@@ -308,7 +308,10 @@ LiveHash::LiveHash(std::vector<LiveItem> items, const std::vector<std::string>& 
   std::map<std::string, std::size_t> mine;
   for (std::size_t i = 0; i < m.local.size(); ++i) mine[m.local[i].fqn] = i;
 
-  for (auto& [fqn, have] : rows) {
+  for (auto& entry : rows) {
+    // Named copies: lambdas below cannot capture structured bindings (clang 14).
+    const std::string& fqn = entry.first;
+    auto& have = entry.second;
     ItemPlan it;
     it.fqn = fqn;
     const json& first = have.front().second;
