@@ -123,26 +123,25 @@ _mode = threading.local()
 
 
 @contextlib.contextmanager
-def numpy_objects() -> Iterator[None]:
-    """Within: every np.ndarray classify() meets is a numpy object (torch.save's view)."""
-    old = getattr(_mode, "all_arrays", False)
-    _mode.all_arrays = True
+def _mode_flag(name: str) -> Iterator[None]:
+    """Within: the thread-local flag `name` of _mode is True (restored afterwards)."""
+    old = getattr(_mode, name, False)
+    setattr(_mode, name, True)
     try:
         yield
     finally:
-        _mode.all_arrays = old
+        setattr(_mode, name, old)
 
 
-@contextlib.contextmanager
-def hashing() -> Iterator[None]:
+def numpy_objects() -> "contextlib.AbstractContextManager[None]":
+    """Within: every np.ndarray classify() meets is a numpy object (torch.save's view)."""
+    return _mode_flag("all_arrays")
+
+
+def hashing() -> "contextlib.AbstractContextManager[None]":
     """Within: classify() refuses tensors one rank holds only part of (DTensor,
     ShardedTensor): a digest of one rank's part is not the content of the state."""
-    old = getattr(_mode, "hashing", False)
-    _mode.hashing = True
-    try:
-        yield
-    finally:
-        _mode.hashing = old
+    return _mode_flag("hashing")
 
 
 def _is_distributed_tensor(obj: Any) -> bool:

@@ -278,6 +278,14 @@ def _group_info(process_group: Any) -> Tuple[Any, int, int]:
     return process_group, dist.get_rank(process_group), dist.get_world_size(process_group)
 
 
+def _threads_per_rank(threads: int) -> int:
+    """`threads`, or (0) this machine's cores divided by the ranks on it (LOCAL_WORLD_SIZE)."""
+    if threads > 0:
+        return threads
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+    return max(1, (os.cpu_count() or 1) // max(1, local))
+
+
 def _device_for(group: Any) -> Any:
     """Where the all-to-all buffers live: the GPU for NCCL groups, else the CPU."""
     import torch.distributed as dist
@@ -429,9 +437,7 @@ def content_hash(state_dict: Dict[str, Any], *, process_group: Any = None, algo:
         from .errors import invalid_argument
         raise invalid_argument(f"algo must be 'sha256' or 'xxh3', not {algo!r}")
     group, rank, world = _group_info(process_group)
-    if threads <= 0:
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
-        threads = max(1, (os.cpu_count() or 1) // max(1, local))
+    threads = _threads_per_rank(threads)
 
     held: List[Any] = []
 
@@ -482,9 +488,7 @@ def verify(path: PathLike, *, process_group: Any = None, algo: str = "sha256", t
         from .errors import invalid_argument
         raise invalid_argument(f"algo must be 'sha256' or 'xxh3', not {algo!r}")
     group, rank, world = _group_info(process_group)
-    if threads <= 0:
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
-        threads = max(1, (os.cpu_count() or 1) // max(1, local))
+    threads = _threads_per_rank(threads)
     directory = os.fspath(path)
     fast = algo == "xxh3"
     pairs = limit_pairs(limits)

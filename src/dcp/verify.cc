@@ -207,8 +207,6 @@ std::string dcp_verify_part(const fs::path& dir, std::uint32_t rank, std::uint32
           const std::uint64_t s = r.start(q);
           if (s >= hi) break;
           if (!parts[k]) {
-            const auto& st = e.storage[k];
-            (void)st;
             parts[k] = raw.chunk(e.fqn, e.chunks[k].offsets);
             part_bytes[k] = parts[k]->contiguous_bytes(part_scratch[k]);
           }

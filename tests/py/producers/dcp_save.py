@@ -115,6 +115,18 @@ def main(out: pathlib.Path) -> None:
         dist.destroy_process_group()
 
 
+def fsdp1_trained():
+    """(model, optim): a small FSDP1 (FullyShardedDataParallel) model + AdamW after one step."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    torch.manual_seed(5)
+    model = FSDP(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)),
+                 device_id=torch.device("cpu"), use_orig_params=True)
+    optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.arange(16, dtype=torch.float32).reshape(2, 8)).sum().backward()
+    optim.step()
+    return model, optim
+
+
 def fsdp1(out: pathlib.Path, rank: int) -> None:
     """FSDP1 (FullyShardedDataParallel): SHARDED_STATE_DICT through DCP (ShardedTensor
     chunks) into fsdp1/, and FULL_STATE_DICT through torch.save (rank 0) into
@@ -122,12 +134,7 @@ def fsdp1(out: pathlib.Path, rank: int) -> None:
     import warnings
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
     warnings.filterwarnings("ignore")  # FSDP1 is deprecated in favour of fully_shard
-    torch.manual_seed(5)
-    model = FSDP(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)),
-                 device_id=torch.device("cpu"), use_orig_params=True)
-    optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    model(torch.arange(16, dtype=torch.float32).reshape(2, 8)).sum().backward()
-    optim.step()
+    model, optim = fsdp1_trained()
     with FSDP.state_dict_type(model, StateDictType.SHARDED_STATE_DICT):
         dcp.save({"model": model.state_dict(), "optim": FSDP.optim_state_dict(model, optim)},
                  checkpoint_id=str(out / "fsdp1"))

@@ -34,6 +34,7 @@ import tensorseal.dcp
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from dcp_plugin_job import build, plain, train  # noqa: E402
+from dcp_save import fsdp1_trained  # noqa: E402
 
 
 def error_of(fn) -> dict:
@@ -96,12 +97,7 @@ def fsdp1_state() -> dict:
     """An FSDP1 model + AdamW after a step, SHARDED_STATE_DICT (ShardedTensors)."""
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.distributed.fsdp import StateDictType
-    torch.manual_seed(5)
-    model = FSDP(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)),
-                 device_id=torch.device("cpu"), use_orig_params=True)
-    optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    model(torch.arange(16, dtype=torch.float32).reshape(2, 8)).sum().backward()
-    optim.step()
+    model, optim = fsdp1_trained()
     with FSDP.state_dict_type(model, StateDictType.SHARDED_STATE_DICT):
         return {"model": model.state_dict(), "optim": FSDP.optim_state_dict(model, optim)}
 
