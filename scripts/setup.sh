@@ -35,6 +35,9 @@ PIP_PACKAGES=(
   "zstandard==0.25.0"
   # Checks tseal sign's bundles independently in tests/py/test_signing.py.
   "cryptography==50.0.2"
+  # Recursive object graphs: OmegaConf configs (children point at their parent) in
+  # Lightning checkpoints, tests/py/test_recursive.py.
+  "omegaconf==2.4.0" "lightning==2.6.6"
 )
 
 need_apt=()

@@ -97,13 +97,26 @@ struct None {};
 struct Complex {
   double real = 0.0, imag = 0.0;
 };
+// A reference back to a container or object that encloses it: how a recursive object
+// graph (a list holding itself, an OmegaConf node's `_parent`, `child.parent = self`)
+// is held without a reference cycle. The reference is weak: the target is owned by the
+// tree above (readers guarantee it stays reachable from the root through ordinary
+// edges), so walkers treat a Ref as a leaf and never loop. Its meaning is the edge to
+// the target node, exactly as if the target itself were there.
+struct Ref {
+  std::variant<std::weak_ptr<List>, std::weak_ptr<Tuple>, std::weak_ptr<Dict>, std::weak_ptr<Set>,
+               std::weak_ptr<Object>>
+      target;
+  const void* node = nullptr;  // the target's identity (Value::node() of the target)
+};
 
 class Value {
  public:
   enum class Kind : std::uint8_t {
     kNone, kBool, kInt, kBigInt, kFloat, kStr, kBytes,
     kList, kTuple, kDict, kSet, kTensor, kStorage, kGlobal, kObject,
-    kComplex,  // last: the kinds before it keep their numbers
+    kComplex,
+    kRef,  // last: the kinds before it keep their numbers
   };
 
   Value() = default;  // None
@@ -126,6 +139,9 @@ class Value {
   Value(std::shared_ptr<Storage> p) : v_(std::shared_ptr<const Storage>(std::move(p))) {}
   Value(std::shared_ptr<Global> p) : v_(std::move(p)) {}
   Value(std::shared_ptr<Object> p) : v_(std::move(p)) {}
+  Value(Ref r) : v_(std::move(r)) {}
+  // A Ref to the node of `target` (a list, tuple, dict, set or object).
+  static Value ref_to(const Value& target);
 
   static Value str(std::string s);
   static Value bytes(std::string b, bool bytearray = false);
@@ -155,9 +171,13 @@ class Value {
   const std::shared_ptr<const Storage>& as_storage() const;
   Global& as_global() const;
   Object& as_object() const;
+  const Ref& as_ref() const;
+  // The node a Ref points to, as a Value (null Value when it no longer exists).
+  Value ref_target() const;
   // Items of a list or tuple.
   std::vector<Value>& items() const;
   // Identity of the node for reference kinds (containers, tensors, ...), else null.
+  // A Ref's node is its target's: the same object.
   const void* node() const noexcept;
   // True for a Global naming module.name.
   bool is_global(std::string_view module, std::string_view name) const noexcept;
@@ -167,14 +187,16 @@ class Value {
                std::shared_ptr<List>, std::shared_ptr<Tuple>, std::shared_ptr<Dict>,
                std::shared_ptr<Set>, std::shared_ptr<const Tensor>,
                std::shared_ptr<const Storage>, std::shared_ptr<Global>,
-               std::shared_ptr<Object>, Complex>
+               std::shared_ptr<Object>, Complex, Ref>
       v_;
 };
 
 std::string_view kind_name(Value::Kind k) noexcept;
 
 // Deep structural equality (Python ==, with tensors equal when they are the same
-// node). Floats compare by bits so NaN payloads and -0.0 are told apart.
+// node). Floats compare by bits so NaN payloads and -0.0 are told apart. Recursive
+// graphs compare as Python's == would if it terminated: a pair of nodes already being
+// compared counts as equal (so two lists that each contain themselves are equal).
 bool equal(const Value& a, const Value& b);
 
 // A tensor reachable from the root, with its path in the tree.

@@ -13,6 +13,7 @@
 #include <tensorseal/tensorseal.h>
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace tensorseal::py {
 namespace nb = nanobind;
@@ -35,6 +36,7 @@ struct ToPy {
   std::string framework;  // "torch" or "numpy"
   std::unordered_map<const void*, nb::object> nodes;     // shared nodes stay shared
   std::unordered_map<const Storage*, nb::object> bufs;   // one buffer per storage
+  std::unordered_set<const void*> in_progress;           // tuples, frozensets, objects' arguments
   int depth = 0;
 
   // The alignment the framework needs for `dtype`'s elements: torch's kernels assume the
@@ -132,11 +134,38 @@ struct ToPy {
         for (const auto& x : v.items()) l.append(convert(x));
         return l;
       }
-      case K::kTuple: out = nb::tuple(seq(v.items())); break;
-      case K::kSet: {
-        nb::object items = seq(v.as_set().items);
-        out = nb::module_::import_("builtins").attr(v.as_set().frozen ? "frozenset" : "set")(items);
+      case K::kTuple: {
+        // A Ref inside the items may build this tuple first (a recursive tuple, as
+        // CPython's unpickler meets it): then that one is the tuple.
+        const bool outer = in_progress.insert(node).second;
+        nb::list items = nb::borrow<nb::list>(seq(v.items()));
+        if (outer) in_progress.erase(node);
+        if (auto it = nodes.find(node); it != nodes.end()) return it->second;
+        out = nb::tuple(items);
         break;
+      }
+      case K::kSet: {
+        if (v.as_set().frozen) {
+          if (!in_progress.insert(node).second)
+            throw Error(rules::kUnsupportedValue, "a frozenset that contains itself");
+          nb::object items = seq(v.as_set().items);
+          in_progress.erase(node);
+          out = nb::module_::import_("builtins").attr("frozenset")(items);
+          break;
+        }
+        nb::object set = nb::module_::import_("builtins").attr("set")();
+        nodes.emplace(node, set);  // register first: an item may refer back to the set
+        for (const auto& x : v.as_set().items) set.attr("add")(convert(x));
+        return set;
+      }
+      case K::kRef: {
+        // An edge back to an enclosing node, converted by now unless it is a tuple or
+        // frozenset still collecting its items, or an object's constructor arguments.
+        const Value target = v.ref_target();
+        if (target.is_none()) throw Error(rules::kInternal, "a recursive reference whose target no longer exists");
+        if (!target.is(K::kTuple) && in_progress.count(node))
+          throw Error(rules::kUnsupportedValue, "a recursive reference into an object's constructor arguments");
+        return convert(target);
       }
       case K::kDict: {
         const Dict& d = v.as_dict();
@@ -154,15 +183,24 @@ struct ToPy {
         break;  // untyped: the element type is not kept
       case K::kGlobal: out = g.attr("make_global")(v.as_global().module, v.as_global().name); break;
       case K::kObject: {
+        // The callable and arguments come first (the object does not exist before
+        // them); then the object is registered, so its state and items may refer to it.
         const Object& o = v.as_object();
         auto opt = [&](const std::shared_ptr<Value>& p) { return p ? convert(*p) : nb::none(); };
+        in_progress.insert(node);
+        nb::object callable = opt(o.callable), args = opt(o.args), kwargs = opt(o.kwargs);
+        in_progress.erase(node);
+        nb::object placeholder = g.attr("new_opaque")();
+        nodes.emplace(node, placeholder);
         nb::list litems;
         for (const auto& x : o.list_items) litems.append(convert(x));
         nb::list ditems;
         for (const auto& [k, x] : o.dict_items) ditems.append(nb::make_tuple(convert(k), convert(x)));
-        out = g.attr("make_object")(opt(o.callable), opt(o.args), opt(o.kwargs), static_cast<int>(o.how),
-                                    o.state ? convert(*o.state) : nb::none(), o.state != nullptr, litems, ditems);
-        break;
+        out = g.attr("make_object")(callable, args, kwargs, static_cast<int>(o.how),
+                                    o.state ? convert(*o.state) : nb::none(), o.state != nullptr, litems, ditems,
+                                    placeholder);
+        nodes[node] = out;
+        return out;
       }
     }
     if (shareable) nodes.emplace(node, out);
@@ -262,6 +300,14 @@ struct FromPy {
   std::unordered_map<PyObject*, Value> nodes;  // the same Python object -> the same node
   std::vector<nb::object> pinned;              // keeps keys of `nodes` alive
   bool split_storages = false;                 // one storage per tensor (safetensors drop-in)
+  std::unordered_set<PyObject*> filling;       // lists and dicts whose items are being converted
+  std::unordered_set<PyObject*> tuples;        // tuples whose items are being converted
+  struct Filling {
+    std::unordered_set<PyObject*>& set;
+    PyObject* p;
+    Filling(std::unordered_set<PyObject*>& s, PyObject* o) : set(s), p(o) { set.insert(p); }
+    ~Filling() { set.erase(p); }
+  };
   int depth = 0;
   std::optional<TorchFastPath> fast;           // made on the first object that is not a scalar
 
@@ -313,7 +359,11 @@ struct FromPy {
     if (PyByteArray_CheckExact(h.ptr()))
       return Value::bytes(std::string(PyByteArray_AsString(h.ptr()), PyByteArray_Size(h.ptr())), true);
     auto it = nodes.find(h.ptr());
-    if (it != nodes.end()) return it->second;
+    if (it != nodes.end()) {
+      // A container still being filled, met inside itself: a Ref (no owning cycle).
+      if (filling.count(h.ptr())) return Value::ref_to(it->second);
+      return it->second;
+    }
     Value out = convert_node(h);
     nodes.emplace(h.ptr(), out);
     pinned.push_back(nb::borrow(h));
@@ -325,18 +375,23 @@ struct FromPy {
       Value l = Value::list();
       nodes.emplace(h.ptr(), l);
       pinned.push_back(nb::borrow(h));
+      Filling f(filling, h.ptr());
       for (nb::handle x : nb::borrow<nb::list>(h)) l.as_list().items.push_back(convert(x));
       return l;
     }
     if (PyTuple_CheckExact(h.ptr())) {
+      if (!tuples.insert(h.ptr()).second)
+        throw Error(rules::kInvalidArgument, "cannot save a tuple that contains itself");
       std::vector<Value> items;
       for (nb::handle x : nb::borrow<nb::tuple>(h)) items.push_back(convert(x));
+      tuples.erase(h.ptr());
       return Value::tuple(std::move(items));
     }
     if (PyDict_CheckExact(h.ptr())) {
       Value d = Value::dict(DictKind::kDict);
       nodes.emplace(h.ptr(), d);
       pinned.push_back(nb::borrow(h));
+      Filling f(filling, h.ptr());
       // A snapshot of the items: converting a value runs Python code (attribute calls).
       nb::list items = nb::borrow<nb::list>(nb::steal(PyDict_Items(h.ptr())));
       auto& out = d.as_dict().items;
@@ -360,6 +415,7 @@ struct FromPy {
       Value d = Value::dict(static_cast<DictKind>(nb::cast<int>(desc.attr("kind"))));
       nodes.emplace(h.ptr(), d);
       pinned.push_back(nb::borrow(h));
+      Filling f(filling, h.ptr());
       for (nb::handle item : nb::borrow<nb::list>(desc.attr("items"))) {
         nb::tuple kv = nb::borrow<nb::tuple>(item);
         d.as_dict().set(convert(kv[0]), convert(kv[1]));
@@ -465,6 +521,9 @@ struct FromPy {
     t->requires_grad = nb::cast<bool>(desc.attr("requires_grad"));
     t->is_parameter = nb::cast<bool>(desc.attr("is_parameter"));
     t->numpy = static_cast<NumpyType>(nb::cast<int>(desc.attr("numpy")));
+    // A numpy object is spelled as this process's numpy pickles it, as torch.save would.
+    if (t->numpy != NumpyType::kNone && nb::cast<bool>(g.attr("NUMPY_2_NAMES")))
+      t->numpy_module = NumpyModule::kUnderscoreCore;
     if (nb::object qd = desc.attr("quant"); !qd.is_none()) {
       // (scheme name, scale, zero_point, scales desc | None, zero_points desc | None, axis)
       auto q = std::make_shared<Quantization>();

@@ -152,6 +152,12 @@ def _is_distributed_tensor(obj: Any) -> bool:
                for c in t.__mro__)
 
 
+# Whether this numpy pickles its objects' reconstructions under numpy 2's module names
+# ("numpy._core.multiarray._reconstruct"; numpy 1.x: "numpy.core..."): the spelling
+# torch.save writes for a numpy object, and so tensorseal's writers (Tensor::numpy_module).
+NUMPY_2_NAMES = np.array(0).__reduce__()[0].__module__.startswith("numpy._core.")
+
+
 def make_numpy(raw: np.ndarray, dtype: str, shape: tuple, strides: tuple, offset: int, scalar: bool) -> Any:
     """A pickled numpy object, as numpy rebuilds it: an ndarray owning a copy of its
     bytes, or a numpy scalar (np.generic)."""
@@ -228,8 +234,15 @@ def _build(inst: Any, state: Any) -> Any:
     return inst
 
 
+def new_opaque() -> Any:
+    """An empty Opaque, registered before its state is converted (recursive objects)."""
+    return Opaque.__new__(Opaque)
+
+
 def make_object(callable: Any, args: Any, kwargs: Any, how: int, state: Any, has_state: bool,
-                list_items: list, dict_items: list) -> Any:
+                list_items: list, dict_items: list, into: Any = None) -> Any:
+    """The Python value of an Object: a rebuilt torch value, or the Opaque `into` (made
+    by new_opaque, which the object's own state may already refer to) filled in."""
     # Only inert, well-known value types are materialised; everything else stays data.
     if isinstance(callable, Global) and torch is not None and (callable.module, callable.name) in _DTENSOR_CLASSES \
             and how == _NEWOBJ and isinstance(args, tuple) and kwargs is None and not list_items and not dict_items:
@@ -290,7 +303,10 @@ def make_object(callable: Any, args: Any, kwargs: Any, how: int, state: Any, has
                 isinstance(args, tuple) and len(args) == 4 and all(isinstance(x, torch.Tensor) for x in args):
             # The core checked every component lies inside the buffer (torch/rebuild.cc).
             return torch._nested_view_from_buffer(*args)
-    return Opaque(callable, args, kwargs, how, state, has_state, list_items, dict_items)
+    if into is None:
+        return Opaque(callable, args, kwargs, how, state, has_state, list_items, dict_items)
+    Opaque.__init__(into, callable, args, kwargs, how, state, has_state, list_items, dict_items)
+    return into
 
 
 _SPARSE_LAYOUTS = ("sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc")

@@ -146,6 +146,10 @@ bool key_of(const Value& v, std::string& out, Memo& memo) {
       return true;
     }
     case K::kList: case K::kDict: return false;
+    case K::kRef: {  // the node it refers to (a Ref's node() is its target's)
+      const Value t = v.ref_target();
+      return !t.is_none() && key_of(t, out, memo);
+    }
   }
   return false;
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -110,6 +111,30 @@ const std::shared_ptr<const Storage>& Value::as_storage() const {
 }
 Global& Value::as_global() const { return *get<std::shared_ptr<Global>>(v_, kind(), "global"); }
 Object& Value::as_object() const { return *get<std::shared_ptr<Object>>(v_, kind(), "object"); }
+const Ref& Value::as_ref() const { return get<Ref>(v_, kind(), "ref"); }
+
+Value Value::ref_to(const Value& target) {
+  Ref r;
+  r.node = target.node();
+  switch (target.kind()) {
+    case Kind::kList: r.target = std::weak_ptr<List>(std::get<std::shared_ptr<List>>(target.v_)); break;
+    case Kind::kTuple: r.target = std::weak_ptr<Tuple>(std::get<std::shared_ptr<Tuple>>(target.v_)); break;
+    case Kind::kDict: r.target = std::weak_ptr<Dict>(std::get<std::shared_ptr<Dict>>(target.v_)); break;
+    case Kind::kSet: r.target = std::weak_ptr<Set>(std::get<std::shared_ptr<Set>>(target.v_)); break;
+    case Kind::kObject: r.target = std::weak_ptr<Object>(std::get<std::shared_ptr<Object>>(target.v_)); break;
+    case Kind::kRef: return target;
+    default: wrong_kind(target.kind(), "list, tuple, dict, set or object");
+  }
+  return Value(std::move(r));
+}
+
+Value Value::ref_target() const {
+  return std::visit([](const auto& w) -> Value {
+    auto p = w.lock();
+    if (!p) return Value();
+    return Value(std::move(p));
+  }, as_ref().target);
+}
 std::vector<Value>& Value::items() const {
   if (kind() == Kind::kList) return as_list().items;
   if (kind() == Kind::kTuple) return as_tuple().items;
@@ -122,6 +147,7 @@ const void* Value::node() const noexcept {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, Str>) return x.utf8.get();
         else if constexpr (std::is_same_v<T, Bytes>) return x.data.get();
+        else if constexpr (std::is_same_v<T, Ref>) return x.node;
         else if constexpr (requires { x.get(); }) return x.get();
         else return nullptr;
       },
@@ -137,7 +163,7 @@ bool Value::is_global(std::string_view module, std::string_view name) const noex
 std::string_view kind_name(Value::Kind k) noexcept {
   static constexpr std::string_view kNames[] = {"None", "bool", "int", "int", "float", "str", "bytes", "list",
                                                 "tuple", "dict", "set", "tensor", "storage", "global", "object",
-                                                "complex"};
+                                                "complex", "ref"};
   return kNames[static_cast<std::size_t>(k)];
 }
 
@@ -201,62 +227,86 @@ const Value* Dict::find_hashable(const std::string& enc) const {
 // ---- equality -------------------------------------------------------------------
 
 namespace {
-bool equal_seq(const std::vector<Value>& a, const std::vector<Value>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (!equal(a[i], b[i])) return false;
-  return true;
-}
-bool equal_ptr(const std::shared_ptr<Value>& a, const std::shared_ptr<Value>& b) {
-  if (!a || !b) return !a && !b;
-  return equal(*a, *b);
-}
-bool equal_items(const std::vector<std::pair<Value, Value>>& a, const std::vector<std::pair<Value, Value>>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (!equal(a[i].first, b[i].first) || !equal(a[i].second, b[i].second)) return false;
-  return true;
-}
+
+// Structural equality over graphs that may hold Refs. A pair of nodes reached through
+// a Ref while the same pair is already being compared is taken as equal: the
+// comparison of the enclosing pair decides (coinduction), so recursion always ends.
+class Equal {
+ public:
+  bool operator()(const Value& a0, const Value& b0) {
+    using K = Value::Kind;
+    const bool ref = a0.is(K::kRef) || b0.is(K::kRef);
+    const Value a = a0.is(K::kRef) ? a0.ref_target() : a0;
+    const Value b = b0.is(K::kRef) ? b0.ref_target() : b0;
+    if (a.kind() != b.kind()) return false;
+    if (a.node() != nullptr && a.node() == b.node()) return true;
+    if (!ref) return compare(a, b);
+    const std::pair<const void*, const void*> key{a.node(), b.node()};
+    if (!active_.insert(key).second) return true;
+    const bool r = compare(a, b);
+    active_.erase(key);
+    return r;
+  }
+
+ private:
+  bool seq(const std::vector<Value>& a, const std::vector<Value>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!(*this)(a[i], b[i])) return false;
+    return true;
+  }
+  bool ptr(const std::shared_ptr<Value>& a, const std::shared_ptr<Value>& b) {
+    if (!a || !b) return !a && !b;
+    return (*this)(*a, *b);
+  }
+  bool items(const std::vector<std::pair<Value, Value>>& a, const std::vector<std::pair<Value, Value>>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!(*this)(a[i].first, b[i].first) || !(*this)(a[i].second, b[i].second)) return false;
+    return true;
+  }
+  bool compare(const Value& a, const Value& b) {
+    using K = Value::Kind;
+    switch (a.kind()) {
+      case K::kNone: return true;
+      case K::kBool: return a.as_bool() == b.as_bool();
+      case K::kInt: return a.as_int() == b.as_int();
+      case K::kBigInt: return a.as_bigint().le_bytes == b.as_bigint().le_bytes;
+      case K::kFloat: {
+        double x = a.as_float(), y = b.as_float();
+        return std::memcmp(&x, &y, sizeof x) == 0;
+      }
+      case K::kStr: return a.as_str() == b.as_str();
+      case K::kBytes: return a.as_bytes() == b.as_bytes() && a.is_bytearray() == b.is_bytearray();
+      case K::kList: case K::kTuple: return seq(a.items(), b.items());
+      case K::kDict: {
+        const Dict& x = a.as_dict(); const Dict& y = b.as_dict();
+        if (x.kind != y.kind || !items(x.items, y.items)) return false;
+        if (!x.attrs || !y.attrs) return !x.attrs && !y.attrs;
+        return items(x.attrs->items, y.attrs->items);
+      }
+      case K::kSet: return a.as_set().frozen == b.as_set().frozen && seq(a.as_set().items, b.as_set().items);
+      case K::kComplex: {
+        const Complex x = a.as_complex(), y = b.as_complex();
+        return std::memcmp(&x.real, &y.real, sizeof x.real) == 0 && std::memcmp(&x.imag, &y.imag, sizeof x.imag) == 0;
+      }
+      case K::kTensor: case K::kStorage: return false;  // same node handled above
+      case K::kGlobal: return a.as_global().module == b.as_global().module && a.as_global().name == b.as_global().name;
+      case K::kObject: {
+        const Object& x = a.as_object(); const Object& y = b.as_object();
+        return x.how == y.how && ptr(x.callable, y.callable) && ptr(x.args, y.args) && ptr(x.kwargs, y.kwargs) &&
+               ptr(x.state, y.state) && seq(x.list_items, y.list_items) && items(x.dict_items, y.dict_items);
+      }
+      case K::kRef: return false;  // resolved by operator(); an expired target equals nothing
+    }
+    return false;
+  }
+  std::set<std::pair<const void*, const void*>> active_;
+};
+
 }  // namespace
 
-bool equal(const Value& a, const Value& b) {
-  using K = Value::Kind;
-  if (a.kind() != b.kind()) return false;
-  if (a.node() != nullptr && a.node() == b.node()) return true;
-  switch (a.kind()) {
-    case K::kNone: return true;
-    case K::kBool: return a.as_bool() == b.as_bool();
-    case K::kInt: return a.as_int() == b.as_int();
-    case K::kBigInt: return a.as_bigint().le_bytes == b.as_bigint().le_bytes;
-    case K::kFloat: {
-      double x = a.as_float(), y = b.as_float();
-      return std::memcmp(&x, &y, sizeof x) == 0;
-    }
-    case K::kStr: return a.as_str() == b.as_str();
-    case K::kBytes: return a.as_bytes() == b.as_bytes() && a.is_bytearray() == b.is_bytearray();
-    case K::kList: case K::kTuple: return equal_seq(a.items(), b.items());
-    case K::kDict: {
-      const Dict& x = a.as_dict(); const Dict& y = b.as_dict();
-      if (x.kind != y.kind || !equal_items(x.items, y.items)) return false;
-      if (!x.attrs || !y.attrs) return !x.attrs && !y.attrs;
-      return equal_items(x.attrs->items, y.attrs->items);
-    }
-    case K::kSet: return a.as_set().frozen == b.as_set().frozen && equal_seq(a.as_set().items, b.as_set().items);
-    case K::kComplex: {
-      const Complex x = a.as_complex(), y = b.as_complex();
-      return std::memcmp(&x.real, &y.real, sizeof x.real) == 0 && std::memcmp(&x.imag, &y.imag, sizeof x.imag) == 0;
-    }
-    case K::kTensor: case K::kStorage: return false;  // same node handled above
-    case K::kGlobal: return a.as_global().module == b.as_global().module && a.as_global().name == b.as_global().name;
-    case K::kObject: {
-      const Object& x = a.as_object(); const Object& y = b.as_object();
-      return x.how == y.how && equal_ptr(x.callable, y.callable) && equal_ptr(x.args, y.args) &&
-             equal_ptr(x.kwargs, y.kwargs) && equal_ptr(x.state, y.state) &&
-             equal_seq(x.list_items, y.list_items) && equal_items(x.dict_items, y.dict_items);
-    }
-  }
-  return false;
-}
+bool equal(const Value& a, const Value& b) { return Equal()(a, b); }
 
 // ---- tensor collection ----------------------------------------------------------
 
@@ -358,6 +408,11 @@ void repr_into(const Value& v, std::string& out, std::size_t max_len, int depth)
       return;
     case K::kList: repr_seq(v.items(), out, max_len, depth, '[', ']'); return;
     case K::kTuple: repr_seq(v.items(), out, max_len, depth, '(', ')'); return;
+    case K::kRef: {  // Python's reprlib spelling of a recursive reference
+      const Value t = v.ref_target();
+      out += t.is(K::kList) ? "[...]" : t.is(K::kDict) ? "{...}" : t.is(K::kTuple) ? "(...)" : "<...>";
+      return;
+    }
     case K::kSet:
       out += v.as_set().frozen ? "frozenset(" : "set(";
       repr_seq(v.as_set().items, out, max_len, depth, '{', '}');

@@ -32,6 +32,11 @@
 //   enc(global) = 'G' enc(str module) enc(str name)
 //   enc(object) = 'O' u8(construct) enc(callable) enc(args|None) enc(kwargs|None)
 //                 enc(state|None) 'L'-encoded list items, 'D'-style dict items in order
+//   enc(node on the path) = 'P' u64(d)   a container or object reached again inside
+//                 itself (recursive values; added later: no acyclic tree changes):
+//                 d = 0 for the innermost container being encoded, 1 for its parent...
+//                 Refs are followed like any edge; the encoding depends only on the
+//                 graph and the root, not on which edges a reader made Refs.
 //   leaf        = ALGO("tensorseal/tensor/v1\n" || u64(nbytes) || ALGO(chunk)*)
 //                 over the element bytes in row-major little-endian order, cut into
 //                 1 MiB chunks (the last may be shorter; none when nbytes == 0).
@@ -163,6 +168,7 @@ class ContentHasher {
     switch (v.kind()) {
       case K::kTensor: {
         const Tensor* t = v.as_tensor().get();
+        if (t->attributes) plan(*t->attributes, depth + 1);
         if (encoded_ != nullptr && encoded_->count(t)) return;
         add_leaf(t, nullptr);
         if (t->quantization && t->quantization->per_channel()) {
@@ -172,6 +178,7 @@ class ContentHasher {
         return;
       }
       case K::kStorage: add_leaf(nullptr, v.as_storage().get()); return;
+      case K::kRef: has_refs_ = true; return;  // the target is reached through owning edges too
       case K::kList: case K::kTuple: for (const auto& x : v.items()) plan(x, depth + 1); return;
       case K::kSet: for (const auto& x : v.as_set().items) plan(x, depth + 1); return;
       case K::kDict: for (const auto& [k, x] : v.as_dict().items) { plan(k, depth + 1); plan(x, depth + 1); } return;
@@ -420,7 +427,33 @@ class ContentHasher {
     for (auto& [k, v] : entries) { out += k; out += v; }
   }
 
-  void encode(const Value& v, std::string& out) {
+  // Recursive graphs (has_refs_): containers on the current path are kept in path_,
+  // and a container met again on it is 'P' u64(distance up the path).
+  void encode(const Value& v0, std::string& out) {
+    using K = Value::Kind;
+    if (!has_refs_) return encode_node(v0, out);
+    const bool ref = v0.is(K::kRef);
+    const Value v = ref ? v0.ref_target() : v0;
+    if (ref && v.is_none()) throw Error(rules::kInternal, "a recursive reference outlives its target");
+    const bool container = v.is(K::kList) || v.is(K::kTuple) || v.is(K::kDict) || v.is(K::kSet) || v.is(K::kObject);
+    if (!container) return encode_node(v, out);
+    if (auto it = on_path_.find(v.node()); it != on_path_.end()) {
+      out += 'P';
+      put_u64(out, path_len_ - 1 - it->second);
+      return;
+    }
+    if (ref) ++ref_depth_;
+    if (ref_depth_ > 0 && ++expanded_ > detail::hash::kMaxRefExpansion)
+      throw Error(detail::hash::kRecursionExpansion,
+                  "the recursive value graph expands to more than 2^24 containers below its back-references");
+    on_path_.emplace(v.node(), path_len_++);
+    encode_node(v, out);
+    --path_len_;
+    on_path_.erase(v.node());
+    if (ref) --ref_depth_;
+  }
+
+  void encode_node(const Value& v, std::string& out) {
     using K = Value::Kind;
     switch (v.kind()) {
       case K::kNone: out += 'N'; return;
@@ -520,6 +553,7 @@ class ContentHasher {
         encode_items(o.dict_items, out, false);
         return;
       }
+      case K::kRef: throw Error(rules::kInternal, "a recursive reference the hash plan did not see");
     }
   }
 
@@ -547,6 +581,9 @@ class ContentHasher {
   std::unordered_set<const Storage::PendingChecksum*> pending_seen_;
   std::vector<Leaf> leaves_;
   std::unordered_map<const void*, std::size_t> index_;
+  bool has_refs_ = false;                                 // plan() saw a Ref
+  std::unordered_map<const void*, std::uint64_t> on_path_;  // container -> its depth on the path
+  std::uint64_t path_len_ = 0, ref_depth_ = 0, expanded_ = 0;
   const std::unordered_map<const Tensor*, std::string>* encoded_ = nullptr;
   const std::unordered_map<const Tensor*, std::vector<std::string>>* known_ = nullptr;
   std::unordered_map<const Tensor*, std::vector<std::string>>* chunks_out_ = nullptr;

@@ -10,11 +10,17 @@
 #include <vector>
 #include <vector>
 
+#include "tensorseal/error.h"
 #include "tensorseal/hash.h"
 #include "tensorseal/value.h"
 #include "util/progress.h"
 
 namespace tensorseal::detail::hash {
+
+// A recursive graph whose encoding (docs/content-hash.md "Recursive values") would
+// expand more than kMaxRefExpansion containers below its Refs.
+inline constexpr Rule kRecursionExpansion{"hash/recursion-expansion", ErrorKind::kLimit};
+inline constexpr std::uint64_t kMaxRefExpansion = std::uint64_t{1} << 24;
 
 // content_hash of each of `roots` (trees sharing no tensors or storages), with one pool
 // of jobs over all of them; errors[i] is set (and the digest empty) for a tree whose

@@ -14,16 +14,21 @@
 // and `placed` (the node is inside another node). Building a container adopts its
 // children: their weight is charged to Limits::max_alloc (so a memo bomb that places
 // one big value many times is bounded) and the height is checked against
-// Limits::max_depth. A placed node is frozen: any later APPEND/SETITEM/ADDITEMS/BUILD
-// on it is refused (pickle/late-mutation). CPython's pickler always finishes a value
-// before placing it, so only recursive structures hit this rule; in exchange the
-// recorded heights and weights stay exact, and cycles cannot form.
+// Limits::max_depth. CPython's pickler always finishes a value before placing it, so a
+// change to a placed node (APPEND/SETITEM/ADDITEMS/BUILD: a "late" change) comes only
+// from recursive structures, and may close a cycle of owning edges. Then the arguments
+// of every later reduce hook, and at STOP the result, are untangled (untangle: back
+// edges of a depth-first walk become Refs, and heights and weights, which may be stale
+// above a changed node, are measured exactly against max_depth and max_alloc). Changed
+// nodes that are garbage at STOP, or all of them when parsing fails, are emptied, so no
+// cycle outlives the machine.
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -81,6 +86,11 @@ class Vm {
         base_(base),
         lim_(limits),
         hooks_(hooks) {}
+  Vm(const Vm&) = delete;
+  Vm& operator=(const Vm&) = delete;
+  ~Vm() {
+    for (const Value& v : late_nodes_) clear_node(v);  // only left when parsing failed
+  }
 
   Parsed run();
 
@@ -183,14 +193,168 @@ class Vm {
       parent.height = h;
     }
   }
-  // Before mutating an existing node: refuse when it is already inside another node.
-  void check_mutable(const Slot& target, std::string_view what) {
+  // Before changing an existing node: when it is already inside another node, the
+  // change may close a cycle (a recursive structure). Such nodes are remembered: the
+  // result is untangled at STOP, and whatever of them is then garbage is cleared.
+  bool late(const Slot& target) {
     if (!target.info) fail(tensorseal::rules::kInternal, "container without bookkeeping");
-    if (target.info->placed)
-      fail(rules::kLateMutation,
-           fmt::format("{} changes a {} that is already inside another value "
-                       "(recursive structure or out-of-order mutation; not supported)",
-                       opname(), what));
+    if (!target.info->placed) return false;
+    late_ = true;
+    late_nodes_.push_back(target.v);
+    return true;
+  }
+
+  // Makes the owning edges below `root` acyclic, depending only on the graph and the
+  // root: a depth-first walk (edges in tree order) turns every edge back to a node on
+  // the current path into a Ref, and every Ref to a node off the path into an owning
+  // edge again. An edge that cannot become a Ref (a dict key, a set item, a tensor's
+  // attributes) is pickle/late-mutation. Heights and weights are measured exactly on
+  // the way (the ones recorded in slots may be stale after late changes) against
+  // max_depth and max_alloc; each edge counts against max_pickle_ops. Returns the
+  // nodes reached. Iterative: no recursion whatever the input.
+  std::unordered_set<const void*> untangle(const Value& root) {
+    struct Edge {
+      Value* slot;
+      bool fixed;  // may not become a Ref
+    };
+    struct Frame {
+      const Value* v;
+      std::vector<Edge> edges;
+      std::size_t next = 0;
+      std::uint32_t height = 1;
+      std::uint64_t weight = kNodeCost;
+    };
+    using K = Value::Kind;
+    auto is_node = [](const Value& v) {
+      return v.is(K::kList) || v.is(K::kTuple) || v.is(K::kSet) || v.is(K::kDict) || v.is(K::kObject) ||
+             (v.is(K::kTensor) && v.as_tensor()->attributes);
+    };
+    auto edges_of = [](const Value& v) {
+      std::vector<Edge> out;
+      switch (v.kind()) {
+        case K::kList: case K::kTuple: for (Value& x : v.items()) out.push_back({&x, false}); break;
+        case K::kSet: for (Value& x : v.as_set().items) out.push_back({&x, true}); break;
+        case K::kDict:
+          for (auto& [k, x] : v.as_dict().items) {
+            out.push_back({const_cast<Value*>(&k), true});  // keys are never edited in place
+            out.push_back({&x, false});
+          }
+          if (v.as_dict().attrs)
+            for (auto& [k, x] : v.as_dict().attrs->items) out.push_back({&x, false});
+          break;
+        case K::kObject: {
+          Object& o = v.as_object();
+          for (auto* p : {&o.callable, &o.args, &o.kwargs, &o.state})
+            if (*p) out.push_back({p->get(), false});
+          for (Value& x : o.list_items) out.push_back({&x, false});
+          for (auto& [k, x] : o.dict_items) {
+            out.push_back({&k, false});
+            out.push_back({&x, false});
+          }
+          break;
+        }
+        case K::kTensor:
+          out.push_back({const_cast<Value*>(v.as_tensor()->attributes.get()), true});
+          break;
+        default: break;
+      }
+      return out;
+    };
+    auto leaf_weight = [](const Value& v) -> std::uint64_t {
+      switch (v.kind()) {
+        case K::kStr: return kSlotCost + v.as_str().size();
+        case K::kBytes: return kSlotCost + v.as_bytes().size();
+        case K::kBigInt: return kSlotCost + v.as_bigint().le_bytes.size();
+        default: return kSlotCost;
+      }
+    };
+    auto count = [&] {
+      if (++ops_ > lim_.max_pickle_ops)
+        fail(rules::kMaxOps,
+             fmt::format("more than max_pickle_ops ({}) opcodes and recursion checks", lim_.max_pickle_ops));
+    };
+    std::unordered_map<const void*, std::pair<std::uint32_t, std::uint64_t>> done;  // node -> height, weight
+    std::unordered_set<const void*> on_path;
+    std::vector<Frame> path;
+    if (!is_node(root)) return {};
+    path.push_back(Frame{&root, edges_of(root)});
+    on_path.insert(root.node());
+    while (!path.empty()) {
+      Frame& f = path.back();
+      if (f.next == f.edges.size()) {
+        if (f.height > lim_.max_depth)
+          fail(rules::kMaxDepth, fmt::format("values nest {} deep after a recursive change, over max_depth ({})",
+                                             f.height, lim_.max_depth));
+        if (f.weight > lim_.max_alloc)
+          fail(rules::kMaxAlloc, fmt::format("the value expanded without sharing exceeds max_alloc ({} bytes) after "
+                                             "a recursive change", lim_.max_alloc));
+        const void* node = f.v->node();
+        const auto hw = std::make_pair(f.height, f.weight);
+        done.emplace(node, hw);
+        on_path.erase(node);
+        path.pop_back();
+        if (!path.empty()) {
+          path.back().height = std::max(path.back().height, hw.first + 1);
+          path.back().weight = sat_add(path.back().weight, hw.second);
+        }
+        continue;
+      }
+      const Edge e = f.edges[f.next++];
+      count();
+      Value& x = *e.slot;
+      Value target = x.is(K::kRef) ? x.ref_target() : x;
+      if (x.is(K::kRef) && target.is_none())
+        fail(rules::kLateMutation, fmt::format("{}: a recursive reference outlives the value it refers to "
+                                               "(not representable)", opname()));
+      if (!is_node(target)) {
+        f.weight = sat_add(f.weight, leaf_weight(target));
+        continue;
+      }
+      const void* node = target.node();
+      if (on_path.count(node)) {  // an edge back up the path: a Ref
+        if (e.fixed)
+          fail(rules::kLateMutation, fmt::format("{} makes a recursive structure through a dict key, a set item or "
+                                                 "a tensor's attributes (not representable)", opname()));
+        if (!x.is(K::kRef)) x = Value::ref_to(target);
+        f.weight = sat_add(f.weight, kSlotCost);
+        continue;
+      }
+      if (x.is(K::kRef)) x = target;  // off the path: an owning edge
+      if (auto it = done.find(node); it != done.end()) {
+        f.height = std::max(f.height, it->second.first + 1);
+        f.weight = sat_add(f.weight, it->second.second);
+        continue;
+      }
+      if (path.size() >= lim_.max_depth)
+        fail(rules::kMaxDepth, fmt::format("values nest over max_depth ({}) after a recursive change",
+                                           lim_.max_depth));
+      on_path.insert(node);
+      path.push_back(Frame{&x, edges_of(x)});  // `f` is not used after this
+    }
+    std::unordered_set<const void*> reached;
+    for (const auto& [node, hw] : done) reached.insert(node);
+    return reached;
+  }
+
+  // Empties a node (breaking any cycle through it): for late-changed nodes that are
+  // garbage at STOP, or all of them when parsing fails.
+  static void clear_node(const Value& v) {
+    switch (v.kind()) {
+      case Value::Kind::kList: v.as_list().items.clear(); break;
+      case Value::Kind::kDict: v.as_dict().items.clear(); v.as_dict().attrs.reset(); break;
+      case Value::Kind::kSet: v.as_set().items.clear(); break;
+      case Value::Kind::kObject: {
+        Object& o = v.as_object();
+        o.callable.reset();
+        o.args.reset();
+        o.kwargs.reset();
+        o.state.reset();
+        o.list_items.clear();
+        o.dict_items.clear();
+        break;
+      }
+      default: break;
+    }
   }
 
   // ---- stack ----
@@ -295,6 +459,7 @@ class Vm {
       adopt(*info, kwargs);
       obj->kwargs = std::make_shared<Value>(kwargs.v);
     }
+    if (late_) untangle(args.v);  // hooks walk their arguments: acyclic and exactly bounded first
     if (hooks_.reduce) {
       if (auto replaced = hooks_.reduce(*obj, base_ + op_pos_)) {
         // The replacement's height and weight are bounded by the Object's. When it is
@@ -408,15 +573,27 @@ class Vm {
     auto k = target.v.kind();
     if (k != Value::Kind::kList && k != Value::Kind::kObject)
       fail(rules::kBadAppendTarget, fmt::format("{} target is a {}, not a list or object", opname(), kind_name(k)));
+    changing(target, items);
     for (auto& s : items)
       if (s.info) s.info->placed = true;
-    check_mutable(target, kind_name(k));
     auto& vec = k == Value::Kind::kList ? target.v.as_list().items : target.v.as_object().list_items;
     for (auto& s : items) {
       adopt(*target.info, s);
       vec.push_back(std::move(s.v));
     }
   }
+  // Before `items` go into `target`: a late change when target is placed or is one of
+  // them (a list appended to itself).
+  void changing(const Slot& target, const std::vector<Slot>& items) {
+    if (late(target)) return;
+    for (const auto& s : items)
+      if (s.info && s.info == target.info) {
+        late_ = true;
+        late_nodes_.push_back(target.v);
+        return;
+      }
+  }
+
   void setitems_on(Slot& target, std::vector<Slot>& items) {
     if (items.size() % 2)
       fail(rules::kOddSetItems, fmt::format("{} has an odd number of items ({})", opname(), items.size()));
@@ -424,9 +601,9 @@ class Vm {
     auto k = target.v.kind();
     if (k != Value::Kind::kDict && k != Value::Kind::kObject)
       fail(rules::kBadSetItemTarget, fmt::format("{} target is a {}, not a dict or object", opname(), kind_name(k)));
+    changing(target, items);
     for (auto& s : items)
       if (s.info) s.info->placed = true;
-    check_mutable(target, kind_name(k));
     Info& info = *target.info;
     if (k == Value::Kind::kObject) {
       auto& vec = target.v.as_object().dict_items;
@@ -473,8 +650,11 @@ class Vm {
     auto k = target.v.kind();
     if (k != Value::Kind::kObject && k != Value::Kind::kDict)
       fail(rules::kBadBuildTarget, fmt::format("BUILD target is a {}, not an object or dict", kind_name(k)));
+    if (!late(target) && state.info && state.info == target.info) {
+      late_ = true;
+      late_nodes_.push_back(target.v);
+    }
     if (state.info) state.info->placed = true;
-    check_mutable(target, kind_name(k));
     adopt(*target.info, state);
     if (k == Value::Kind::kObject) {
       Object& o = target.v.as_object();
@@ -571,6 +751,9 @@ class Vm {
   std::vector<Slot> dense_;
   std::unordered_map<std::uint64_t, Slot> sparse_;
   std::uint64_t alloc_ = 0, ops_ = 0, puts_ = 0, gets_ = 0, frames_ = 0;
+  bool late_ = false;  // a placed node was changed: recorded heights/weights may be stale
+  std::vector<Value> late_nodes_;  // the nodes so changed (cleared on failure: no leaked cycles)
+  std::size_t left_stack_ = 0, left_marks_ = 0;  // what STOP left behind
   std::array<std::uint64_t, 256> counts_{};
   Parsed out_;
 };
@@ -618,6 +801,17 @@ void Vm::step() {
       Slot s = pop();
       out_.value = std::move(s.v);
       stopped_ = true;
+      left_stack_ = stack_.size();
+      left_marks_ = marks_.size();
+      if (late_) {  // untangle from the root, then drop what only the machine held
+        const auto reached = untangle(out_.value);
+        for (const Value& v : late_nodes_)
+          if (!reached.count(v.node())) clear_node(v);
+        late_nodes_.clear();
+        stack_.clear();
+        dense_.clear();
+        sparse_.clear();
+      }
       return;
     }
     // ---- stack manipulation ----
@@ -808,9 +1002,9 @@ void Vm::step() {
         fail(rules::kBadAddItemsTarget,
              fmt::format("ADDITEMS target is a {}, not a set",
                          target.v.is(Value::Kind::kSet) ? "frozenset" : kind_name(target.v.kind())));
+      changing(target, items);
       for (auto& s : items)
         if (s.info) s.info->placed = true;
-      check_mutable(target, "set");
       Set& set = target.v.as_set();
       if (!target.info->keys) target.info->keys = std::make_unique<KeyIndex>(index_of(set.items));
       for (auto& s : items) {
@@ -936,9 +1130,9 @@ void Vm::finish_facts() {
   }
   out_.facts.push_back(core::fact(topics::kOpcodes, name_, std::move(fp)));
   if (frames_) out_.facts.push_back(core::fact(topics::kFrames, name_, fmt::format("count={}", frames_)));
-  if (!stack_.empty() || !marks_.empty())
+  if (left_stack_ != 0 || left_marks_ != 0)
     out_.facts.push_back(core::fact(topics::kStopLeftover, name_,
-                                    fmt::format("stack={} marks={}", stack_.size(), marks_.size())));
+                                    fmt::format("stack={} marks={}", left_stack_, left_marks_)));
 }
 
 }  // namespace

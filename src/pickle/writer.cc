@@ -281,6 +281,7 @@ void Writer::dict(const Value& v) {
 void Writer::object(const Value& v) {
   const Object& o = v.as_object();
   if (!begin_node(v.node())) return;
+  in_progress_.insert(v.node());
   if (!o.callable) fail(rules::kWriteBadValue, "object without a callable");
   static const Value kEmptyArgs = Value::tuple();
   const Value& args = o.args ? *o.args : kEmptyArgs;
@@ -332,6 +333,7 @@ void Writer::object(const Value& v) {
       break;
   }
   end_node(v.node());
+  in_progress_.erase(v.node());
   appends(o.list_items);
   setitems(o.dict_items);
   if (o.state) {
@@ -420,8 +422,21 @@ void Writer::value(const Value& v) {
         return;
       }
       if (!begin_node(v.node())) return;
+      const bool outer = in_progress_.insert(v.node()).second;
       begin_tuple(items.size());
       for (const Value& x : items) value(x);
+      if (outer) in_progress_.erase(v.node());
+      if (auto it = node_memo_.find(v.node()); outer && it != node_memo_.end()) {
+        // A Ref inside the items wrote this tuple already (CPython's save_tuple for a
+        // recursive tuple): drop the items and fetch that one.
+        if (items.size() <= 3) {
+          for (std::size_t i = 0; i < items.size(); ++i) emit(out_, op::kPop);
+        } else {
+          emit(out_, op::kPopMark);
+        }
+        get_memo(it->second);
+        return;
+      }
       switch (items.size()) {
         case 1: emit(out_, op::kTuple1); break;
         case 2: emit(out_, op::kTuple2); break;
@@ -435,6 +450,7 @@ void Writer::value(const Value& v) {
     case K::kSet: {
       // save_set / save_frozenset (protocol < 4): set(list(obj)) via REDUCE.
       if (!begin_node(v.node())) return;
+      in_progress_.insert(v.node());
       global("builtins", v.as_set().frozen ? "frozenset" : "set");
       emit(out_, op::kEmptyList);
       put_memo();
@@ -442,6 +458,7 @@ void Writer::value(const Value& v) {
       end_tuple(1);
       reduce();
       end_node(v.node());
+      in_progress_.erase(v.node());
       return;
     }
     case K::kTensor:
@@ -454,6 +471,22 @@ void Writer::value(const Value& v) {
       return;
     case K::kGlobal: global(v.as_global().module, v.as_global().name); return;
     case K::kObject: object(v); return;
+    case K::kRef: {
+      // An edge back to an enclosing node: BINGET once it is memoized. Lists, dicts and
+      // objects are memoized before their items and state; a tuple is written again
+      // from its (memoized) items, as CPython does.
+      if (auto it = node_memo_.find(v.node()); it != node_memo_.end()) {
+        get_memo(it->second);
+        return;
+      }
+      const Value target = v.ref_target();
+      if (target.is_none()) fail(rules::kWriteBadValue, "a recursive reference whose target no longer exists");
+      if (!target.is(K::kTuple) && in_progress_.count(v.node()))
+        fail(rules::kWriteBadValue, "a recursive reference into a set's items or an object's constructor arguments "
+                                    "(pickle cannot express it)");
+      value(target);
+      return;
+    }
   }
 }
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "tensorseal/value.h"
 
@@ -81,6 +82,7 @@ class Writer {
   std::uint32_t next_memo_ = 0;
   std::uint32_t depth_ = 0;
   std::unordered_map<const void*, std::uint32_t> node_memo_;
+  std::unordered_set<const void*> in_progress_;  // tuples, sets, objects whose items are being written
   std::unordered_map<std::string, std::uint32_t> value_memo_;  // "s<str>" / "b<bytes>" / "g<mod>\n<name>"
 };
 

@@ -199,6 +199,8 @@ struct Encoder {
       }
       case K::kStorage:
         throw Error(rules::kNotFlat, "a bare storage at '" + path + "' cannot be stored in safetensors");
+      case K::kRef:
+        throw Error(rules::kNotFlat, "a recursive value at '" + path + "' cannot be stored in safetensors");
       case K::kGlobal: return json{{"g", json::array({v.as_global().module, v.as_global().name})}};
       case K::kObject: {
         const Object& o = v.as_object();

@@ -58,6 +58,7 @@ class Flattener : public detail::core::Visitor {
         leaf(path, "R" + std::string(name(s.dtype)) + sha, d);
         return false;
       }
+      case K::kRef: leaf(path, "P" + repr(v), repr(v) + " (recursive reference)"); return false;
       default: break;
     }
     // Containers: entered once each (shared nodes, cycles).

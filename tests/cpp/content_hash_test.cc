@@ -298,6 +298,42 @@ Value attribute_values() {
   return v;
 }
 
+// Recursive values (docs/content-hash.md "Recursive values"), as the Python reference
+// builds them: the back edges are Refs here, plain references there.
+Value recursive_values() {
+  Value selfish = Value::list();
+  selfish.as_list().items.push_back(Value::ref_to(selfish));
+  Value d = Value::dict();
+  put(d, str("name"), str("root"));
+  put(d, str("me"), Value::ref_to(d));
+  auto object = [](const char* module, const char* name) {
+    auto o = std::make_shared<Object>();
+    o->how = Construct::kNewObj;
+    o->callable = std::make_shared<Value>(Value::global(module, name));
+    o->args = std::make_shared<Value>(Value::tuple());
+    return o;
+  };
+  auto parent = object("omegaconf.dictconfig", "DictConfig");
+  auto child = object("omegaconf.listconfig", "ListConfig");
+  Value cstate = Value::dict();
+  put(cstate, str("_parent"), Value::ref_to(Value(parent)));
+  put(cstate, str("_content"), Value::list({Value(1), Value(2)}));
+  child->state = std::make_shared<Value>(cstate);
+  Value content = Value::dict();
+  put(content, str("lr"), Value(0.1));
+  put(content, str("layers"), Value(child));
+  Value pstate = Value::dict();
+  put(pstate, str("_parent"), Value());
+  put(pstate, str("_content"), content);
+  parent->state = std::make_shared<Value>(pstate);
+  Value v = Value::dict();
+  put(v, str("list"), selfish);
+  put(v, str("dict"), d);
+  put(v, str("hparams"), Value(parent));
+  put(v, str("pair"), Value::list({selfish, Value::list({selfish})}));
+  return v;
+}
+
 // ---- golden vectors -----------------------------------------------------------------
 
 struct Golden {
@@ -346,6 +382,8 @@ const Golden kGolden[] = {
      "xxh3:2c1ae659733229acb199268a07b4579e"},
     {"attributes", attribute_values, "sha256:fb9cae5fb676567a3efca08415d34822815fce03a25c6717c5d7e03aacda34a4",
      "xxh3:2a9825ddfe50fbeb2f7c9dfbed112e26"},
+    {"recursive", recursive_values, "sha256:270c00738ec8c86be9b45bcda47f87b29614e055d54e79487ef3baeee621dd3a",
+     "xxh3:e55030a03cc52ce2ecd610cf3bce054a"},
 };
 
 json reference() {

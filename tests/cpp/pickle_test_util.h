@@ -68,6 +68,7 @@ inline std::string describe(const Value& v) {
       return s;
     }
     case K::kGlobal: return "G" + v.as_global().module + "." + v.as_global().name;
+    case K::kRef: return "^" + std::string(kind_name(v.ref_target().kind()));  // a back reference
     case K::kObject: {
       const Object& o = v.as_object();
       std::string s =
