@@ -34,8 +34,8 @@ inline constexpr Rule kCanonCheckDirectory{"canon/check-directory", ErrorKind::k
 [[nodiscard]] Format canonical_format(const Checkpoint& c);
 // The WriteOptions `canon` (target = canonical_format(c)) and `convert` write `c` as
 // `target` with: its user metadata where `target` carries it (safetensors, hf-shards),
-// a shard directory's split and a DCP directory's number of ranks when `target` is
-// its own format; `threads` as given
+// a shard directory's split, a DCP directory's number of ranks and an npz's
+// compression when `target` is its own format; `threads` as given
 // (never changes the bytes).
 [[nodiscard]] WriteOptions canonical_write_options(const Checkpoint& c, Format target, unsigned threads = 0);
 // The canonical bytes of a single-file checkpoint, in memory (`canon --stdout`).

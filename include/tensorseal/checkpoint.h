@@ -50,6 +50,9 @@ struct Checkpoint {
   // A torch.distributed.checkpoint directory: how many ranks' data files it holds.
   // `canon` keeps it (WriteOptions::world_size). 0 for every other format.
   std::uint32_t world_size = 0;
+  // An .npz with DEFLATED members (np.savez_compressed): `canon` writes its members
+  // DEFLATED too (WriteOptions::compress). Not content. False for every other format.
+  bool compressed = false;
   // The content hash the container records of itself ("xxh3:..." or "sha256:..."; a
   // tensorseal.dcp manifest's content_hash), which `verify` recomputes; "" for none.
   std::string recorded_hash;

@@ -39,6 +39,10 @@ struct WriteOptions {
   // dcp (a directory): the number of ranks whose files the tensors are split over
   // (dim 0, like DTensor Shard(0)); 0 means 1.
   std::uint32_t world_size = 0;
+  // npz: every member DEFLATED, as np.savez_compressed stores them, by tensorseal's own
+  // encoder (src/zip/deflate.h), whose bytes are the same on every machine
+  // (docs/formats/npy.md, "Compressed members"). `canon` sets it for a compressed npz.
+  bool compress = false;
   // Called once every byte is written and before the output appears (the file renamed,
   // the directory swapped into place); an exception from it aborts the write and
   // leaves nothing at the target (convert_file verifies input checksums here).

@@ -73,6 +73,8 @@ WriteOptions canonical_write_options(const Checkpoint& c, Format f, unsigned thr
   if (f == Format::kHfShards && c.format == f) o.shard_counts = c.shard_counts;
   // A DCP directory keeps its number of ranks.
   if (f == Format::kDcp && c.format == f) o.world_size = c.world_size;
+  // A compressed npz stays compressed (docs/formats/npy.md, "Compressed members").
+  if (f == Format::kNpz && c.format == f) o.compress = c.compressed;
   return o;
 }
 

@@ -10,7 +10,9 @@
 // Writing: members in sorted key order (bytewise), STORED, with the zip profile of
 // CPython's zipfile as np.savez drives it (zip::Profile::kNumpy), so the bytes equal
 // np.savez(f, **dict(sorted(items))) on a POSIX system with CPython >= 3.11.4-era
-// zipfile (see docs/formats/npy.md for the exact conditions).
+// zipfile (see docs/formats/npy.md for the exact conditions). WriteOptions::compress:
+// every member DEFLATED by zip::deflate (tensorseal's own, pinned encoder), the rest of
+// the archive as np.savez_compressed's zipfile writes it.
 #include <algorithm>
 
 #include "numpy/format.h"
@@ -20,6 +22,7 @@
 #include "util/crc32.h"
 #include "util/endian.h"
 #include "zip/constants.h"
+#include "zip/deflate.h"
 #include "zip/describe.h"
 #include "zip/reader.h"
 #include "zip/sniff.h"
@@ -60,6 +63,7 @@ Checkpoint read_npz(const io::Input& in) {
     const auto data = zip::entry_bytes(file, e, scratch, in.name, limits);
     if (in.options->verify_checksums) zip::verify_crc(e, data, in.name);
     const bool stored = e.method == zip::kMethodStored;
+    if (!stored) c.compressed = true;
     if (stored) image = in.window(e.data_offset, e.size);
     else image = Storage::owned(std::move(scratch));
     numpy::Parsed p;
@@ -88,7 +92,7 @@ Checkpoint read_npz(const io::Input& in) {
   return c;
 }
 
-void write_npz(const Value& root, const WriteOptions&, io::Sink& sink) {
+void write_npz(const Value& root, const WriteOptions& options, io::Sink& sink) {
   if (!root.is(Value::Kind::kDict))
     throw Error(rules::kNotFlat,
                 "a .npz file holds a dict of named tensors; got " + std::string(kind_name(root.kind())));
@@ -109,6 +113,18 @@ void write_npz(const Value& root, const WriteOptions&, io::Sink& sink) {
   zip::Writer w(sink, zip::Profile::kNumpy);
   for (const Item& it : items) {
     const std::string head = numpy::header_for(*it.tensor);
+    if (options.compress) {
+      // The whole member image in memory: the local header needs the compressed size.
+      std::vector<std::byte> image(reinterpret_cast<const std::byte*>(head.data()),
+                                   reinterpret_cast<const std::byte*>(head.data()) + head.size());
+      image.reserve(head.size() + it.tensor->nbytes());
+      it.tensor->for_each_run(
+          [&](std::span<const std::byte> run) { image.insert(image.end(), run.begin(), run.end()); });
+      const std::vector<std::byte> stream = zip::deflate(image);
+      w.record_deflated(std::string(it.key) + std::string(numpy::kMemberSuffix), image.size(),
+                        util::crc32(0, image), stream);
+      continue;
+    }
     // The local header carries the CRC: one pass to compute it, one to write.
     std::uint32_t crc = util::crc32(0, util::as_bytes(head));
     it.tensor->for_each_run([&](std::span<const std::byte> run) { crc = util::crc32(crc, run); });

@@ -183,6 +183,39 @@ void Writer::record(std::string name, std::string_view data) {
   end_record();
 }
 
+void Writer::record_deflated(std::string name, std::uint64_t size, std::uint32_t crc,
+                             std::span<const std::byte> compressed) {
+  if (profile_ != Profile::kNumpy) misuse("DEFLATED records are written in the numpy profile only");
+  if (open_ || finished_) misuse("record_deflated while a record is open or after finish");
+  if (name.empty() || name.size() > zip::kMaxNameLength || name.find('\0') != std::string::npos || name[0] == '/')
+    throw Error(rules::kWriterName, "record name of " + std::to_string(name.size()) + " bytes is not a valid zip name");
+  const u64 offset = sink_.position() - base_;
+  const u16 flags = is_ascii(name) ? 0 : zip::kFlagUtf8;
+  std::string h;
+  put32(h, zip::kLocalHeaderSig);
+  put16(h, kPythonVersion);
+  put16(h, flags);
+  put16(h, zip::kMethodDeflated);
+  put16(h, 0);  // 00:00:00
+  put16(h, kPythonDosDate);
+  put32(h, crc);
+  put32(h, zip::kSentinel32);  // force_zip64: sizes live in the zip64 field
+  put32(h, zip::kSentinel32);
+  put16(h, static_cast<u16>(name.size()));
+  put16(h, 20);
+  h += name;
+  put16(h, zip::kZip64ExtraId);
+  put16(h, 16);
+  put64(h, size);               // file_size
+  put64(h, compressed.size());  // compress_size
+  sink_.write(h);
+  sink_.write(compressed);
+  Done d{std::move(name), offset, size, crc, flags};
+  d.method = zip::kMethodDeflated;
+  d.compressed = compressed.size();
+  done_.push_back(std::move(d));
+}
+
 void Writer::finish() {
   if (open_ || finished_) misuse("finish while a record is open or twice");
   finished_ = true;
@@ -211,25 +244,28 @@ void Writer::finish() {
       needed = kPythonVersion;
       ext_attr = kPythonExternalAttr;
       date = kPythonDosDate;
-      const bool big_size = r.size > kPythonZip64Limit, big_offset = r.local_offset > kPythonZip64Limit;
+      const u64 csize = r.method == zip::kMethodDeflated ? r.compressed : r.size;
+      const bool big_size = r.size > kPythonZip64Limit || csize > kPythonZip64Limit,
+                 big_offset = r.local_offset > kPythonZip64Limit;
       const u16 n = static_cast<u16>((big_size ? 2 : 0) + (big_offset ? 1 : 0));
       if (n) {
         put16(extra, zip::kZip64ExtraId);
         put16(extra, static_cast<u16>(8 * n));
         if (big_size) {
           put64(extra, r.size);
-          put64(extra, r.size);
+          put64(extra, csize);
         }
         if (big_offset) put64(extra, r.local_offset);
       }
-      csize32 = usize32 = big_size ? zip::kSentinel32 : static_cast<u32>(r.size);
+      usize32 = big_size ? zip::kSentinel32 : static_cast<u32>(r.size);
+      csize32 = big_size ? zip::kSentinel32 : static_cast<u32>(csize);
       offset32 = big_offset ? zip::kSentinel32 : static_cast<u32>(r.local_offset);
     }
     put32(cd, zip::kCentralHeaderSig);
     put16(cd, made_by);
     put16(cd, needed);
     put16(cd, r.flags);
-    put16(cd, zip::kMethodStored);
+    put16(cd, r.method);
     put16(cd, 0);  // time
     put16(cd, date);
     put32(cd, r.crc);

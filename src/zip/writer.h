@@ -23,6 +23,8 @@
 //   45, external attributes 0o600 << 16, zip64 extra only past 2^31-1 (python's
 //   ZIP64_LIMIT). Zip64 end records only when python would write them.
 //   The local header holds the CRC, so begin_record() needs it up front.
+//   record_deflated(): the same with method 8 and the compressed size as csize
+//   (np.savez_compressed's members; the stream is tensorseal's, zip/deflate.h).
 //
 // Data is streamed to the sink; the CRC32 is computed on the way (and checked against
 // the one given up front in the numpy profile), unless the caller already holds the
@@ -59,6 +61,11 @@ class Writer {
   std::uint32_t last_crc() const noexcept { return done_.empty() ? 0 : done_.back().crc; }
   // Convenience: a whole small record.
   void record(std::string name, std::string_view data);
+  // Profile::kNumpy only: a whole DEFLATED record (method 8), as CPython's zipfile
+  // writes one for np.savez_compressed: `compressed` is the raw deflate stream of
+  // `size` bytes whose CRC32 is `crc` (the caller computed both from the data).
+  void record_deflated(std::string name, std::uint64_t size, std::uint32_t crc,
+                       std::span<const std::byte> compressed);
   // Writes the central directory and end records. Call once.
   void finish();
 
@@ -68,6 +75,8 @@ class Writer {
     std::uint64_t local_offset, size;
     std::uint32_t crc;
     std::uint16_t flags;
+    std::uint16_t method = 0;         // zip::kMethodStored or kMethodDeflated
+    std::uint64_t compressed = 0;     // DEFLATED: the stream's size (STORED: `size`)
   };
   io::Sink& sink_;
   Profile profile_;
