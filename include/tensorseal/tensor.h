@@ -30,6 +30,17 @@ enum class NumpyType : std::uint8_t {
   kScalar = 2,  // a numpy scalar (np.generic: np.float64, np.int32, ...), 0-d
 };
 
+// The module a pickle names numpy's reconstruction functions (_reconstruct, scalar,
+// _frombuffer) in: numpy 1.x pickles "numpy.core.multiarray", numpy 2
+// "numpy._core.multiarray". Not content (the hash ignores it), but writers keep it:
+// torch.load(weights_only=True) allowlists match a global's name exactly (numpy 2's
+// np._core.multiarray._reconstruct is "numpy._core...", numpy 1.x's "numpy.core..."),
+// so a file loads in the same places as its source only with the source's spelling.
+enum class NumpyModule : std::uint8_t {
+  kCore = 0,            // numpy.core.* (numpy 1.x; numpy 2 still imports it)
+  kUnderscoreCore = 1,  // numpy._core.* (numpy 2; numpy 1.x before 1.26 has no such module)
+};
+
 struct Tensor;
 
 // How a quantized tensor (dtype qint8, quint8, qint32, quint4x2, quint2x4) maps its
@@ -62,6 +73,7 @@ struct Tensor {
   bool requires_grad = false;
   bool is_parameter = false;  // torch.nn.Parameter
   NumpyType numpy = NumpyType::kNone;
+  NumpyModule numpy_module = NumpyModule::kCore;  // numpy objects only: the spelling pickled
   std::shared_ptr<const Quantization> quantization;  // null unless the dtype is quantized
   // Python attributes torch restores on the tensor object (its __dict__, e.g. the
   // _has_been_cloned FSDP sets on full state dicts), from _rebuild_from_type_v2 /

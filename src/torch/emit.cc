@@ -9,14 +9,15 @@
 //   storage    BINPERSID ('storage', torch.<Type>Storage, key, 'cpu', numel[, None])
 //   quantized  _rebuild_qtensor(<storage pid>, offset, (sizes), (strides), (qscheme, ...),
 //              requires_grad, OrderedDict())
-//   ndarray    numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b')
+//   ndarray    <np>.multiarray._reconstruct(numpy.ndarray, (0,), b'b')
 //              BUILD (1, (shape), <dtype>, False, <row-major little-endian bytes>)
-//   np scalar  numpy.core.multiarray.scalar(<dtype>, <bytes>)
+//   np scalar  <np>.multiarray.scalar(<dtype>, <bytes>)
 //   <dtype>    numpy.dtype(descr, False, True) BUILD (3, '<'|'|', None, None, None, -1, -1, 0),
 //              one memoized object per dtype, as numpy's own reduce gives
-// numpy objects carry their bytes in the pickle, as numpy pickles them. The module is
-// numpy.core.multiarray (numpy 1.x's name, which numpy 2 keeps for old pickles), so
-// the file loads under either.
+// numpy objects carry their bytes in the pickle, as numpy pickles them. <np> is the
+// module the source pickled (Tensor::numpy_module): numpy.core (numpy 1.x) or
+// numpy._core (numpy 2). torch.load(weights_only=True) allowlists name the loader's
+// numpy's module exactly, so only the source's spelling loads where the source loads.
 // Location is always 'cpu': the device is not content, and a canonical file must load
 // on any machine.
 #include "torch/emit.h"
@@ -169,9 +170,11 @@ Value element_bytes(const Tensor& t) {
 void numpy_object(pickle::Writer& w, const Tensor& t) {
   if (t.requires_grad || t.is_parameter)
     throw Error(torch::rules::kCannotWrite, "a numpy object cannot be a Parameter or require grad");
+  const char* multiarray =
+      t.numpy_module == NumpyModule::kUnderscoreCore ? "numpy._core.multiarray" : "numpy.core.multiarray";
   if (t.numpy == NumpyType::kScalar) {
     if (!t.shape.empty()) throw Error(torch::rules::kCannotWrite, "a numpy scalar must be 0-d");
-    w.global("numpy.core.multiarray", "scalar");
+    w.global(multiarray, "scalar");
     w.begin_tuple(2);
     numpy_dtype(w, t.dtype);
     w.value(element_bytes(t));
@@ -179,7 +182,7 @@ void numpy_object(pickle::Writer& w, const Tensor& t) {
     w.reduce();
     return;
   }
-  w.global("numpy.core.multiarray", "_reconstruct");
+  w.global(multiarray, "_reconstruct");
   w.begin_tuple(3);
   w.global("numpy", "ndarray");
   int_tuple(w, {0});

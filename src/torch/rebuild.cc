@@ -20,7 +20,9 @@ namespace tensorseal::detail::torch {
 namespace {
 
 // The name a global is known by, with Python 2 aliases folded (protocol 2 pickles
-// made with fix_imports say __builtin__ / copy_reg).
+// made with fix_imports say __builtin__ / copy_reg) and numpy 2's module names folded
+// into numpy 1.x's (the spelling a numpy object was pickled with is kept apart, in
+// Tensor::numpy_module: numpy_module_of).
 std::string qualname(const Global& g) {
   std::string m = g.module;
   if (m == "__builtin__") m = "builtins";
@@ -33,6 +35,14 @@ std::string qualname(const Global& g) {
 std::string callable_name(const Object& o) {
   if (o.callable && o.callable->is(Value::Kind::kGlobal)) return qualname(o.callable->as_global());
   return "";
+}
+
+// Which numpy named the reconstruction function `o` calls (numpy._core.* is numpy 2's).
+NumpyModule numpy_module_of(const Object& o) {
+  return o.callable && o.callable->is(Value::Kind::kGlobal) &&
+                 o.callable->as_global().module.starts_with("numpy._core.")
+             ? NumpyModule::kUnderscoreCore
+             : NumpyModule::kCore;
 }
 
 [[noreturn]] void bad_args(const std::string& fn, const std::string& why, const io::Input& in) {
@@ -680,7 +690,7 @@ struct Resolution {
   }
 
   Value array_tensor(DType dt, bool big, std::vector<std::int64_t> shape, bool fortran, std::string_view raw,
-                     NumpyType type, const std::string& fn) {
+                     NumpyType type, NumpyModule module, const std::string& fn) {
     std::uint64_t numel = 1;
     for (auto d : shape) {
       if (d < 0) bad_args(fn, "negative dimension", in);
@@ -697,6 +707,7 @@ struct Resolution {
     if (big) util::byteswap_inplace(data, swap_unit(dt));
     auto t = make_contiguous(dt, shape, Storage::owned(std::move(data), dt));
     t->numpy = type;
+    t->numpy_module = module;
     if (fortran && shape.size() > 1) {  // column-major strides over the same bytes
       std::int64_t acc = 1;
       for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -723,7 +734,7 @@ struct Resolution {
     auto dt = numpy_dtype(s[2], &big);
     if (!dt || !s[4].is(Value::Kind::kBytes)) return std::nullopt;  // object arrays stay opaque
     return array_tensor(*dt, big, int_list(s[1], "numpy array", "shape", in), truthy(s[3]), s[4].as_bytes(),
-                        NumpyType::kArray, "numpy array");
+                        NumpyType::kArray, numpy_module_of(o), "numpy array");
   }
 
   // What numpy's __reduce_ex__ gives at pickle protocol >= 5 for a C- or F-contiguous
@@ -740,7 +751,7 @@ struct Resolution {
     const std::string_view order = a[3].as_str();
     if (order != "C" && order != "F") return std::nullopt;
     return array_tensor(*dt, big, int_list(a[2], "numpy array", "shape", in), order == "F", a[0].as_bytes(),
-                        NumpyType::kArray, "numpy array");
+                        NumpyType::kArray, numpy_module_of(o), "numpy array");
   }
 
   std::optional<Value> numpy_scalar(const Object& o) {
@@ -751,7 +762,7 @@ struct Resolution {
     auto dt = numpy_dtype(o.args->items()[0], &big);
     if (!dt || !o.args->items()[1].is(Value::Kind::kBytes)) return std::nullopt;
     return array_tensor(*dt, big, {}, false, o.args->items()[1].as_bytes(), NumpyType::kScalar,
-                        "numpy scalar");
+                        numpy_module_of(o), "numpy scalar");
   }
 
   Value nested(std::string_view payload) {

@@ -99,20 +99,23 @@ def test_canonical_file_keeps_numpy_objects(saved, tmp_path):
     same(torch.load(out, weights_only=False), want)
     same(tensorseal.load(out), want)
     assert tensorseal.hash(out) == tensorseal.hash(saved)
-    # numpy's reconstructions, not torch tensors, are in the canonical pickle.
+    # numpy's reconstructions, not torch tensors, are in the canonical pickle, under the
+    # module names this numpy (2) pickled them with (test_canon_names.py).
     data = out.read_bytes()
-    assert b"_reconstruct" in data and b"numpy.core.multiarray" in data
+    assert b"_reconstruct" in data and b"numpy._core.multiarray" in data and b"numpy.core" not in data
 
 
-def test_canonical_file_loads_in_torch_113_with_numpy_1(saved, tmp_path, old_python):
+def test_canonical_file_loads_in_torch_113_iff_the_source_does(saved, tmp_path, old_python):
+    """numpy 2 pickles its objects under numpy._core, which numpy 1.x cannot import: the
+    source does not load in torch 1.13 / numpy 1.x, nor does its canonical file, which
+    keeps the source's names (numpy 1.x's own files load there canonicalised:
+    test_canon_names.py::test_numpy_1_files_keep_numpy_1_names)."""
     out = tmp_path / "canon.pt"
     assert run_tseal("canon", saved, "-o", out).returncode == 0
-    code = ("import sys, pickle, torch, numpy as np; d = torch.load(sys.argv[1]); "
-            "print(type(d['rng'][1]).__name__, d['rng'][1].dtype, type(d['loss']).__name__, float(d['loss']), "
-            "d['grid'].tolist() == np.arange(12.).reshape(3, 4).tolist(), d['big_endian'].tolist())")
-    r = subprocess.run([old_python, "-c", code, str(out)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.split() == ["ndarray", "uint32", "float64", "0.125", "True", "[0,", "1,", "2,", "3]"]
+    code = "import sys, torch; torch.load(sys.argv[1])"
+    for p in (saved, out):
+        r = subprocess.run([old_python, "-c", code, str(p)], capture_output=True, text=True)
+        assert r.returncode != 0 and "numpy._core" in r.stderr, (p, r.stderr[-2000:])
 
 
 def test_hash_tells_a_numpy_array_from_a_tensor(tmp_path):
