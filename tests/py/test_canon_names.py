@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 import torch
 
+import tensorseal
 from conftest import run_tseal
 
 
@@ -129,6 +130,10 @@ def test_rng_states_load_where_their_source_loads(name, tmp_path):
     torch.save(RNG_STATES[name](), src)
     out = canon(src, tmp_path / "canon.pt")
     verdicts = assert_loads_where_the_source_loads(src, out)
+    # Canonical, idempotent, and the spelling is not content.
+    assert run_tseal("canon", "--check", out).returncode == 0
+    assert canon(out, tmp_path / "again.pt").read_bytes() == out.read_bytes()
+    assert tensorseal.hash(out) == tensorseal.hash(src)
     if name in ("numpy_legacy", "numpy_mt19937", "ordered"):
         assert verdicts == {"torch": False, "trainer": True, "accelerate": True}
         assert "numpy._core.multiarray._reconstruct" in pickled_globals(out)
@@ -204,6 +209,13 @@ def test_numpy_1_files_keep_numpy_1_names(tmp_path, old_python):
     assert not any(g.startswith("numpy._core") for g in pickled_globals(out))
     verdicts = assert_loads_where_the_source_loads(src, out)
     assert not any(verdicts.values())
+    # The same states from numpy 2 hash alike; their canonical files differ in the name only.
+    new = tmp_path / "new.pt"
+    torch.save({"python": random.Random(7).getstate(), "numpy": np.random.RandomState(7).get_state(),
+                "cpu": torch.Generator().manual_seed(7).get_state(), "loss": np.float64(0.5)}, new)
+    new_out = canon(new, tmp_path / "new_canon.pt")
+    assert tensorseal.hash(new) == tensorseal.hash(src) == tensorseal.hash(out) == tensorseal.hash(new_out)
+    assert new_out.read_bytes() != out.read_bytes()
     check = ("import sys, torch, numpy as np; d = torch.load(sys.argv[1]); "
              "print(d['numpy'][1].dtype, type(d['loss']).__name__, float(d['loss']), "
              "np.array_equal(d['numpy'][1], np.random.RandomState(7).get_state()[1]))")
