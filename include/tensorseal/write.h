@@ -31,7 +31,8 @@ struct WriteOptions {
   bool fsync = true;     // fsync file and directory before/after the rename
   Progress progress;     // tensor bytes written of all (tensorseal/progress.h)
   // hf-shards (a directory): the most tensor bytes per shard file (0: huggingface_hub's
-  // default, 5GB); a tensor larger than this gets a shard of its own.
+  // default, 5GB); a tensor larger than this gets a shard of its own. The split runs
+  // over the tensors sorted by name (bytewise), never the root's order.
   std::uint64_t max_shard_size = 0;
   // hf-shards: this split instead (entries per shard, in root order), as
   // Checkpoint::shard_counts gives it; `canon` uses it to keep a directory's layout.

@@ -179,8 +179,9 @@ def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
     Hugging Face safetensors shards (``model-0000N-of-0000M.safetensors`` +
     ``model.safetensors.index.json``) of at most that many tensor bytes each: an int,
     or a string with a decimal unit as huggingface_hub reads it ("5GB", "500MB");
-    default "5GB". ``obj`` must be a flat dict of named tensors; the split follows
-    its order (docs/formats/hf-shards.md). The directory is written as a whole.
+    default "5GB". ``obj`` must be a flat dict of named tensors; the split runs over
+    the names sorted bytewise, so the bytes never depend on the dict's order
+    (docs/formats/hf-shards.md). The directory is written as a whole.
 
     ``world_size`` (or ``format="dcp"``): ``path`` becomes a canonical
     torch.distributed.checkpoint directory that ``dcp.load`` reads, its tensors split

@@ -9,12 +9,17 @@
 //                                             sort_keys=True) + "\n", as transformers
 //
 // Split (when WriteOptions::shard_counts is empty): huggingface_hub's
-// split_state_dict_into_shards_factory over the root's order with each tensor's size
-// = its element bytes (what its shard stores): a tensor larger than max_shard_size
-// becomes a shard of its own, appended when it is met (before the shard still being
-// filled); otherwise a new shard starts when the current one would exceed the size.
+// split_state_dict_into_shards_factory over the tensors sorted by name (bytewise, as
+// safetensors orders names; the root's order is not content and no shard reader
+// keeps it) with each tensor's size = its element bytes (what its shard
+// stores): a tensor larger than max_shard_size becomes a shard of its own, appended
+// when it is met (before the shard still being filled); otherwise a new shard starts
+// when the current one would exceed the size. With shard_counts (canon of a shard
+// directory), the root's order, which the shard reader gives file by file, cut into
+// runs of those counts: each file keeps its tensors.
 // T = the sum of all tensors' element bytes. Every byte depends only on the tensors,
-// their order, the split and the metadata.
+// the metadata and max_shard_size (or the split kept by shard_counts).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -146,6 +151,10 @@ void write_hf_shards(const Value& root, const WriteOptions& options, const fs::p
     entries.push_back({k, v, b});
     total += b;
   }
+  // Keys are unique str, so the order is total: the bytes are a function of the content.
+  if (options.shard_counts.empty())
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry& a, const Entry& b) { return a.key.as_str() < b.key.as_str(); });
   const auto shards = plan(entries, options);
 
   io::AtomicDirectory out(dir, options.fsync, check_replace);

@@ -17,11 +17,14 @@ Value tensor_of(std::size_t n, int seed) {
       make_contiguous(DType::kFloat32, {static_cast<std::int64_t>(n)}, Storage::owned(std::move(bytes)))));
 }
 
-// Tensors of 400, 400, 4000, 400, 400 bytes, in this order.
-Value state_dict() {
+// Tensors t0..t4 of 400, 400, 4000, 400, 400 bytes, inserted in name order or reversed.
+Value state_dict(bool reversed = false) {
   Value d = Value::dict();
   const std::size_t sizes[] = {100, 100, 1000, 100, 100};
-  for (int i = 0; i < 5; ++i) d.as_dict().set(Value::str("t" + std::to_string(i)), tensor_of(sizes[i], i));
+  for (int j = 0; j < 5; ++j) {
+    const int i = reversed ? 4 - j : j;
+    d.as_dict().set(Value::str("t" + std::to_string(i)), tensor_of(sizes[i], i));
+  }
   return d;
 }
 
@@ -44,7 +47,7 @@ TEST(HfShards, ParseShardSizeLikeHuggingfaceHub) {
     EXPECT_EQ(testing::rule_of([&] { (void)parse_shard_size(bad); }), "shards/bad-size") << bad;
 }
 
-TEST(HfShards, GreedySplitInRootOrderAndRoundTrip) {
+TEST(HfShards, GreedySplitInNameOrderAndRoundTrip) {
   const fs::path dir = fresh_dir("split");
   const Value sd = state_dict();
   WriteOptions o;
@@ -71,6 +74,11 @@ TEST(HfShards, GreedySplitInRootOrderAndRoundTrip) {
   write_file(c.root, dir / "again", Format::kHfShards, keep);
   for (const auto& e : fs::directory_iterator(dir / "out"))
     EXPECT_EQ(testing::read_all(e.path()), testing::read_all(dir / "again" / e.path().filename())) << e.path();
+  // The split runs over the names sorted, not the root's order: reversed, the same bytes.
+  write_file(state_dict(true), dir / "reversed", Format::kHfShards, o);
+  for (const auto& e : fs::directory_iterator(dir / "out"))
+    EXPECT_EQ(testing::read_all(e.path()), testing::read_all(dir / "reversed" / e.path().filename())) << e.path();
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir / "reversed"), fs::directory_iterator()), 4);
   keep.shard_counts = {1, 2};
   EXPECT_EQ(testing::rule_of([&] { write_file(c.root, dir / "bad", Format::kHfShards, keep); }), "shards/bad-split");
   EXPECT_FALSE(fs::exists(dir / "bad"));

@@ -83,6 +83,28 @@ def vectors_dir() -> pathlib.Path:
 DCP_PRODUCER = pathlib.Path(__file__).parent / "producers" / "dcp_save.py"
 
 
+def run_ranks(script: pathlib.Path, out: pathlib.Path, world: int, *args: str) -> None:
+    """Runs `script OUT ARGS...` as one plain process (world 1) or under torchrun with
+    `world` ranks (gloo, CPU), writing into the empty folder `out`."""
+    if world == 1:
+        cmd = [sys.executable, str(script), str(out), *args]
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world), "--standalone",
+               str(script), str(out), *args]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    # torch's gloo has aborted a rank (SIGABRT, "terminate called without an active
+    # exception") on this loaded 2-core machine now and then: such a crash of the
+    # producer, not a failed assertion in it, is retried twice at most.
+    for attempt in (1, 2, 3):
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        crashed = "Signal 6 (SIGABRT)" in r.stderr or "Signal 11 (SIGSEGV)" in r.stderr or r.returncode < 0
+        if r.returncode == 0 or not crashed or attempt == 3:
+            break
+        shutil.rmtree(out)
+        out.mkdir()
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
 @pytest.fixture(scope="session")
 def dcp_saved(tmp_path_factory) -> dict[int, pathlib.Path]:
     """Real torch.distributed.checkpoint saves (producers/dcp_save.py) in one process and
@@ -90,23 +112,7 @@ def dcp_saved(tmp_path_factory) -> dict[int, pathlib.Path]:
     out = {}
     for world in (1, 2, 4):
         d = tmp_path_factory.mktemp(f"dcp_w{world}")
-        if world == 1:
-            cmd = [sys.executable, str(DCP_PRODUCER), str(d)]
-        else:
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world),
-                   "--standalone", str(DCP_PRODUCER), str(d)]
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        # torch's gloo has aborted a rank (SIGABRT, "terminate called without an active
-        # exception") on this loaded 2-core machine now and then: such a crash of the
-        # producer, not a failed assertion in it, is retried twice at most.
-        for attempt in (1, 2, 3):
-            r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-            crashed = "Signal 6 (SIGABRT)" in r.stderr or "Signal 11 (SIGSEGV)" in r.stderr or r.returncode < 0
-            if r.returncode == 0 or not crashed or attempt == 3:
-                break
-            shutil.rmtree(d)
-            d.mkdir()
-        assert r.returncode == 0, r.stderr[-3000:]
+        run_ranks(DCP_PRODUCER, d, world)
         out[world] = d
     return out
 

@@ -180,11 +180,13 @@ def test_explain_names_the_shard_causes(layouts, minilm):
 
 def test_save_splits_like_huggingface_hub(tmp_path):
     sd = tensorseal.load(minilm_dir() / "model.safetensors")
-    sd = {k: sd[k] for k in sorted(sd, key=lambda k: (len(k), k))}  # any order: the split follows it
+    sd = {k: sd[k] for k in sorted(sd, key=lambda k: (len(k), k))}  # not name order: the split ignores it
+    by_name = dict(sorted(sd.items()))  # str order is code point order, i.e. UTF-8 byte order
+    assert list(by_name) != list(sd)
     for size in ("10MB", "33MB", 25_000_000):
         out = tmp_path / f"out_{size}"
         tensorseal.save(sd, out, max_shard_size=size)
-        split = huggingface_hub.split_torch_state_dict_into_shards(sd, max_shard_size=size)
+        split = huggingface_hub.split_torch_state_dict_into_shards(by_name, max_shard_size=size)
         index = json.loads((out / "model.safetensors.index.json").read_text())
         if split.is_sharded:
             assert index["weight_map"] == split.tensor_to_filename
