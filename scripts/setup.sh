@@ -41,6 +41,9 @@ PIP_PACKAGES=(
   # Recursive object graphs: OmegaConf configs (children point at their parent) in
   # Lightning checkpoints, tests/py/test_recursive.py.
   "omegaconf==2.4.0" "lightning==2.6.6"
+  # Training frameworks' own checkpoint writers in tests/py/test_frameworks.py (timm is
+  # left out: it pulls torchvision, which pulls another torch).
+  "accelerate==1.15.0" "sentence-transformers==6.3.0" "peft==0.21.2" "diffusers==0.42.1"
 )
 
 need_apt=()
