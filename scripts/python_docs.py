@@ -41,7 +41,7 @@ REGENERATE = ".venv/bin/python scripts/python_docs.py"
 
 # The modules users import, in the page's order. Each must have an __all__.
 MODULES = ["tensorseal", "tensorseal.torch", "tensorseal.safetensors", "tensorseal.dcp", "tensorseal.errors",
-           "tensorseal.limits", "tensorseal.objects"]
+           "tensorseal.limits", "tensorseal.objects", "tensorseal.lightning"]
 SECTIONS = {"Args": "Parameters", "Arguments": "Parameters", "Parameters": "Parameters", "Returns": "Returns",
             "Raises": "Raises", "Attributes": "Attributes", "Example": "Example", "Examples": "Example"}
 OPTIONAL_PACKAGES = {"safetensors"}  # bases from these are left out: they depend on what is installed

@@ -448,8 +448,20 @@ struct FromPy {
       o->how = static_cast<Construct>(nb::cast<int>(desc.attr("how")));
       if (o->how != Construct::kReduce && o->how != Construct::kNewObj)
         throw Error(rules::kInvalidArgument, "ObjectDesc: construction other than REDUCE or NEWOBJ");
+      // The object exists once built from its callable and arguments: its items and
+      // state may refer back to it (a Ref, as for lists and dicts).
+      Value out(o);
+      nodes.emplace(h.ptr(), out);
+      pinned.push_back(nb::borrow(h));
+      Filling f(filling, h.ptr());
+      for (nb::handle x : nb::borrow<nb::list>(desc.attr("list_items"))) o->list_items.push_back(convert(x));
+      for (nb::handle item : nb::borrow<nb::list>(desc.attr("dict_items"))) {
+        nb::tuple kv = nb::borrow<nb::tuple>(item);
+        Value k = convert(kv[0]);
+        o->dict_items.emplace_back(std::move(k), convert(kv[1]));
+      }
       if (nb::cast<bool>(desc.attr("has_state"))) o->state = std::make_shared<Value>(convert(desc.attr("state")));
-      return Value(o);
+      return out;
     }
     throw Error(rules::kInvalidArgument, "cannot save an object of type " +
                                              nb::cast<std::string>(desc.attr("type_name")) +

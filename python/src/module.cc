@@ -57,7 +57,8 @@ WriteOptions write_options(const std::vector<std::pair<std::string, std::string>
 
 // The rules Python code raises (tensorseal.errors.error): the C++ side defines every
 // rule id, Python only picks one.
-constexpr Rule kPythonRules[] = {rules::kInvalidArgument};
+// tensorseal.lightning refuses a checkpoint by the scan rules, as the core does.
+constexpr Rule kPythonRules[] = {rules::kInvalidArgument, rules::kUnknownGlobal, rules::kDangerousGlobal};
 
 
 nb::dict tensors_to_py(const Checkpoint& c, const std::string& framework) {

@@ -387,6 +387,8 @@ class ObjectDesc(NamedTuple):
     how: int = 0                  # Construct: 0 REDUCE, 1 NEWOBJ
     state: Any = None             # BUILD's argument when has_state
     has_state: bool = False
+    list_items: list = []         # APPENDS, in order
+    dict_items: list = []         # SETITEMS, (key, value) pairs in order
 
 
 class UnsupportedDesc(NamedTuple):
@@ -625,4 +627,62 @@ def classify(obj: Any) -> Any:
         return _describe_numpy(np.asarray(obj), 2)
     if isinstance(obj, Global):
         return GlobalDesc(obj.module, obj.name)
+    if getattr(_mode, "objects", False):
+        return _describe_object(obj)
     return UnsupportedDesc(type(obj).__module__ + "." + type(obj).__qualname__)
+
+
+def objects() -> "contextlib.AbstractContextManager[None]":
+    """Within: classify() describes instances of other classes as pickle protocol 2
+    reduces them (torch.save's view), and tensorseal.Opaque as the object it records."""
+    return _mode_flag("objects")
+
+
+def _global_of(obj: Any, name: Optional[str] = None) -> GlobalDesc:
+    """The global pickle writes for a class, function or reduce-by-name object: its
+    module and qualified name, which must lead back to `obj` (pickle's own check)."""
+    import sys
+    name = name or getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    module = getattr(obj, "__module__", None)
+    found: Any = sys.modules.get(module) if isinstance(module, str) else None
+    for part in (name or "").split(".") if found is not None else ():
+        found = getattr(found, part, None)
+    if found is not obj or not name or "<locals>" in name:
+        from .errors import invalid_argument
+        raise invalid_argument(f"cannot save {obj!r}: it is not importable as {module}.{name} "
+                               "(pickle would refuse it too)")
+    return GlobalDesc(module, name)
+
+
+def _describe_object(obj: Any) -> Any:
+    """An object of another class as pickle protocol 2 (what torch.save uses) reduces it:
+    copyreg.__newobj__ becomes NEWOBJ of the class, other callables REDUCE; the state,
+    list items and dict items follow. Classes and functions are globals."""
+    import copyreg
+    import types
+    from .errors import invalid_argument
+    if isinstance(obj, Opaque):
+        return ObjectDesc(obj.callable, tuple(obj.args) if obj.args is not None else (), obj.how, obj.state,
+                          obj.has_state, list(obj.list_items), list(obj.dict_items))
+    if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+        return _global_of(obj)
+    try:
+        rv = obj.__reduce_ex__(2)
+    except Exception as e:  # noqa: BLE001 - the object's own refusal, reported as such
+        raise invalid_argument(f"cannot save an object of type {type(obj).__qualname__}: {e}") from e
+    if isinstance(rv, str):
+        return _global_of(obj, rv)
+    if not isinstance(rv, tuple) or not 2 <= len(rv) <= 5:
+        raise invalid_argument(f"cannot save an object of type {type(obj).__qualname__}: "
+                               "its __reduce_ex__ gives no (callable, args, ...) tuple")
+    func, args, state, list_items, dict_items = rv + (None,) * (5 - len(rv))
+    how = 0
+    if func is copyreg.__newobj__:
+        func, args, how = args[0], tuple(args[1:]), 1
+    elif func is copyreg.__newobj_ex__:
+        raise invalid_argument(f"cannot save an object of type {type(obj).__qualname__}: it needs keyword "
+                               "arguments to be created (__newobj_ex__)")
+    callable = _global_of(func)
+    return ObjectDesc(Global(callable.module, callable.name), tuple(args), how, state, state is not None,
+                      list(list_items) if list_items is not None else [],
+                      list(dict_items) if dict_items is not None else [])

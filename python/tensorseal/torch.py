@@ -13,6 +13,7 @@ is untouched and imported here with an absolute import.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 from typing import IO, Any, Callable, Dict, Optional, Union
@@ -30,7 +31,8 @@ MapLocation = Union[None, str, "torch.device", Dict[str, str], Callable[..., Any
 
 
 def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int = 2,
-         _use_new_zipfile_serialization: bool = True, _disable_byteorder_record: bool = False) -> None:
+         _use_new_zipfile_serialization: bool = True, _disable_byteorder_record: bool = False, *,
+         objects: bool = False) -> None:
     """Saves ``obj`` like ``torch.save(obj, f)``, with canonical bytes.
 
     The bytes depend only on the content, not on the file name, memory addresses or
@@ -50,11 +52,17 @@ def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int 
             legacy format.
         _disable_byteorder_record: accepted for compatibility; the canonical zip always
             records the byte order (``little``).
+        objects: also save instances of other classes (an OmegaConf config, a
+            ``defaultdict``, a dataclass), classes and functions, as ``torch.save``
+            would: each by its ``__reduce_ex__(2)``, the classes and functions by their
+            importable name. Loaded back by tensorseal as :class:`tensorseal.Opaque`,
+            which saves again as the same object. False (the default) refuses them.
 
     Raises:
         InvalidArgumentError: ``obj`` holds something that is not data (a module, a
-            function, an instance of a class of your own), ``f`` is neither a path nor
-            a binary file, or ``pickle_module`` is another module.
+            function, an instance of a class of your own; with ``objects=True``, one
+            pickle could not save either), ``f`` is neither a path nor a binary file, or
+            ``pickle_module`` is another module.
         IoError: the file or its temp file cannot be written (nothing is left at the path).
 
     Example:
@@ -65,13 +73,16 @@ def save(obj: Any, f: FileLike, pickle_module: Any = None, pickle_protocol: int 
     if pickle_module is not None and pickle_module is not pickle:
         raise invalid_argument("tensorseal.torch.save: pickle_module is not supported")
     fmt = "torch-zip" if _use_new_zipfile_serialization else "torch-legacy"
-    if isinstance(f, (str, os.PathLike)):
-        with _glue.numpy_objects():  # as torch.save: a numpy array is pickled as one
+    with contextlib.ExitStack() as modes:
+        modes.enter_context(_glue.numpy_objects())  # as torch.save: a numpy array is pickled as one
+        if objects:
+            modes.enter_context(_glue.objects())
+        if isinstance(f, (str, os.PathLike)):
             _api.save(obj, f, fmt)
-        return
-    if not hasattr(f, "write"):
-        raise invalid_argument(f"tensorseal.torch.save: f must be a path or a binary file, not {type(f).__name__}")
-    with _glue.numpy_objects():
+            return
+        if not hasattr(f, "write"):
+            raise invalid_argument(
+                f"tensorseal.torch.save: f must be a path or a binary file, not {type(f).__name__}")
         data = _api.save_bytes(obj, fmt)
     f.write(data)
     if hasattr(f, "flush"):
