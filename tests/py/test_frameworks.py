@@ -10,6 +10,9 @@ original."""
 from __future__ import annotations
 
 import _compat_pickle
+import argparse
+import collections
+import copyreg
 import io
 import json
 import math
@@ -112,10 +115,10 @@ def assert_same(ours, theirs, where: str = "$", seen=None) -> None:
     Where torch rebuilt an object of a class outside the containers, `ours` is either
     the same class (compared by its __dict__) or a tensorseal.Opaque whose callable (or
     first argument, for copyreg's reconstructor) names the class."""
-    seen = set() if seen is None else seen
+    seen = {} if seen is None else seen  # pairs compared (or being compared: cycles), kept alive
     if (id(ours), id(theirs)) in seen:
         return
-    seen.add((id(ours), id(theirs)))
+    seen[id(ours), id(theirs)] = (ours, theirs)
     if isinstance(theirs, torch.Tensor):
         assert isinstance(ours, torch.Tensor), f"{where}: {type(ours)}"
         assert (ours.dtype, tuple(ours.shape), type(ours) is torch.nn.Parameter) == (
@@ -125,7 +128,7 @@ def assert_same(ours, theirs, where: str = "$", seen=None) -> None:
     elif isinstance(theirs, np.ndarray):
         assert isinstance(ours, np.ndarray) and ours.dtype == theirs.dtype and ours.shape == theirs.shape, where
         assert ours.tobytes() == theirs.tobytes(), where
-    elif isinstance(theirs, dict) and type(theirs).__module__ in ("builtins", "collections"):
+    elif isinstance(theirs, dict) and (type(theirs) in (dict, collections.OrderedDict) or type(ours) is type(theirs)):
         assert isinstance(ours, dict), f"{where}: {type(ours)}"
         assert list(ours) == list(theirs), where
         for k in theirs:
@@ -141,9 +144,19 @@ def assert_same(ours, theirs, where: str = "$", seen=None) -> None:
     elif isinstance(theirs, type) or callable(theirs) and hasattr(theirs, "__qualname__"):
         assert _names(ours, theirs) or ours is theirs, f"{where}: {ours!r} for {theirs!r}"
     elif isinstance(ours, tensorseal.Opaque):
-        cls = type(theirs)
-        first = ours.args[0] if isinstance(ours.args, tuple) and ours.args else None
-        assert _names(ours.callable, cls) or _names(first, cls), f"{where}: {ours!r} for {cls}"
+        # What pickle would call to rebuild `theirs` at protocol 2 is what tensorseal kept.
+        rv = theirs.__reduce_ex__(2)
+        func, args = rv[0], tuple(rv[1])
+        if func is copyreg.__newobj__:
+            func, args = args[0], args[1:]
+        assert _names(ours.callable, func), f"{where}: {ours!r} for {type(theirs)}"
+        assert_same(tuple(ours.args), args, f"{where}.args", seen)
+        if len(rv) > 2 and rv[2] is not None:
+            assert ours.has_state, where
+            assert_same(ours.state, rv[2], f"{where}.state", seen)
+        assert_same(list(ours.list_items), list(rv[3]) if len(rv) > 3 and rv[3] else [], f"{where}.items", seen)
+        assert_same([list(kv) for kv in ours.dict_items],
+                    [list(kv) for kv in rv[4]] if len(rv) > 4 and rv[4] else [], f"{where}.items", seen)
     elif type(ours) is type(theirs) and hasattr(theirs, "__dict__"):
         assert_same(vars(ours), vars(theirs), f"{where}.__dict__", seen)
     else:
@@ -183,6 +196,38 @@ def test_canon_keeps_every_value(produced, canon, rel):
     want = torch_load(produced / rel)
     assert_same(torch_load(canon / rel), want)
     assert_same(tensorseal.torch.load(canon / rel, weights_only=False), want)
+
+
+@pytest.mark.parametrize("rel", TORCH_FILES)
+def test_weights_only_accepts_alike(produced, canon, rel):
+    """torch.load(weights_only=True) reads the canonical rewrite wherever it reads the
+    original, and where it refuses the original only for its encoding (a Python 2
+    pickle); it refuses the rewrite where the original names a global outside its safe
+    set. tensorseal.torch.load's default weights_only=True gives torch's values for
+    every file whose globals scan classes safe (numpy's array reconstruction among
+    them: docs/security.md), and refuses the others."""
+    full = torch_load(produced / rel)
+    try:
+        assert_same(torch.load(produced / rel, weights_only=True), full)
+    except pickle.UnpicklingError as e:
+        if "Unsupported global" in str(e):
+            with pytest.raises(pickle.UnpicklingError, match="Unsupported global"):
+                torch.load(canon / rel, weights_only=True)
+        else:
+            assert_same(torch.load(canon / rel, weights_only=True), full)
+    else:
+        assert_same(torch.load(canon / rel, weights_only=True), full)
+    if scan_verdict(produced / rel) == "safe":
+        assert_same(tensorseal.torch.load(produced / rel), full)
+    else:
+        with pytest.raises(tensorseal.UnsafePickleError):
+            tensorseal.torch.load(produced / rel)
+
+
+def scan_verdict(path) -> str:
+    r = run_tseal("scan", "--json", path)
+    assert r.returncode in (0, 1), r.stderr
+    return json.loads(r.stdout)["verdict"]
 
 
 # torch 1.13 loads each original and its canonical rewrite and compares them itself.
@@ -465,3 +510,22 @@ def test_framework_loads_the_canonical_save(produced, tmp_path, rel, outputs):
     canonical rewrite of their save_pretrained / save folder to the same outputs."""
     copy = canon_dir(produced / rel, tmp_path / "canon")
     assert_same(outputs(copy), outputs(produced / rel))
+
+
+def test_deep_compare_sees_differences():
+    """assert_same fails on what it must: one flipped bit, a dtype, a NaN against a
+    number, a key order, an Opaque of another class or with other state."""
+    nan = torch.tensor([1.0, float("nan")])
+    assert_same({"a": nan.clone(), "b": [1, (2.0, "x")]}, {"a": nan, "b": [1, (2.0, "x")]})
+    flipped = nan.clone()
+    flipped.view(torch.int32)[0] ^= 1
+    args = argparse.Namespace(lr=0.1, name="run")
+    for ours, theirs in [(flipped, nan), (nan.double(), nan), (torch.tensor([1.0, 2.0]), nan),
+                         ({"b": 1, "a": 2}, {"a": 2, "b": 1}), ([1], (1,)), (1, True),
+                         (tensorseal.Opaque(tensorseal.Global("argparse", "ArgumentParser"), ()), args),
+                         (tensorseal.Opaque(tensorseal.Global("argparse", "Namespace"), (), how=1,
+                                            state={"lr": 0.2, "name": "run"}, has_state=True), args)]:
+        with pytest.raises(AssertionError):
+            assert_same(ours, theirs)
+    assert_same(tensorseal.Opaque(tensorseal.Global("argparse", "Namespace"), (), how=1,
+                                  state={"lr": 0.1, "name": "run"}, has_state=True), args)
