@@ -21,7 +21,6 @@ import pathlib
 import pickle
 import shutil
 import subprocess
-import sys
 import zipfile
 
 import numpy as np
@@ -34,7 +33,6 @@ import tensorseal.torch
 from conftest import run_tseal
 from producers import frameworks as fw
 
-PY2 = os.path.expanduser("~/.pyenv/versions/2.7.18/bin/python")
 PY2_PRODUCER = pathlib.Path(__file__).parent / "producers" / "py2_torch_save.py"
 
 # Every checkpoint file the producers write, relative to the `produced` root.
@@ -50,11 +48,20 @@ TORCH_FILES = [
 ]
 SAFETENSORS_FILES = [
     "hf/checkpoint-2/model.safetensors", "acc_safe/model.safetensors", "peft/safe/adapter_model.safetensors",
-    "diffusers/safe/diffusion_pytorch_model.safetensors", "st/model.safetensors",
+    "diffusers/safe/diffusion_pytorch_model.safetensors", "diffusers/vae/diffusion_pytorch_model.safetensors",
+    "st/model.safetensors",
 ]
 # Files that are a flat {name: tensor} dict: `tseal convert` to .safetensors keeps them.
 FLAT = {"acc_bin/pytorch_model.bin", "peft/bin/adapter_model.bin", "diffusers/bin/diffusion_pytorch_model.bin",
         "torch/compiled.pt", "torch/swa.pt"}
+
+
+def py2_python() -> str:
+    """A real Python 2.7 (the one tests/fixtures/gen_pickle.py uses)."""
+    for cand in (shutil.which("python2.7"), os.path.expanduser("~/.pyenv/versions/2.7.18/bin/python")):
+        if cand and subprocess.run([cand, "-c", "import cPickle"], capture_output=True).returncode == 0:
+            return cand
+    raise AssertionError("Python 2.7 missing: tests/py/producers/py2_torch_save.py needs it (pyenv 2.7.18)")
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +80,7 @@ def produced(tmp_path_factory) -> pathlib.Path:
     fw.make_diffusers(root / "diffusers")
     fw.make_sentence_transformers(root / "st")
     fw.make_torch_files(root / "torch")
-    r = subprocess.run([PY2, str(PY2_PRODUCER), str(root / "py2")], capture_output=True, text=True)
+    r = subprocess.run([py2_python(), str(PY2_PRODUCER), str(root / "py2")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return root
 
@@ -440,6 +447,9 @@ def test_py2_latin1_str_like_torch(produced):
     want = torch.load(path, weights_only=False, encoding="latin1")
     assert want["arch"] == "caf\xe9"
     assert_same(tensorseal.torch.load(path, weights_only=False, encoding="latin1"), want)
+    raw = torch.load(path, weights_only=False, encoding="bytes")  # every Python 2 str as bytes, keys too
+    assert raw[b"arch"] == b"caf\xe9" and raw["note"] == "caf\xe9 \u2713"
+    assert_same(tensorseal.torch.load(path, weights_only=False, encoding="bytes"), raw)
 
 
 # ---- resume from the canonical rewrite ------------------------------------------------
@@ -504,7 +514,7 @@ def test_accelerate_loads_the_canonical_state(produced, tmp_path, safe):
 
 @pytest.mark.parametrize("rel, outputs", [("peft/safe", fw.peft_outputs), ("peft/bin", fw.peft_outputs),
                                           ("diffusers/safe", fw.unet_outputs), ("diffusers/bin", fw.unet_outputs),
-                                          ("st", fw.st_outputs)])
+                                          ("diffusers/vae", fw.vae_outputs), ("st", fw.st_outputs)])
 def test_framework_loads_the_canonical_save(produced, tmp_path, rel, outputs):
     """PeftModel / UNet2DModel.from_pretrained and SentenceTransformer(dir) load the
     canonical rewrite of their save_pretrained / save folder to the same outputs."""

@@ -244,6 +244,14 @@ def make_diffusers(out: pathlib.Path) -> None:
     opt.step()
     unet.save_pretrained(out / "safe")
     unet.save_pretrained(out / "bin", safe_serialization=False)
+    from diffusers import AutoencoderKL
+    vae = AutoencoderKL(in_channels=1, out_channels=1, down_block_types=("DownEncoderBlock2D",),
+                        up_block_types=("UpDecoderBlock2D",), block_out_channels=(8,), layers_per_block=1,
+                        latent_channels=2, norm_num_groups=4, sample_size=8)
+    opt = torch.optim.SGD(vae.parameters(), lr=0.1)
+    vae(torch.randn(2, 1, 8, 8)).sample.square().mean().backward()
+    opt.step()
+    vae.save_pretrained(out / "vae")
 
 
 def minilm_dir() -> pathlib.Path:
@@ -324,6 +332,12 @@ def unet_outputs(d: pathlib.Path) -> torch.Tensor:
     from diffusers import UNet2DModel
     unet = UNet2DModel.from_pretrained(str(d)).eval()
     return unet(torch.linspace(-1, 1, 64).reshape(1, 1, 8, 8), 3).sample.detach()
+
+
+def vae_outputs(d: pathlib.Path) -> torch.Tensor:
+    from diffusers import AutoencoderKL
+    vae = AutoencoderKL.from_pretrained(str(d)).eval()
+    return vae.encode(torch.linspace(-1, 1, 64).reshape(1, 1, 8, 8)).latent_dist.mean.detach()
 
 
 def st_outputs(d: pathlib.Path) -> torch.Tensor:
