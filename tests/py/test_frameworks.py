@@ -189,6 +189,16 @@ def test_tensorseal_loads_what_safetensors_loads(produced, canon, rel):
     assert_same(tensorseal.load(produced / rel), want)
     assert_same(safetensors.torch.load_file(canon / rel), want)
     assert tseal_hash(canon / rel) == tseal_hash(produced / rel)
+    assert_verified_and_equal(produced / rel, canon / rel)
+
+
+def assert_verified_and_equal(src, out) -> None:
+    """`tseal verify` passes both files and `tseal diff` finds no value changed."""
+    for path in (src, out):
+        r = run_tseal("verify", path)
+        assert r.returncode == 0, f"{path}: {r.stdout[-500:]} {r.stderr[-500:]}"
+    d = run_tseal("diff", src, out)
+    assert d.returncode == 0, d.stdout[-1000:] + d.stderr[-500:]
 
 
 def tseal_hash(path) -> str:
@@ -200,6 +210,7 @@ def tseal_hash(path) -> str:
 @pytest.mark.parametrize("rel", TORCH_FILES)
 def test_canon_keeps_every_value(produced, canon, rel):
     assert tseal_hash(canon / rel) == tseal_hash(produced / rel)
+    assert_verified_and_equal(produced / rel, canon / rel)
     want = torch_load(produced / rel)
     assert_same(torch_load(canon / rel), want)
     assert_same(tensorseal.torch.load(canon / rel, weights_only=False), want)
