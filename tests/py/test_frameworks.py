@@ -41,7 +41,9 @@ TORCH_FILES = [
     "hf/checkpoint-2/optimizer.pt", "hf/checkpoint-2/scheduler.pt", "hf/checkpoint-2/rng_state.pth",
     "hf/checkpoint-2/training_args.bin",
     "acc_safe/optimizer.bin", "acc_safe/scheduler.bin", "acc_safe/random_states_0.pkl",
+    "acc_safe/custom_checkpoint_0.pkl",
     "acc_bin/pytorch_model.bin", "acc_bin/optimizer.bin", "acc_bin/scheduler.bin", "acc_bin/random_states_0.pkl",
+    "acc_bin/custom_checkpoint_0.pkl",
     "peft/bin/adapter_model.bin", "diffusers/bin/diffusion_pytorch_model.bin",
     "torch/quant_dynamic.pt", "torch/quant_fx.pt", "torch/compiled.pt", "torch/swa.pt",
     "py2/py2_checkpoint.pt",
@@ -520,6 +522,7 @@ def test_accelerate_loads_the_canonical_state(produced, tmp_path, safe):
     copy = canon_dir(src, tmp_path / "canon")
     a = fw.acc_resume(src)
     b = fw.acc_resume(copy)
+    assert a[4]["step"] == 2
     assert_same(b, a)
 
 

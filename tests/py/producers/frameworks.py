@@ -190,22 +190,47 @@ def _accelerator():
     return Accelerator(cpu=True)
 
 
+class EmaCounter:
+    """An object registered with accelerator.register_for_checkpointing
+    (custom_checkpoint_0.pkl)."""
+
+    def __init__(self) -> None:
+        self.step, self.ema = 0, torch.zeros(2)
+
+    def update(self, loss: torch.Tensor) -> None:
+        self.step += 1
+        self.ema = 0.9 * self.ema + 0.1 * loss.detach()
+
+    def state_dict(self) -> dict:
+        return {"step": self.step, "ema": self.ema}
+
+    def load_state_dict(self, sd: dict) -> None:
+        self.step, self.ema = sd["step"], sd["ema"].clone()
+
+
 def make_accelerate(out: pathlib.Path, safe: bool) -> pathlib.Path:
     acc = _accelerator()
     model, opt, sched = acc.prepare(*_acc_parts())
+    counter = EmaCounter()
+    acc.register_for_checkpointing(counter)
     for x, y in list(_lit_data())[:2]:
         opt.zero_grad()
-        acc.backward(torch.nn.functional.mse_loss(model(x), y))
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        acc.backward(loss)
         opt.step()
         sched.step()
+        counter.update(loss)
     acc.save_state(str(out), safe_serialization=safe)
     return out
 
 
 def acc_resume(d: pathlib.Path) -> tuple:
-    """load_state into fresh parts; then the RNG draws, one step's loss and the weights."""
+    """load_state into fresh parts; then the RNG draws, one step's loss, the weights,
+    the learning rate and the registered object's state."""
     acc = _accelerator()
     model, opt, sched = acc.prepare(*_acc_parts())
+    counter = EmaCounter()
+    acc.register_for_checkpointing(counter)
     torch.manual_seed(99)
     acc.load_state(str(d))
     draws = torch.rand(4)
@@ -216,7 +241,8 @@ def acc_resume(d: pathlib.Path) -> tuple:
     acc.backward(loss)
     opt.step()
     sched.step()
-    return draws, loss.detach(), {k: v.clone() for k, v in model.state_dict().items()}, sched.get_last_lr()
+    return (draws, loss.detach(), {k: v.clone() for k, v in model.state_dict().items()}, sched.get_last_lr(),
+            counter.state_dict())
 
 
 # ---- peft, diffusers, sentence-transformers --------------------------------------------
