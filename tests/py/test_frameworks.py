@@ -469,7 +469,7 @@ def test_py2_latin1_str_like_torch(produced):
 
 @pytest.mark.parametrize("kind", ["dictconfig", "dict"])
 def test_lightning_resumes_from_the_canonical_checkpoint(produced, canon, tmp_path, kind):
-    rel = f"lightning_{'dictconfig' if kind == 'dictconfig' else 'dict'}/step=2.ckpt"
+    rel = f"lightning_{kind}/step=2.ckpt"
     losses_o, weights_o = fw.lit_resume(tmp_path / "o", kind, produced / rel)
     losses_c, weights_c = fw.lit_resume(tmp_path / "c", kind, canon / rel)
     assert len(losses_o) == 1  # one step after step 2
