@@ -50,7 +50,7 @@ constexpr std::array<std::string_view, 58> kSafe = {
 
 // Whole modules whose every name can run code, touch files, processes or the network.
 // The list and its sources: docs/security.md ("Dangerous globals").
-constexpr std::array<std::string_view, 52> kDangerousModules = {
+constexpr auto kDangerousModules = std::to_array<std::string_view>({
     "os", "posix", "nt", "subprocess", "_posixsubprocess", "sys", "runpy", "importlib", "pickle", "_pickle",
     "cPickle", "marshal", "ctypes", "socket", "shutil", "pty", "commands", "webbrowser", "code", "codeop",
     "asyncio", "multiprocessing", "_thread", "threading", "signal", "tempfile", "urllib", "http", "ftplib",
@@ -61,10 +61,17 @@ constexpr std::array<std::string_view, 52> kDangerousModules = {
     // imaplib.IMAP4_stream and platform.popen run commands;
     // _io/io open files.
     "pydoc", "venv", "ensurepip", "idlelib", "imaplib", "platform", "_io", "io",
-};
+    // Private stdlib twins and gadgets found since (docs/security.md): the C halves of
+    // operator/functools (attrgetter, methodcaller, partial, reduce, call); _pyio.open;
+    // ctypes' C half; sockets; doctest/site/compileall/py_compile run or compile code;
+    // archives, databases and compressors open files for writing.
+    "operator", "_operator", "functools", "_functools", "_pyio", "_ctypes", "_socket", "_winapi", "_subprocess",
+    "doctest", "site", "compileall", "py_compile", "zipapp", "socketserver", "xmlrpc", "shelve", "dbm",
+    "sqlite3", "tarfile", "zipfile", "gzip", "bz2", "lzma", "fileinput",
+});
 
 // Dotted prefixes (module paths) every name under which is dangerous.
-constexpr std::array<std::string_view, 9> kDangerousPrefixes = {
+constexpr auto kDangerousPrefixes = std::to_array<std::string_view>({
     "torch.utils.collect_env",  // run(command) via subprocess
     "torch.utils.cpp_extension",  // load/load_inline compile and import code
     "numpy.f2py",  // compiles and imports Fortran/C
@@ -72,10 +79,17 @@ constexpr std::array<std::string_view, 9> kDangerousPrefixes = {
     "logging.config",  // listen()/fileConfig evaluate configuration code
     "logging.handlers",  // file, socket, SMTP and HTTP writers
     "torch._C._jit", "torch.jit",  // load/compile TorchScript programs
-};
+    "torch.package",  // PackageImporter imports code from the archive
+    "torch.hub",  // downloads and runs hubconf.py
+    "torch.fx.graph_module",  // _forward_from_src exec()s generated source
+    "torch._inductor.codecache",  // PyCodeCache.load compiles and imports source
+    "numpy.testing",  // numpy.testing._private.utils.runstring, re-exported
+    "numpy.ctypeslib",  // load_library loads a shared library
+    "numpy.lib.npyio", "numpy.lib._npyio_impl",  // load/save/savez: pickles and files
+});
 
 // Single names that execute code or reach anything through attribute access.
-constexpr std::array<std::string_view, 42> kDangerousNames = {
+constexpr auto kDangerousNames = std::to_array<std::string_view>({
     "builtins.eval", "builtins.exec", "builtins.execfile", "builtins.compile", "builtins.getattr",
     "builtins.setattr", "builtins.delattr", "builtins.open", "builtins.file", "builtins.__import__",
     "io.open", "_io.open", "io.open_code", "_io.open_code", "io.FileIO", "_io.FileIO",  // builtins.open's own names
@@ -86,7 +100,10 @@ constexpr std::array<std::string_view, 42> kDangerousNames = {
     "functools.partial", "functools.reduce", "functools.partialmethod",
     "torch.serialization.load", "torch.load", "torch.hub.load", "torch.hub.load_state_dict_from_url",
     "torch.jit.load", "numpy.load", "numpy.lib.npyio.load", "copyreg._reconstructor",
-};
+    "copyreg.__newobj__", "copyreg.__newobj_ex__", "builtins.__build_class__",
+    "numpy.memmap", "numpy.fromfile", "numpy.loadtxt", "numpy.genfromtxt",
+    "numpy.savez", "numpy.savez_compressed", "numpy.tofile",
+});
 
 // Single gadgets outside the modules above: file writes and command runners.
 constexpr std::array<std::string_view, 8> kDangerousGadgets = {
@@ -98,10 +115,22 @@ constexpr std::array<std::string_view, 8> kDangerousGadgets = {
 
 // A name the last component of which runs code or commands wherever it is reached
 // from (e.g. a module that happens to import os: "X.os.system").
-constexpr std::array<std::string_view, 14> kDangerousLeaves = {
+// Also gadget methods reached through a class ("code.InteractiveInterpreter.runsource",
+// "pathlib.Path.touch") and loaders of other pickles.
+constexpr auto kDangerousLeaves = std::to_array<std::string_view>({
     "system", "popen", "popen2", "popen3", "execv", "execve", "execl", "execlp", "execvp", "spawnv", "spawnl",
-    "eval", "exec", "__import__",
-};
+    "eval", "exec", "__import__", "execfile", "compile", "runsource", "runcode", "runctx", "runcall", "run",
+    "run_path", "run_module", "_run_code", "_run_module_code", "spawn", "spawnve", "spawnvp", "fork_exec",
+    "check_output", "check_call", "getoutput", "getstatusoutput", "Popen", "pipepager", "tempfilepager", "locate",
+    "import_module", "load_inline", "loads", "runstring", "startfile", "touch", "write_text", "write_bytes",
+    "unlink", "rmtree",
+});
+
+// Attribute walks no value class needs: through these a dotted name reaches any
+// object ("torch._utils._rebuild_tensor.__globals__", "builtins.open.__call__").
+bool is_dunder(std::string_view part) {
+  return part.size() > 4 && part.starts_with("__") && part.ends_with("__");
+}
 
 std::string fold(std::string_view module) {
   if (module == "__builtin__") return "builtins";
@@ -137,6 +166,34 @@ Verdict classify_global(std::string_view module_in, std::string_view name, std::
   };
   if (module == detail::pickle::kComputedModule)
     return say(Verdict::kDangerous, "a name built at load time: the loader imports whatever it evaluates to");
+  if (module == detail::tools::kUnfollowedModule)
+    return say(Verdict::kDangerous, "the loader unpickles a payload reached this way, which scan cannot follow");
+  if (module == detail::tools::kLatentModule)
+    return say(Verdict::kDangerous, "crashes or corrupts torch < 2.10's weights_only unpickler (CVE-2026-24747)");
+  // The name the loader resolves: module, then `name` walked attribute by attribute.
+  // A dangerous name reached through any module that holds it ("torch.serialization.
+  // torch.load", "numpy.core.builtins.eval") is that name.
+  for (std::size_t dot = full.find('.'); dot != std::string::npos; dot = full.find('.', dot + 1)) {
+    const std::string_view tail = std::string_view(full).substr(dot + 1);
+    for (auto d : kDangerousNames)
+      if (d == tail) return say(Verdict::kDangerous, "reaches " + std::string(d) + ", which can execute code");
+    for (auto d : kDangerousGadgets)
+      if (d == tail)
+        return say(Verdict::kDangerous, "reaches " + std::string(d) + ", which writes files or runs commands");
+  }
+  {
+    std::size_t begin = 0;
+    while (begin <= name.size()) {
+      const std::size_t dot = std::min(name.find('.', begin), name.size());
+      if (is_dunder(name.substr(begin, dot - begin)) && (dot < name.size() || begin > 0))
+        return say(Verdict::kDangerous, "walks attribute '" + std::string(name.substr(begin, dot - begin)) +
+                                            "', which reaches arbitrary objects");
+      begin = dot + 1;
+    }
+  }
+  if (module == "torch._C" && (name.starts_with("_jit") || name.starts_with("_import_ir_module") ||
+                               name.starts_with("import_ir_module") || name.starts_with("_load_for_lite")))
+    return say(Verdict::kDangerous, "loads or compiles TorchScript programs");
   for (auto d : kDangerousNames)
     if (d == full) return say(Verdict::kDangerous, "can execute code or reach arbitrary objects");
   for (auto d : kDangerousGadgets)
