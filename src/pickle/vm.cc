@@ -568,8 +568,17 @@ class Vm {
   }
 
   // ---- container mutation ----
+  // Hooks::on_mutate for the current opcode, before `target` changes.
+  void mutating(const Slot& target, const std::vector<Slot>& operands) {
+    if (!hooks_.on_mutate) return;
+    std::vector<Value> ops;
+    ops.reserve(operands.size());
+    for (const Slot& s : operands) ops.push_back(s.v);
+    hooks_.on_mutate(op_, target.v, ops, base_ + op_pos_);
+  }
   void append_to(Slot& target, std::vector<Slot>& items) {
     if (items.empty()) return;  // CPython's C unpickler: nothing to do
+    mutating(target, items);
     auto k = target.v.kind();
     if (k != Value::Kind::kList && k != Value::Kind::kObject)
       fail(rules::kBadAppendTarget, fmt::format("{} target is a {}, not a list or object", opname(), kind_name(k)));
@@ -598,6 +607,7 @@ class Vm {
     if (items.size() % 2)
       fail(rules::kOddSetItems, fmt::format("{} has an odd number of items ({})", opname(), items.size()));
     if (items.empty()) return;
+    if (op_ == op::kSetItem || op_ == op::kSetItems) mutating(target, items);
     auto k = target.v.kind();
     if (k != Value::Kind::kDict && k != Value::Kind::kObject)
       fail(rules::kBadSetItemTarget, fmt::format("{} target is a {}, not a dict or object", opname(), kind_name(k)));
@@ -1089,6 +1099,7 @@ void Vm::step() {
     case op::kBuild: {
       need_stack(2);
       Slot state = pop();
+      mutating(top(), {state});
       build(top(), std::move(state));
       return;
     }

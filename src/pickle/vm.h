@@ -44,6 +44,14 @@ struct Hooks {
   // built at load time) just before the VM refuses it. Lets a scanner keep what a
   // stream referenced even when parsing fails later.
   std::function<void(const GlobalRef& ref)> on_global;
+  // BUILD, APPEND, APPENDS, SETITEM and SETITEMS: called before the change, whatever
+  // the target's kind, with the opcode, the target and the operands (BUILD: the state;
+  // APPEND(S): the items; SETITEM(S): keys and values alternating). Lets a scanner see
+  // the calls a loader makes through methods a BUILD installed on the target
+  // (`__setstate__`, `append`, `extend`) and mutations of non-containers.
+  std::function<void(std::uint8_t op, const Value& target, const std::vector<Value>& operands,
+                     std::uint64_t offset)>
+      on_mutate;
 };
 
 struct Parsed {
