@@ -16,8 +16,11 @@
 //
 // Nested torch files (torch.storage._load_from_bytes payloads, also when built by
 // _codecs.encode or bytes([...])) are scanned the same way, Limits::max_nested_files
-// deep. Tensor data is never read or inflated; compressed pickles inflate streamed
-// against Limits::max_pickle_inflate.
+// deep, whatever route calls the unpickler: REDUCE under any spelling of its name,
+// _rebuild_from_type_v2(func, type, args, state) calling func(*args), a __setstate__,
+// append or extend that BUILD installed on an instance (docs/security.md, "What scan
+// follows"). Pickles stacked after a STOP are scanned too. Tensor data is never read
+// or inflated; compressed pickles inflate streamed against Limits::max_pickle_inflate.
 //
 // Errors keep the evidence: when an interpretation fails after a global outside the
 // safe set was seen, the report says "incomplete" with the error and keeps the
@@ -27,8 +30,10 @@
 #include <array>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/formats.h"
@@ -36,6 +41,8 @@
 #include "dcp/transform.h"
 #include "numpy/npy.h"
 #include "pickle/compat.h"
+#include "pickle/constants.h"
+#include "pickle/opcodes.h"
 #include "pickle/vm.h"
 #include "tensorseal/error.h"
 #include "tensorseal/format.h"
@@ -69,6 +76,24 @@ constexpr std::uint64_t kTarBlock = 512;
 constexpr std::uint64_t kNpyHeadBytes = 64 << 10;  // enough for any header numpy writes
 
 bool has(std::string_view s, std::string_view suffix) { return s.ends_with(suffix); }
+
+// The callable a loader imports for a global: module, then the name walked attribute by
+// attribute (find_class at protocol >= 4), so ('torch', 'storage._load_from_bytes') is
+// torch.storage._load_from_bytes whatever the spelling.
+std::string qualified(const Value& v) {
+  if (!v.is(Value::Kind::kGlobal)) return {};
+  const Global& g = v.as_global();
+  return (g.module == "__builtin__" ? std::string("builtins") : g.module) + "." + g.name;
+}
+// The safe-listed callable that unpickles its argument: torch.load(BytesIO(b)).
+constexpr std::string_view kLoadFromBytes = "torch.storage._load_from_bytes";
+// _rebuild_from_type_v2(func, new_type, args, state) calls func(*args).
+constexpr std::string_view kRebuildFromType = "torch._tensor._rebuild_from_type_v2";
+// How many calls deep a chain of _rebuild_from_type_v2(func, ...) is followed.
+constexpr unsigned kMaxCallHops = 16;
+// What a BUILD may install on an instance that a later opcode calls: BUILD calls
+// `__setstate__`, APPEND(S) call `extend` (tried first) or `append`.
+constexpr std::array<std::string_view, 3> kInstalledMethods = {"__setstate__", "extend", "append"};
 
 class Scanner {
  public:
@@ -123,49 +148,247 @@ class Scanner {
     return false;
   }
 
+  // Methods BUILD installed on instances of one stream, by target node; the target is
+  // kept so its node's address is not reused.
+  struct Installed {
+    Value target;
+    std::vector<std::pair<std::string, Value>> methods;
+    const Value* find(std::string_view name) const {
+      for (const auto& [n, v] : methods)
+        if (n == name) return &v;
+      return nullptr;
+    }
+  };
+  using InstalledMap = std::map<const void*, Installed>;
+  using Records = std::map<std::string, std::uint64_t>;
+  // Puts records_ back as it was when a scope ends (also when it throws).
+  struct RestoreRecords {
+    const Records*& slot;
+    const Records* saved;
+    ~RestoreRecords() { slot = saved; }
+  };
+
+  // A finding that is not a global: module `marker` (tools/scan.h), name `what`.
+  void finding(std::string_view marker, std::string what, const std::string& where, std::uint64_t off) {
+    refs.push_back(GlobalRef{std::string(marker), std::move(what), where + " @ " + std::to_string(off)});
+  }
+
+  // torch.storage._load_from_bytes(*args): the payload scanned as a nested file.
+  void follow_payload(const std::vector<Value>& args, const std::string& where, unsigned depth, std::uint64_t off) {
+    if (args.size() != 1 || !args[0].is(Value::Kind::kBytes) || args[0].is_bytearray()) {
+      finding(detail::pickle::kComputedModule, "<_load_from_bytes payload built at load time>", where, off);
+      return;
+    }
+    if (depth >= limits_.max_nested_files)
+      throw Error(detail::torch::rules::kNestingTooDeep,
+                  "_load_from_bytes payloads nested deeper than max_nested_files (" +
+                      std::to_string(limits_.max_nested_files) + ")",
+                  file_, off);
+    const std::string_view b = args[0].as_bytes();
+    std::optional<Error> nested_error;
+    const auto* records = std::exchange(records_, nullptr);  // the payload is a file of its own
+    const RestoreRecords restore{records_, records};
+    blob(Bytes(reinterpret_cast<const std::byte*>(b.data()), b.size()),
+         where + "/_load_from_bytes#" + std::to_string(++nested_), depth + 1, false, nested_error);
+    if (nested_error) throw *nested_error;
+  }
+
+  // The unpickling callable reached as a value somewhere in `v` (two levels of
+  // containers deep, where call arguments and states hold it).
+  static bool holds_unpickler(const Value& v, int levels = 2) {
+    if (qualified(v) == kLoadFromBytes) return true;
+    if (levels == 0) return false;
+    switch (v.kind()) {
+      case Value::Kind::kTuple:
+      case Value::Kind::kList:
+        for (const Value& x : v.items())
+          if (holds_unpickler(x, levels - 1)) return true;
+        return false;
+      case Value::Kind::kDict:
+        for (const auto& [k, x] : v.as_dict().items)
+          if (holds_unpickler(x, levels - 1)) return true;
+        return false;
+      default: return false;
+    }
+  }
+
+  // A call the loader makes: func(*args). The unpickling callable's payload is scanned;
+  // _rebuild_from_type_v2 calls its first argument with its third; the unpickler handed
+  // to any other call as a value is a finding (whatever calls it, its payload is not
+  // followed).
+  void call(const Value& func, const std::vector<Value>& args, const Value* kwargs, const std::string& where,
+            unsigned depth, std::uint64_t off, unsigned hops = 0) {
+    const std::string q = qualified(func);
+    if (q == kLoadFromBytes) {
+      follow_payload(args, where, depth, off);
+      return;
+    }
+    // _rebuild_from_type_v2's func and its own arguments are the call followed here.
+    const bool rebuild = q == kRebuildFromType && args.size() >= 3 && args[2].is(Value::Kind::kTuple);
+    if (rebuild && hops < kMaxCallHops) call(args[0], args[2].items(), nullptr, where, depth, off, hops + 1);
+    const std::string callee = q.empty() ? std::string("a value built at load time") : q;
+    bool passed = kwargs && holds_unpickler(*kwargs);
+    for (std::size_t i = 0; i < args.size(); ++i)
+      if (!(rebuild && hops < kMaxCallHops && (i == 0 || i == 2)) && holds_unpickler(args[i])) passed = true;
+    if (passed)
+      finding(detail::tools::kUnfollowedModule, "<torch.storage._load_from_bytes passed to " + callee + ">", where,
+              off);
+  }
+
+  // BUILD / APPEND(S) / SETITEM(S) (Hooks::on_mutate).
+  void mutate(InstalledMap& installed, std::uint8_t op, const Value& target, const std::vector<Value>& ops,
+              const std::string& where, unsigned depth, std::uint64_t off) {
+    namespace opc = detail::pickle::op;
+    const void* node = target.node();
+    const auto it = node ? installed.find(node) : installed.end();
+    const Installed* methods = it == installed.end() ? nullptr : &it->second;
+    if (op == opc::kBuild) {
+      const Value& state = ops.at(0);
+      if (methods) {
+        if (const Value* f = methods->find("__setstate__")) {
+          call(*f, {state}, nullptr, where, depth, off);
+          return;  // load_build hands the state to __setstate__ and sets nothing
+        }
+      }
+      // The instance dict and the slot state: what BUILD sets as attributes.
+      std::vector<const Dict*> parts;
+      if (state.is(Value::Kind::kDict)) parts.push_back(&state.as_dict());
+      if (state.is(Value::Kind::kTuple))
+        for (const Value& x : state.items())
+          if (x.is(Value::Kind::kDict)) parts.push_back(&x.as_dict());
+      for (const Dict* d : parts)
+        for (const auto& [k, v] : d->items) {
+          if (!k.is(Value::Kind::kStr) || !node) continue;
+          for (auto m : kInstalledMethods)
+            if (k.as_str() == m) {
+              auto& slot = installed[node];
+              slot.target = target;
+              slot.methods.emplace_back(std::string(m), v);
+            }
+        }
+      return;
+    }
+    if (op == opc::kAppend || op == opc::kAppends) {
+      if (!methods) return;
+      if (const Value* f = methods->find("extend")) {
+        call(*f, {Value::list(std::vector<Value>(ops))}, nullptr, where, depth, off);
+      } else if (const Value* f = methods->find("append")) {
+        for (const Value& item : ops) call(*f, {item}, nullptr, where, depth, off);
+      }
+      return;
+    }
+    // SETITEM(S): torch < 2.10's weights_only unpickler does `stack[-1][k] = v` on
+    // whatever the target is (CVE-2026-24747): on a tensor (any object its allowlist
+    // builds but a dict) it writes into it. Dict subclasses rebuilt by REDUCE take
+    // items; an unknown class is its own finding; a scalar target fails every loader.
+    if (!target.is(Value::Kind::kObject)) return;
+    const Object& o = target.as_object();
+    const std::string q = o.callable ? qualified(*o.callable) : std::string();
+    if (q.empty() || q == "collections.OrderedDict" || q == "collections.Counter" ||
+        classify_global(o.callable->as_global().module, o.callable->as_global().name) != Verdict::kSafe)
+      return;
+    finding(detail::tools::kLatentModule,
+            "<" + std::string(detail::pickle::op_name(op)) + " on a " + q + " result, not a dict (CVE-2026-24747)>",
+            where, off);
+  }
+
   detail::pickle::Hooks hooks(const std::string& where, unsigned depth) {
     detail::pickle::Hooks h;
     // torch's unpicklers resolve persistent ids; what they stand for runs nothing.
-    h.persistent_load = [](const Value&, std::uint64_t) { return Value(); };
+    h.persistent_load = [this, where](const Value& pid, std::uint64_t off) {
+      check_storage(pid, where, off);
+      return Value();
+    };
     h.on_global = [this](const GlobalRef& g) { refs.push_back(g); };
     h.reduce = [this, where, depth](const Object& o, std::uint64_t off) -> std::optional<Value> {
       if (auto v = detail::pickle::stdlib_reduce(o)) return v;
-      if (!o.callable || !o.callable->is(Value::Kind::kGlobal)) return std::nullopt;
-      const Global& g = o.callable->as_global();
-      if (g.module != "torch.storage" || g.name != "_load_from_bytes") return std::nullopt;
-      const std::string at = where + " @ " + std::to_string(off);
-      const auto& args = o.args->items();
-      if (args.size() != 1 || !args[0].is(Value::Kind::kBytes) || args[0].is_bytearray()) {
-        refs.push_back(GlobalRef{std::string(detail::pickle::kComputedModule),
-                                 "<_load_from_bytes payload built at load time>", at});
-        return std::nullopt;
-      }
-      if (depth >= limits_.max_nested_files)
-        throw Error(detail::torch::rules::kNestingTooDeep,
-                    "_load_from_bytes payloads nested deeper than max_nested_files (" +
-                        std::to_string(limits_.max_nested_files) + ")",
-                    file_, off);
-      const std::string_view b = args[0].as_bytes();
-      std::optional<Error> nested_error;
-      blob(Bytes(reinterpret_cast<const std::byte*>(b.data()), b.size()),
-           where + "/_load_from_bytes#" + std::to_string(++nested_), depth + 1, false, nested_error);
-      if (nested_error) throw *nested_error;
+      if (!o.callable || !o.args) return std::nullopt;
+      call(*o.callable, o.args->items(), o.kwargs.get(), where, depth, off);
       return std::nullopt;
+    };
+    auto installed = std::make_shared<InstalledMap>();
+    h.on_mutate = [this, where, depth, installed](std::uint8_t op, const Value& target, const std::vector<Value>& ops,
+                                                  std::uint64_t off) {
+      mutate(*installed, op, target, ops, where, depth, off);
     };
     return h;
   }
 
-  // One pickle at data[0] (a legacy sequence when the first value is the magic number).
+  // A torch zip storage ('storage', class, key, location, numel) declaring more
+  // elements than its record holds (CVE-2026-24747: torch < 2.10 reads past it).
+  void check_storage(const Value& pid, const std::string& where, std::uint64_t off) {
+    if (!records_ || !pid.is(Value::Kind::kTuple) || pid.items().size() != 5) return;
+    const auto& p = pid.items();
+    if (!p[0].is(Value::Kind::kStr) || p[0].as_str() != "storage" || !p[1].is(Value::Kind::kGlobal) ||
+        !p[2].is(Value::Kind::kStr) || !p[4].is(Value::Kind::kInt) || p[4].as_int() < 0)
+      return;
+    const auto dt = dtype_from_legacy_storage(p[1].as_global().name);
+    const auto rec = records_->find(std::string(p[2].as_str()));
+    if (!dt || rec == records_->end()) return;
+    const auto bytes = detail::util::mul(static_cast<std::uint64_t>(p[4].as_int()), itemsize(*dt));
+    if (bytes && *bytes <= rec->second) return;
+    finding(detail::tools::kLatentModule,
+            "<storage '" + std::string(p[2].as_str()) + "' declares " + std::to_string(p[4].as_int()) +
+                " elements, more than its " + std::to_string(rec->second) + "-byte record (CVE-2026-24747)>",
+            where, off);
+  }
+
+  // One pickle stream. A FRAME longer than the bytes left fails CPython's C unpickler
+  // at once, but pickle's Python unpickler (dill, joblib) runs the frame's opcodes and
+  // fails only where they run out: such a frame is read as ending at the end of data.
+  detail::pickle::Parsed parse_one(Bytes data, const std::string& where, std::uint64_t base,
+                                   const detail::pickle::Hooks& h) {
+    std::vector<std::byte> patched;
+    const std::size_t refs_before = refs.size();
+    const unsigned nested_before = nested_;
+    for (int tries = 0;; ++tries) {
+      const Bytes in = patched.empty() ? data : Bytes(patched.data(), patched.size());
+      try {
+        return detail::pickle::parse(in, where, base, limits_, h);
+      } catch (const Error& e) {
+        const std::uint64_t at = e.offset() - base;
+        if (e.rule() != detail::pickle::rules::kTruncated.id || e.offset() < base || at + 9 > in.size() ||
+            static_cast<std::uint8_t>(in[at]) != detail::pickle::op::kFrame || tries >= 64)
+          throw;
+        if (patched.empty()) patched.assign(data.begin(), data.end());
+        const std::uint64_t rest = patched.size() - at - 9;
+        for (int i = 0; i < 8; ++i) patched[at + 1 + i] = static_cast<std::byte>((rest >> (8 * i)) & 0xff);
+        refs.resize(refs_before);  // the retry sees them again
+        nested_ = nested_before;
+      }
+    }
+  }
+
+  // The pickles at data[0]: a legacy sequence when the first value is the magic number;
+  // else the first pickle and every pickle stacked after its STOP (a loader calling
+  // pickle.load again runs the next one). Trailing bytes that do not parse, with
+  // nothing outside the safe set in them, are not a pickle and are left alone.
   bool pickles(Bytes data, const std::string& where, std::uint64_t base, unsigned depth) {
     if (data.empty()) return false;
     const detail::pickle::Hooks h = hooks(where, depth);
     std::uint64_t pos = 0;
+    bool legacy = false;
     for (int i = 0; i < kLegacyPickles && pos < data.size(); ++i) {
-      const detail::pickle::Parsed p = detail::pickle::parse(data.subspan(pos), where, base + pos, limits_, h);
+      const detail::pickle::Parsed p = parse_one(data.subspan(pos), where, base + pos, h);
       pos += p.end;
       const bool magic =
           p.value.is(Value::Kind::kBigInt) && p.value.as_bigint().to_decimal() == detail::torch::kLegacyMagic;
       if (i == 0 && !magic) break;
+      legacy = true;
+    }
+    if (legacy) return true;  // storage data follows torch's legacy pickles
+    for (std::uint64_t n = 0; pos < data.size() && n < limits_.max_entries; ++n) {
+      const std::size_t before = refs.size();
+      try {
+        const detail::pickle::Parsed p =
+            parse_one(data.subspan(pos), where + "#stacked" + std::to_string(n + 1), base + pos, h);
+        if (p.end == 0) break;
+        pos += p.end;
+      } catch (const Error&) {
+        if (unsafe_since(before)) throw;
+        refs.resize(before);  // trailing bytes, not a pickle: what they "named" is noise
+        break;
+      }
     }
     return true;
   }
@@ -258,7 +481,19 @@ class Scanner {
       if (walk_local_headers(data, where, depth) > 0 && depth == 0) note("zip");
       throw;
     }
-    for (const auto& e : a.entries) scan_member(data, e, where, depth);
+    // Record sizes under each data.pkl's prefix, for the storages its pickle declares.
+    Records records;
+    for (const auto& e : a.entries) {
+      records.clear();
+      if (has(e.name, "data.pkl")) {
+        const std::string prefix = e.name.substr(0, e.name.size() - 8) + "data/";
+        for (const auto& r : a.entries)
+          if (r.name.size() > prefix.size() && r.name.starts_with(prefix))
+            records.emplace(r.name.substr(prefix.size()), r.size);
+      }
+      const RestoreRecords restore{records_, std::exchange(records_, records.empty() ? nullptr : &records)};
+      scan_member(data, e, where, depth);
+    }
     if (detect_format(data) == Format::kTorchZip) detail::zip::refuse_case_collision(a, file_);
     return true;
   }
@@ -393,6 +628,7 @@ class Scanner {
 
   std::string file_;
   const Limits& limits_;
+  const Records* records_ = nullptr;  // record sizes by storage key of the data.pkl being scanned
   unsigned nested_ = 0;  // _load_from_bytes payloads met, numbering them as the readers do
 };
 
