@@ -451,18 +451,31 @@ def test_py2_checkpoint_values(produced):
     assert tensorseal.read(produced / "py2/py2_checkpoint.pt").format == "torch-legacy"
 
 
-def test_py2_latin1_str_like_torch(produced):
+def test_py2_latin1_str_is_refused_like_torch(produced):
+    """A Python 2 str that is not UTF-8, under torch.load's default encoding."""
     path = produced / "py2/py2_latin1.pt"
     with pytest.raises(UnicodeDecodeError):
         torch.load(path, weights_only=False)
     with pytest.raises(tensorseal.Error, match=r"pickle/py2-string-encoding"):
         tensorseal.load(path)
-    want = torch.load(path, weights_only=False, encoding="latin1")
-    assert want["arch"] == "caf\xe9"
-    assert_same(tensorseal.torch.load(path, weights_only=False, encoding="latin1"), want)
-    raw = torch.load(path, weights_only=False, encoding="bytes")  # every Python 2 str as bytes, keys too
-    assert raw[b"arch"] == b"caf\xe9" and raw["note"] == "caf\xe9 \u2713"
-    assert_same(tensorseal.torch.load(path, weights_only=False, encoding="bytes"), raw)
+    with pytest.raises(tensorseal.Error, match=r"pickle/py2-string-encoding"):
+        tensorseal.torch.load(path, weights_only=False)
+
+
+@pytest.mark.parametrize("encoding", ["latin1", "bytes"])
+@pytest.mark.parametrize("name", ["py2_latin1.pt", "py2_checkpoint.pt"])
+def test_py2_str_encoding_like_torch(produced, name, encoding):
+    """torch.load(encoding=...) decodes each Python 2 str with that codec ("bytes" keeps
+    them bytes, dict keys too; torch still decodes the persistent ids' b'storage' tags
+    itself); tensorseal.torch.load gives the same values."""
+    path = produced / "py2" / name
+    want = torch.load(path, weights_only=False, encoding=encoding)
+    arch = {"py2_latin1.pt": "caf\xe9", "py2_checkpoint.pt": "lenet"}[name]
+    if encoding == "bytes":
+        assert want[b"arch"] == arch.encode("latin1") and want["note"] == "caf\xe9 \u2713"  # u"" stays str
+    else:
+        assert want["arch"] == arch
+    assert_same(tensorseal.torch.load(path, weights_only=False, encoding=encoding), want)
 
 
 # ---- resume from the canonical rewrite ------------------------------------------------
