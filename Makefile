@@ -8,19 +8,31 @@ JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$((n > 8 ? 8 : n)))
 SIZE ?= full
 FUZZ_SECONDS ?= 30
 
-.PHONY: setup build test check demo bench fuzz sanitize clean python wheels format
+.PHONY: setup setup-demo build build-demo test check demo bench fuzz sanitize clean python wheels format
 
+# Everything `make test` needs; setup-demo: only what the library, the CLI, the
+# extension and `make demo` need (scripts/setup.sh says which is which).
 setup:
 	bash scripts/setup.sh
 
+setup-demo:
+	bash scripts/setup.sh demo
+
 # One build of the library serves the C++ tests, the CLI and the Python extension
 # (staged in $(BUILD)/python: PYTHONPATH=$(BUILD)/python imports it).
-$(BUILD)/build.ninja: CMakeLists.txt Makefile
-	$(VENV)/bin/cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+# `make build` configures with the test suite, `make build-demo` without it (no
+# GoogleTest needed) and builds only the library, tseal and the extension; either
+# reconfigures a build directory the other made.
+CONFIGURE = $(VENV)/bin/cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DTENSORSEAL_PYTHON=ON -DPython_EXECUTABLE=$(abspath $(PY))
 
-build: setup $(BUILD)/build.ninja
+build: setup
+	$(CONFIGURE) -DTENSORSEAL_TESTS=ON > /dev/null
 	$(VENV)/bin/cmake --build $(BUILD) -j $(JOBS)
+
+build-demo: setup-demo
+	$(CONFIGURE) -DTENSORSEAL_TESTS=OFF > /dev/null
+	$(VENV)/bin/cmake --build $(BUILD) -j $(JOBS) --target tseal _tensorseal
 
 # Installs the package into .venv like a user's `pip install .` (a separate build).
 python: setup
@@ -44,7 +56,8 @@ check: build
 	cd $(BUILD) && ../$(VENV)/bin/ctest --output-on-failure -j $(JOBS)
 	PYTHONPATH=$(BUILD)/python $(PY) -m pytest -q tests/py
 
-demo: build
+# The main job from a fresh clone in minutes: set-up and build of only what it needs.
+demo: build-demo
 	PYTHONPATH=$(BUILD)/python $(PY) scripts/demo.py
 
 bench: build

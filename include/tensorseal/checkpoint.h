@@ -59,8 +59,18 @@ struct Checkpoint {
   std::shared_ptr<const MappedFile> mapping;  // the file read; null from memory or a directory
 };
 
+// How Python 2 str values (pickle STRING, BINSTRING, SHORT_BINSTRING: every str of a
+// Python 2 pickle) are read: torch.load's `encoding=` argument.
+enum class Py2Strings : std::uint8_t {
+  kUtf8,    // decoded as UTF-8; other bytes are pickle/py2-string-encoding (torch's default)
+  kAscii,   // decoded as ASCII; other bytes are pickle/py2-string-encoding
+  kLatin1,  // decoded as Latin-1: every byte is one character (never fails)
+  kBytes,   // kept as bytes objects
+};
+
 struct ReadOptions {
   Limits limits;
+  Py2Strings py2_strings = Py2Strings::kUtf8;
   // Verify every checksum the container carries (zip CRC32) while reading.
   bool verify_checksums = true;
   // The interpretation: kUnknown detects the format from the content and refuses a

@@ -591,9 +591,19 @@ inline Format format_of(const std::string& name) {
   throw Error(rules::kInvalidArgument, "unknown format '" + name + "'");
 }
 
+// torch.load's encoding= for Python 2 str values.
+inline Py2Strings py2_strings_of(const std::string& encoding) {
+  if (encoding == "utf-8") return Py2Strings::kUtf8;
+  if (encoding == "latin1" || encoding == "latin-1") return Py2Strings::kLatin1;
+  if (encoding == "bytes") return Py2Strings::kBytes;
+  if (encoding == "ascii" || encoding == "ASCII") return Py2Strings::kAscii;
+  throw Error(rules::kInvalidArgument, "unsupported encoding '" + encoding + "' (utf-8, latin1, bytes, ascii)");
+}
+
 inline ReadOptions read_options(const LimitPairs& limits, bool verify = true, const std::string& format = "",
-                                bool in_memory = false) {
+                                bool in_memory = false, const std::string& encoding = "utf-8") {
   ReadOptions o;
+  o.py2_strings = py2_strings_of(encoding);
   o.limits = limits_of(limits);
   o.verify_checksums = verify;
   o.format = format_of(format);

@@ -130,8 +130,9 @@ NB_MODULE(_tensorseal, m) {
   // weights_only: raise (require_safe) when the file references a global outside the
   // known-safe set, before any object is made.
   m.def("read_file", [](const std::string& path, const std::string& framework, bool verify, bool with_root,
-                        bool weights_only, const LimitPairs& limits, const std::string& format, bool in_memory) {
-        const ReadOptions ro = read_options(limits, verify, format, in_memory);
+                        bool weights_only, const LimitPairs& limits, const std::string& format, bool in_memory,
+                        const std::string& encoding) {
+        const ReadOptions ro = read_options(limits, verify, format, in_memory, encoding);
         Checkpoint c;
         {
           nb::gil_scoped_release nogil;
@@ -141,7 +142,7 @@ NB_MODULE(_tensorseal, m) {
         return checkpoint_to_py(c, framework, with_root);
       }, nb::arg("path"), nb::arg("framework") = "torch", nb::arg("verify") = true, nb::arg("with_root") = true,
       nb::arg("weights_only") = false, nb::arg("limits") = LimitPairs{}, nb::arg("format") = "",
-      nb::arg("in_memory") = false);
+      nb::arg("in_memory") = false, nb::arg("encoding") = "utf-8");
 
   // The tensors of a file as a flat list of (path, tensor, dtype, file offset), paths as
   // in collect_tensors (for safetensors files: the tensor names). Zero-copy like read_file.
@@ -224,9 +225,9 @@ NB_MODULE(_tensorseal, m) {
       nb::arg("format") = "");
 
   m.def("read_bytes", [](nb::bytes data, const std::string& name, const std::string& framework, bool weights_only,
-                         const LimitPairs& limits, const std::string& format) {
+                         const LimitPairs& limits, const std::string& format, const std::string& encoding) {
         std::span<const std::byte> b(reinterpret_cast<const std::byte*>(data.c_str()), data.size());
-        const ReadOptions ro = read_options(limits, true, format);
+        const ReadOptions ro = read_options(limits, true, format, false, encoding);
         Checkpoint c;
         {
           nb::gil_scoped_release nogil;  // `data` is immutable and held by the caller
@@ -235,7 +236,7 @@ NB_MODULE(_tensorseal, m) {
         }
         return checkpoint_to_py(c, framework, true);
       }, nb::arg("data"), nb::arg("name") = "<bytes>", nb::arg("framework") = "torch", nb::arg("weights_only") = false,
-      nb::arg("limits") = LimitPairs{}, nb::arg("format") = "");
+      nb::arg("limits") = LimitPairs{}, nb::arg("format") = "", nb::arg("encoding") = "utf-8");
 
   m.def(
       "write_file",

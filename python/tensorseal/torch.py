@@ -141,8 +141,10 @@ def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = Non
             training loops do, is safe. True maps paths as ``torch.load(mmap=True)``:
             zero-copy views of the file (private copy-on-write) that fault with SIGBUS
             if the file is truncated or rewritten in place while they live.
-        **pickle_load_args: ``encoding`` ("utf-8", "latin1", "bytes", "ascii") is
-            accepted for compatibility; other keywords are ignored.
+        **pickle_load_args: ``encoding`` ("utf-8", "latin1", "bytes", "ascii") decodes
+            the str values of Python 2 pickles as ``torch.load`` does (a Python 2
+            file's non-UTF-8 str needs ``"latin1"`` or ``"bytes"``, as in torch); other
+            keywords are ignored.
 
     Returns:
         The object ``torch.load`` returns for the file: tensors that shared a storage
@@ -167,14 +169,15 @@ def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = Non
     """
     if pickle_module is not None and pickle_module is not pickle:
         raise invalid_argument("tensorseal.torch.load: pickle_module is not supported")
-    if pickle_load_args.get("encoding", "utf-8") not in ("utf-8", "latin1", "bytes", "ASCII", "ascii"):
+    encoding = pickle_load_args.get("encoding", "utf-8")
+    if encoding not in ("utf-8", "latin1", "bytes", "ASCII", "ascii"):
         raise invalid_argument("tensorseal.torch.load: unsupported encoding")
     # weights_only: the core refuses (UnsafePickleError, rule scan/unknown-global or
     # scan/dangerous-global) any global outside the safe set before making objects.
     weights_only = weights_only is not False
     if isinstance(f, (str, os.PathLike)):
         name = os.fspath(f)
-        d = _core.read_file(name, "torch", True, True, weights_only, in_memory=mmap is not True)
+        d = _core.read_file(name, "torch", True, True, weights_only, in_memory=mmap is not True, encoding=encoding)
         obj = d["root"]
     else:
         if not hasattr(f, "read"):
@@ -183,7 +186,7 @@ def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = Non
         given = getattr(f, "name", None)
         name = given if isinstance(given, str) else "<file>"
         data = f.read()
-        d = _core.read_bytes(bytes(data), name, "torch", weights_only)
+        d = _core.read_bytes(bytes(data), name, "torch", weights_only, encoding=encoding)
         obj = d["root"]
     return _map_location(obj, map_location)
 

@@ -425,6 +425,32 @@ class Vm {
   // torch.load(encoding='utf-8') does.
   Slot make_py2_str(std::string_view raw) {
     check_string(raw.size());
+    switch (hooks_.py2_strings) {
+      case Py2Strings::kUtf8: break;
+      case Py2Strings::kBytes: return make_bytes(raw, false);
+      case Py2Strings::kAscii:
+        for (std::size_t i = 0; i < raw.size(); ++i)
+          if (static_cast<unsigned char>(raw[i]) >= 0x80)
+            fail(rules::kPy2StringEncoding,
+                 fmt::format("{} Python 2 str is not ASCII at byte {} (encoding='ascii')", opname(), i));
+        break;
+      case Py2Strings::kLatin1: {  // each byte is the code point of one character
+        std::string utf8;
+        utf8.reserve(raw.size());
+        for (char c : raw) {
+          const auto b = static_cast<unsigned char>(c);
+          if (b < 0x80) {
+            utf8 += c;
+          } else {
+            utf8 += static_cast<char>(0xC0 | (b >> 6));
+            utf8 += static_cast<char>(0x80 | (b & 0x3F));
+          }
+        }
+        check_string(utf8.size());
+        charge(kSlotCost + utf8.size());
+        return Slot{Value::str(std::move(utf8)), nullptr};
+      }
+    }
     if (auto bad = util::first_invalid_utf8(raw))
       fail(rules::kPy2StringEncoding,
            fmt::format("{} Python 2 str is not UTF-8 at byte {} "

@@ -52,6 +52,8 @@ struct Hooks {
   std::function<void(std::uint8_t op, const Value& target, const std::vector<Value>& operands,
                      std::uint64_t offset)>
       on_mutate;
+  // How Python 2 str opcodes decode (ReadOptions::py2_strings).
+  Py2Strings py2_strings = Py2Strings::kUtf8;
 };
 
 struct Parsed {

@@ -92,6 +92,7 @@ Checkpoint read_torch_legacy(const io::Input& in) {
     }
     return Value();
   };
+  scan.py2_strings = in.options->py2_strings;
   pickle::Parsed first = pickle::parse(file.subspan(object_at), in.name, object_at, limits, scan);
   pos = object_at + first.end;
 

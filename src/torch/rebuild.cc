@@ -104,8 +104,19 @@ StorageRef parse_storage_pid(const Value& pid, bool legacy, const std::string& n
   auto fail = [&](const std::string& why) -> StorageRef { throw Error(rules::kBadPersistentId, why, name, offset); };
   if (!pid.is(Value::Kind::kTuple)) fail(fmt::format("persistent id is a {}, not a tuple", kind_name(pid.kind())));
   const auto& f = pid.items();
-  if (f.empty() || !f[0].is(Value::Kind::kStr)) fail("persistent id has no type tag");
-  if (f[0].as_str() != "storage") fail(fmt::format("persistent id type '{}' is not 'storage'", f[0].as_str()));
+  // A Python 2 file read with encoding='bytes' gives the tag, key and location as bytes;
+  // torch decodes them as ASCII (serialization._maybe_decode_ascii).
+  auto text = [](const Value& v) -> std::optional<std::string> {
+    if (v.is(Value::Kind::kStr)) return std::string(v.as_str());
+    if (v.is(Value::Kind::kBytes) && !v.is_bytearray() &&
+        std::all_of(v.as_bytes().begin(), v.as_bytes().end(),
+                    [](char c) { return static_cast<unsigned char>(c) < 0x80; }))
+      return std::string(v.as_bytes());
+    return std::nullopt;
+  };
+  const auto tag = f.empty() ? std::nullopt : text(f[0]);
+  if (!tag) fail("persistent id has no type tag");
+  if (*tag != "storage") fail(fmt::format("persistent id type '{}' is not 'storage'", *tag));
   const std::size_t want = legacy ? 6 : 5;
   if (f.size() != want) fail(fmt::format("storage persistent id has {} fields, expected {}", f.size(), want));
   StorageRef r;
@@ -120,11 +131,12 @@ StorageRef parse_storage_pid(const Value& pid, bool legacy, const std::string& n
     throw Error(rules::kUnknownStorageType,
                 fmt::format("unknown storage class {}.{}", f[1].as_global().module, r.type_name), name, offset);
   }
-  if (f[2].is(Value::Kind::kStr)) r.key = std::string(f[2].as_str());
+  if (auto k = text(f[2])) r.key = *k;
   else if (f[2].is(Value::Kind::kInt)) r.key = std::to_string(f[2].as_int());
   else fail("storage key is not a string");
-  if (!f[3].is(Value::Kind::kStr)) fail("storage location is not a string");
-  r.location = std::string(f[3].as_str());
+  auto location = text(f[3]);
+  if (!location) fail("storage location is not a string");
+  r.location = *location;
   if (!f[4].is(Value::Kind::kInt) || f[4].as_int() < 0) fail("storage size is not a non-negative integer");
   r.numel = static_cast<std::uint64_t>(f[4].as_int());
   if (r.typed && !util::mul(r.numel, itemsize(r.dtype)))
@@ -846,6 +858,7 @@ Value unpickle(const io::Input& in, std::span<const std::byte> stream, std::uint
                std::uint64_t* end, int* protocol) {
   pickle::Hooks hooks;
   hooks.persistent_load = persistent_load;
+  hooks.py2_strings = in.options->py2_strings;
   pickle::Parsed p = pickle::parse(stream, in.name, base_offset, in.options->limits, hooks);
   for (auto& g : p.globals) out.globals.push_back(std::move(g));
   // Facts are located by stream ("data.pkl"), never by file name, so two files'

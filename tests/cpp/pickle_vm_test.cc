@@ -84,6 +84,22 @@ TEST(PickleVm, Py2NonUtf8StrIsRefusedLikeTorchLoad) {
               detail::pickle::rules::kPy2StringEncoding.id);
 }
 
+TEST(PickleVm, Py2StringsDecodeAsTorchLoadsEncodingSays) {
+  // The same real Python 2.7 pickles under torch.load's encoding= choices.
+  REQUIRE_FIXTURE(p0, "py2_latin1_str_p0.pkl");
+  for (int proto = 0; proto <= 2; ++proto) {
+    const std::string data = fixture("py2_latin1_str_p" + std::to_string(proto) + ".pkl");
+    detail::pickle::Hooks h;
+    h.py2_strings = Py2Strings::kLatin1;
+    const std::string latin1 = describe(parse_bytes(data, {}, h).value);
+    EXPECT_NE(latin1.find(hex("\xc3\xa9"s)), std::string::npos) << proto << ": " << latin1;  // U+00E9 in UTF-8
+    h.py2_strings = Py2Strings::kBytes;
+    EXPECT_EQ(describe(parse_bytes(data, {}, h).value).rfind('b', 0), 0u) << proto;  // a bytes value
+    h.py2_strings = Py2Strings::kAscii;
+    EXPECT_EQ(parse_rule(data, {}, h), detail::pickle::rules::kPy2StringEncoding.id) << proto;
+  }
+}
+
 TEST(PickleVm, Py2OldStyleInstancesAreInstAndObj) {
   REQUIRE_FIXTURE(data, "py2_objects_p0.pkl");
   // protocol 0: INST '__main__ Old'; protocols 1/2: OBJ with the class; BUILD sets state.
