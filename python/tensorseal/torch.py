@@ -133,9 +133,11 @@ def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = Non
             ``fn(storage, "cpu")`` and its result used (``None`` keeps the storage).
         pickle_module: accepted for compatibility: None or the ``pickle`` module.
         weights_only: True (the default, as in torch >= 2.6) refuses a file that
-            references any global outside torch's safe set (``tensorseal.scan`` classes
-            it unknown or dangerous), as ``torch.load`` would; False returns such
-            objects as inert data.
+            references any global outside tensorseal's safe set (``tensorseal.scan``
+            classes it unknown or dangerous; docs/security.md), as ``torch.load``
+            would; the set also holds the numpy objects ``torch.save`` pickles, which
+            torch's own weights_only loader refuses unless allowlisted. False returns
+            such objects as inert data.
         mmap: None or False (torch's default) reads the file into memory, so the
             tensors never depend on it: saving over the same path afterwards, as
             training loops do, is safe. True maps paths as ``torch.load(mmap=True)``:
