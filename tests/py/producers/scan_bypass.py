@@ -92,6 +92,13 @@ class Attack:
         return (os.system, (f"touch {self.marker}",))
 
 
+def npy_object(pickled: bytes) -> bytes:
+    """A version-1 .npy of one object element: numpy.load(allow_pickle=True) unpickles it."""
+    h = b"{'descr': '|O', 'fortran_order': False, 'shape': (1,), }"
+    h += b" " * ((64 - (10 + len(h) + 1) % 64) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h + pickled
+
+
 def torch_zip(data_pkl: bytes, records=(), prefix="archive") -> bytes:
     b = io.BytesIO()
     with zipfile.ZipFile(b, "w", zipfile.ZIP_STORED) as z:
@@ -205,6 +212,11 @@ def build(d: pathlib.Path) -> dict:
         torch_zip(stream(call(g("torch", "storage._load_from_bytes"), binbytes(inner(m))), proto=4)), "torch",
         ["posix.system"], marker=m, suffix=".pt")
 
+    m = mk("n-npy")
+    add("rebuild_from_type_v2_in_npy", "nested",
+        npy_object(stream(call(g("torch._tensor", "_rebuild_from_type_v2"), lfb, g("torch", "Tensor"),
+                               tup(binbytes(inner(m))), b"}"))), "numpy", ["posix.system"], marker=m, suffix=".npy")
+
     # payloads that run before the stream breaks
     m = mk("b-garbage")
     add("reduce_then_garbage", "broken", stream(call(g("posix", "system"), s(f"touch {m}")))[:-1] + b"\xff\xfe\xfd",
@@ -227,6 +239,10 @@ def build(d: pathlib.Path) -> dict:
     add("zip_member_then_garbage", "broken",
         torch_zip(pickle.dumps({"x": Attack(m)}, protocol=2)[:-1] + b"\xff" * 8), "torch", ["posix.system"],
         marker=m, suffix=".pt")
+
+    m = mk("b-npy")
+    add("npy_payload_then_garbage", "broken", npy_object(pickle.dumps(Attack(m), protocol=2)[:-1] + b"\xff\xfe"),
+        "numpy", ["posix.system"], marker=m, suffix=".npy")
 
     # stacked pickles
     m = mk("s-two")
