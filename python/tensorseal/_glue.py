@@ -303,10 +303,44 @@ def make_object(callable: Any, args: Any, kwargs: Any, how: int, state: Any, has
                 isinstance(args, tuple) and len(args) == 4 and all(isinstance(x, torch.Tensor) for x in args):
             # The core checked every component lies inside the buffer (torch/rebuild.cc).
             return torch._nested_view_from_buffer(*args)
+    array = _numpy_object_array(callable, args, kwargs, how, state, has_state, list_items, dict_items)
+    if array is not None:
+        return array
     if into is None:
         return Opaque(callable, args, kwargs, how, state, has_state, list_items, dict_items)
     Opaque.__init__(into, callable, args, kwargs, how, state, has_state, list_items, dict_items)
     return into
+
+
+_NUMPY_RECONSTRUCT = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct")}
+
+
+def _numpy_object_array(callable: Any, args: Any, kwargs: Any, how: int, state: Any, has_state: bool,
+                        list_items: list, dict_items: list) -> Any:
+    """A numpy object array (dtype 'O') as numpy's pickle builds it: _reconstruct(ndarray,
+    (0,), b'b') then BUILD (1, shape, dtype('O8'), fortran, [elements]); the core read
+    the elements (never running anything). None for anything else."""
+    if not (isinstance(callable, Global) and (callable.module, callable.name) in _NUMPY_RECONSTRUCT and how == 0
+            and kwargs is None and has_state and not list_items and not dict_items and isinstance(args, tuple)
+            and len(args) == 3 and args[0] == Global("numpy", "ndarray") and isinstance(state, tuple)
+            and len(state) == 5 and state[0] == 1 and isinstance(state[1], tuple) and isinstance(state[4], list)):
+        return None
+    dt = state[2]
+    if not (isinstance(dt, Opaque) and dt.callable == Global("numpy", "dtype") and isinstance(dt.args, tuple)
+            and dt.args[:1] == ("O8",)):
+        return None
+    shape = state[1]
+    if not all(isinstance(d, int) and d >= 0 for d in shape):
+        return None
+    n = 1
+    for d in shape:
+        n *= d
+    if len(state[4]) != n:
+        return None
+    flat = np.empty(n, dtype=object)
+    for i, x in enumerate(state[4]):
+        flat[i] = x
+    return flat.reshape(shape, order="F" if state[3] else "C")
 
 
 _SPARSE_LAYOUTS = ("sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc")

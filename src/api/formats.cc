@@ -11,6 +11,8 @@
 #include "dcp/format.h"
 #include "numpy/constants.h"
 #include "numpy/format.h"
+#include "io/sink.h"
+#include "numpy/npy.h"
 #include "pickle/constants.h"
 #include "pickle/vm.h"
 #include "safetensors/constants.h"
@@ -25,6 +27,40 @@
 namespace tensorseal {
 namespace detail::api {
 namespace {
+
+// The npy row's writer: a tensor as numpy.save writes it, or a numpy object array
+// (what read_npy gives for descr 'O': the array's pickle) as np.save(allow_pickle)
+// writes it: the header with descr '|O', then the array pickled (torch layer's
+// canonical pickle, numpy objects inline).
+void write_npy_or_objects(const Value& root, const WriteOptions& options, io::Sink& sink) {
+  if (!root.is(Value::Kind::kObject)) return numpy::write_npy(root, options, sink);
+  const Object& o = root.as_object();
+  const auto* state = o.state && o.state->is(Value::Kind::kTuple) ? &o.state->items() : nullptr;
+  if (!o.callable || !(o.callable->is_global("numpy.core.multiarray", "_reconstruct") ||
+                       o.callable->is_global("numpy._core.multiarray", "_reconstruct")) ||
+      state == nullptr || state->size() != 5 || !(*state)[1].is(Value::Kind::kTuple) ||
+      !(*state)[3].is(Value::Kind::kBool))
+    return numpy::write_npy(root, options, sink);  // refuses it: not a tensor
+  std::vector<std::int64_t> shape;
+  for (const Value& d : (*state)[1].items()) {
+    if (!d.is(Value::Kind::kInt) || d.as_int() < 0)
+      throw Error(rules::kInvalidArgument, "a numpy object array whose shape is not a tuple of non-negative ints");
+    shape.push_back(d.as_int());
+  }
+  sink.write(numpy::header("|O", (*state)[3].as_bool(), shape));
+  sink.write(torch::pickle_without_storages(root));
+}
+
+// An .npz member that is an object array: its .npy image.
+std::string object_member_image(const Value& member) {
+  io::StringSink s;
+  write_npy_or_objects(member, WriteOptions{}, s);
+  return std::move(s.out);
+}
+
+void write_npz_with_objects(const Value& root, const WriteOptions& options, io::Sink& sink) {
+  numpy::write_npz(root, options, sink, object_member_image);
+}
 
 using Names = std::string_view;
 constexpr std::array<Names, 3> kTorchZipAliases{"pt", "pth", "torch"};
@@ -58,14 +94,14 @@ constexpr std::array kHfShardsTopics{Topics(shards::topics::kAll), kSafetensors,
 constexpr std::array kRows{
     FormatRow{.info = {Format::kNpz, "npz", {}, kNpzExtensions, "numpy.savez archive of .npy arrays", true,
                        Format::kNpz},
-              .detect = numpy::detect_npz, .read = numpy::read_npz, .write = numpy::write_npz,
+              .detect = numpy::detect_npz, .read = numpy::read_npz, .write = write_npz_with_objects,
               .structure = Structure::kZip, .topics = kNpzTopics},
     FormatRow{.info = {Format::kTorchZip, "torch-zip", kTorchZipAliases, kTorchZipExtensions,
                        "torch.save zip archive (torch >= 1.6)", true, Format::kTorchZip},
               .detect = torch::detect_torch_zip, .read = torch::read_torch_zip, .write = torch::write_torch_zip,
               .structure = Structure::kZip, .topics = kTorchZipTopics},
     FormatRow{.info = {Format::kNpy, "npy", {}, kNpyExtensions, "numpy.save array", true, Format::kNpy},
-              .detect = numpy::detect_npy, .read = numpy::read_npy, .write = numpy::write_npy,
+              .detect = numpy::detect_npy, .read = numpy::read_npy, .write = write_npy_or_objects,
               .structure = Structure::kNpy, .topics = kNpyTopics},
     FormatRow{.info = {Format::kTorchLegacy, "torch-legacy", kTorchLegacyAliases, {},
                        "torch.save legacy stream (_use_new_zipfile_serialization=False)", true, Format::kTorchZip},

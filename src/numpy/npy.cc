@@ -386,9 +386,49 @@ bool detect_npy(std::span<const std::byte> head) noexcept {
   return head.size() >= numpy::kMagic.size() && util::as_chars(head.first(numpy::kMagic.size())) == numpy::kMagic;
 }
 
+// An object array (descr 'O'): its data is pickle.dump(array) (np.save with
+// allow_pickle), read through the restricted pickle reader as a nested file, never
+// run. The result is the array's pickle: _reconstruct(ndarray, (0,), b'b') with BUILD
+// (1, shape, dtype('O'), fortran, [elements]), checked against the header.
+Checkpoint read_object_npy(const io::Input& in, std::uint64_t data_at) {
+  if (in.read_nested == nullptr)
+    throw Error(tensorseal::rules::kInternal, "an object array reached a reader given no ReadNested", in.name);
+  if (in.nesting + 1 > in.options->limits.max_nested_files)
+    throw Error(numpy::rules::kObjectArray, "object arrays nested too deep", in.name, data_at);
+  io::Input sub = in;
+  sub.name = in.name + "/data.pkl";
+  sub.nesting = in.nesting + 1;
+  sub.whole = Storage::slice(in.whole, data_at, in.size() - data_at);
+  ReadOptions pickle_only = *in.options;
+  pickle_only.format = Format::kPickle;
+  sub.options = &pickle_only;
+  Checkpoint c;
+  try {
+    c = in.read_nested(sub);
+  } catch (const Error& e) {
+    if (e.rule() != tensorseal::rules::kUnknownFormat.id) throw;
+    throw Error(numpy::rules::kObjectArray, "the data of an object array is not a pickle", in.name, data_at);
+  }
+  const Value& v = c.root;
+  const bool array = v.is(Value::Kind::kObject) && v.as_object().callable &&
+                     (v.as_object().callable->is_global("numpy.core.multiarray", "_reconstruct") ||
+                      v.as_object().callable->is_global("numpy._core.multiarray", "_reconstruct")) &&
+                     v.as_object().state && v.as_object().state->is(Value::Kind::kTuple) &&
+                     v.as_object().state->items().size() == 5 &&
+                     v.as_object().state->items()[4].is(Value::Kind::kList);
+  if (!array)
+    throw Error(numpy::rules::kObjectArray,
+                "the data of an object array is not a pickled numpy object array (" + repr(v, 80) + ")", in.name,
+                data_at);
+  c.format = Format::kNpy;
+  c.facts.push_back(core::fact(topics::kFortranOrder, "header", "object array (pickled)"));
+  return c;
+}
+
 Checkpoint read_npy(const io::Input& in) {
   numpy::Parsed p;
   try {
+    if (const auto at = numpy::object_array_data(in.bytes())) return read_object_npy(in, *at);
     p = numpy::parse(in.whole, in.options->limits);
   } catch (const Error& e) {
     throw e.located(in.name);

@@ -37,6 +37,18 @@ Error in_member(const Error& e, const std::string& member, const std::string& fi
   return Error(Rule{e.rule(), e.kind()}, "member '" + member + "': " + e.detail(), file, offset);
 }
 
+// Where an object array member's pickle starts, or nullopt for any other member (its
+// header errors are reported by numpy::parse below).
+std::optional<std::uint64_t> object_member(const std::shared_ptr<const Storage>& image, const std::string& member,
+                                           const std::string& file, std::uint64_t offset) {
+  try {
+    return numpy::object_array_data(image->bytes());
+  } catch (const Error&) {
+    (void)member, (void)file, (void)offset;
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 bool detect_npz(std::span<const std::byte> head) noexcept {
@@ -66,6 +78,15 @@ Checkpoint read_npz(const io::Input& in) {
     if (!stored) c.compressed = true;
     if (stored) image = in.window(e.data_offset, e.size);
     else image = Storage::owned(std::move(scratch));
+    if (std::optional<std::uint64_t> at; (at = object_member(image, e.name, in.name, e.data_offset))) {
+      io::Input sub = in;
+      sub.whole = image;
+      sub.name = in.name + "/" + e.name;
+      Checkpoint member = read_object_npy(sub, *at);
+      for (auto& g : member.globals) c.globals.push_back(std::move(g));
+      d.set(Value::str(key), std::move(member.root));
+      continue;
+    }
     numpy::Parsed p;
     try {
       p = numpy::parse(image, limits);
@@ -92,26 +113,42 @@ Checkpoint read_npz(const io::Input& in) {
   return c;
 }
 
-void write_npz(const Value& root, const WriteOptions& options, io::Sink& sink) {
+void write_npz(const Value& root, const WriteOptions& options, io::Sink& sink, MemberImage objects) {
   if (!root.is(Value::Kind::kDict))
     throw Error(rules::kNotFlat,
                 "a .npz file holds a dict of named tensors; got " + std::string(kind_name(root.kind())));
   struct Item {
     std::string_view key;
-    const Tensor* tensor;
+    const Tensor* tensor;  // null for an object array, whose whole image is `image`
+    std::string image;
   };
   std::vector<Item> items;
   for (const auto& [k, v] : root.as_dict().items) {
-    if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor))
+    const bool object = objects != nullptr && v.is(Value::Kind::kObject);
+    if (!k.is(Value::Kind::kStr) || (!v.is(Value::Kind::kTensor) && !object))
       throw Error(rules::kNotFlat, "a .npz file holds str -> tensor entries; got " + repr(k, 60) + " -> " +
                                        std::string(kind_name(v.kind())));
     if (k.as_str().empty() || k.as_str().find('\0') != std::string_view::npos)
       throw Error(rules::kNotFlat, "key " + repr(k, 60) + " cannot name a zip member");
-    items.push_back({k.as_str(), v.as_tensor().get()});
+    if (object) items.push_back({k.as_str(), nullptr, objects(v)});
+    else items.push_back({k.as_str(), v.as_tensor().get(), {}});
   }
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.key < b.key; });
   zip::Writer w(sink, zip::Profile::kNumpy);
   for (const Item& it : items) {
+    if (it.tensor == nullptr) {  // an object array: its image is ready
+      const auto image = util::as_bytes(it.image);
+      const std::string name = std::string(it.key) + std::string(numpy::kMemberSuffix);
+      if (options.compress) {
+        const std::vector<std::byte> in(image.begin(), image.end());
+        w.record_deflated(name, in.size(), util::crc32(0, image), zip::deflate(in));
+      } else {
+        w.begin_record(name, image.size(), util::crc32(0, image));
+        w.write(image);
+        w.end_record();
+      }
+      continue;
+    }
     const std::string head = numpy::header_for(*it.tensor);
     if (options.compress) {
       // The whole member image in memory: the local header needs the compressed size.

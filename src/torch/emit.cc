@@ -239,4 +239,20 @@ pickle::Writer::Hooks make_hooks(StoragePlan& plan, bool legacy) {
   return h;
 }
 
+std::string pickle_without_storages(const Value& root) {
+  StoragePlan plan(root);
+  pickle::Writer::Hooks h = make_hooks(plan, false);
+  auto inline_only = h.tensor;
+  h.tensor = [inline_only](pickle::Writer& w, const Tensor& t) {
+    if (t.numpy == NumpyType::kNone)
+      throw Error(torch::rules::kCannotWrite, "a torch tensor inside a numpy object array cannot be written");
+    inline_only(w, t);
+  };
+  h.storage = [](pickle::Writer&, const Storage&) {
+    throw Error(torch::rules::kCannotWrite, "a storage inside a numpy object array cannot be written");
+  };
+  pickle::Writer w(std::move(h));
+  return w.finish(root);
+}
+
 }  // namespace tensorseal::detail::torch

@@ -25,5 +25,9 @@ Checkpoint read_pickle_file(const io::Input& in);
 // Writers: stream canonical bytes into `sink`.
 void write_torch_zip(const Value& root, const WriteOptions& options, io::Sink& sink);
 void write_torch_legacy(const Value& root, const WriteOptions& options, io::Sink& sink);
+// The canonical pickle of a numpy object array's value (what np.save writes after the
+// header with allow_pickle): numpy objects inline, no persistent ids. A torch tensor
+// inside is torch/cannot-write (np.load could not read it).
+std::string pickle_without_storages(const Value& root);
 
 }  // namespace tensorseal::detail::torch

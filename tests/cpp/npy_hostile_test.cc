@@ -113,8 +113,11 @@ TEST(NpyHostile, Shapes) {
 }
 
 TEST(NpyHostile, Dtypes) {
+  // An object array's data must be a pickled numpy object array.
   EXPECT_EQ(rule(npy("{'descr': '|O', 'fortran_order': False, 'shape': (2,)}", std::string(16, '\0'))),
             "npy/object-array");
+  EXPECT_EQ(rule(npy("{'descr': '|O', 'fortran_order': False, 'shape': (2,)}", "\x80\x02K\x01.")),
+            "npy/object-array") << "a pickle of something else";
   EXPECT_EQ(rule(npy("{'descr': [('a', '<f4'), ('b', '<i2')], 'fortran_order': False, 'shape': (2,)}", "")),
             "npy/structured-dtype");
   EXPECT_EQ(rule(npy("{'descr': ('<f4', (2,)), 'fortran_order': False, 'shape': (2,)}", "")), "npy/structured-dtype");

@@ -66,6 +66,15 @@ def py2_python() -> str:
     raise AssertionError("Python 2.7 missing: tests/py/producers/py2_torch_save.py needs it (pyenv 2.7.18)")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _torch_flags_restored():
+    """Trainer(deterministic=True) turns on torch's deterministic algorithms for the whole
+    process; the tests after this module must not inherit it."""
+    det = torch.are_deterministic_algorithms_enabled()
+    yield
+    torch.use_deterministic_algorithms(det)
+
+
 @pytest.fixture(scope="module")
 def produced(tmp_path_factory) -> pathlib.Path:
     root = tmp_path_factory.mktemp("frameworks")

@@ -18,6 +18,15 @@ omegaconf = pytest.importorskip("omegaconf")
 import tensorseal.lightning  # noqa: E402  (needs lightning)
 
 
+@pytest.fixture(autouse=True)
+def _torch_flags_restored():
+    """Trainer(deterministic=...) and seed_everything change torch's global state; later
+    tests must not inherit it."""
+    det = torch.are_deterministic_algorithms_enabled()
+    yield
+    torch.use_deterministic_algorithms(det)
+
+
 class Regressor(L.LightningModule):
     def __init__(self, cfg=None, **kw):
         super().__init__()
@@ -52,7 +61,7 @@ def _fit(root, *, steps, plugin=True, cfg=True, ckpt_path=None):
     L.seed_everything(0, verbose=False)
     model = Regressor(_config()) if cfg else Regressor(hidden=8, lr=0.01)
     trainer = L.Trainer(max_steps=steps, logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        default_root_dir=str(root), accelerator="cpu", deterministic=True,
+                        default_root_dir=str(root), accelerator="cpu",
                         plugins=[tensorseal.lightning.CheckpointIO()] if plugin else None,
                         callbacks=[L.pytorch.callbacks.ModelCheckpoint(dirpath=str(root / "ckpt"), every_n_train_steps=2,
                                                                       save_top_k=-1)])
