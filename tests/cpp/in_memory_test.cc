@@ -87,7 +87,9 @@ TEST(InMemory, ErrorsAreTheMappedReadsErrors) {
     EXPECT_EQ(b, a) << f;
     failed += !a.empty();
   }
-  EXPECT_GT(failed, 3);
+  // Some fixtures must fail for the comparison to mean anything (recursive pickles and
+  // object arrays, which once failed too, are read now).
+  EXPECT_GE(failed, 3);
 }
 
 }  // namespace
