@@ -4,6 +4,7 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <vector>
 
 namespace tensorseal::detail::util {
@@ -51,7 +52,12 @@ void parallel_for(std::size_t n, unsigned threads, const std::function<void(std:
   Work work{n, fn, {}, {}, n, {}};
   std::vector<std::thread> pool;
   pool.reserve(t - 1);
-  for (unsigned k = 1; k < t; ++k) pool.emplace_back(Worker{&work});
+  // A thread the system refuses (EAGAIN under a process or memory limit) is work the
+  // others take over; never an abort (a joinable std::thread left to unwind terminates).
+  try {
+    for (unsigned k = 1; k < t; ++k) pool.emplace_back(Worker{&work});
+  } catch (const std::system_error&) {
+  }
   work();
   for (auto& th : pool) th.join();
   if (work.err) std::rethrow_exception(work.err);
