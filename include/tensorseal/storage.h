@@ -72,6 +72,14 @@ class Storage {
                                                        std::function<std::shared_ptr<const Storage>()> join,
                                                        DType dtype = DType::kUInt8);
 
+  // `size` bytes that `make` computes on first use (once, thread-safe; it must return a
+  // storage of exactly `size` bytes, and may throw): values derived from other
+  // storages that most consumers never read (Tensor::lazy's applied bits). Pieced with
+  // no pieces: for_each_run and bytes() both compute them.
+  [[nodiscard]] static std::shared_ptr<Storage> deferred(std::uint64_t size,
+                                                         std::function<std::shared_ptr<const Storage>()> make,
+                                                         DType dtype = DType::kUInt8);
+
   // The bytes as one buffer (for a pieced storage: joined on first use, which may throw
   // the join's error).
   std::span<const std::byte> bytes() const { return pieced_ ? joined() : std::span<const std::byte>{data_, size_}; }

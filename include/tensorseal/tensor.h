@@ -64,6 +64,20 @@ struct Quantization {
 // torch's name of a scheme without "torch.": "per_tensor_affine", ...
 [[nodiscard]] std::string_view scheme_name(Quantization::Scheme s) noexcept;
 
+// torch's lazy conjugate and negative bits: z.conj(), z.conj().imag and
+// torch._neg_view(z) are views over their base's raw storage that torch flags and
+// applies whenever it reads values (a file records them in the metadata argument of
+// _rebuild_tensor_v2/_v3). A Tensor with `lazy` set is such a view: its `storage` holds
+// the values torch reads (the bits applied element-wise to all of `raw`, computed on
+// first use), under the same shape, strides and offset, so whatever reads values sees
+// torch's values. Writers that keep torch's sharing (canonical torch files, the Python
+// binding's torch tensors) use `raw` and the bits instead.
+struct LazyBits {
+  std::shared_ptr<const Storage> raw;  // the storage torch holds (shared with the base)
+  bool neg = false;   // every element negated (sign bit of floats and complex parts, two's complement)
+  bool conj = false;  // the imaginary part of every complex element negated
+};
+
 struct Tensor {
   DType dtype = DType::kFloat32;
   std::vector<std::int64_t> shape;
@@ -80,6 +94,8 @@ struct Tensor {
   // _rebuild_parameter_with_state: a non-empty dict of str keys to values holding no
   // tensor or storage. Null: none (the usual case).
   std::shared_ptr<const Value> attributes;
+  // Set for a conj/neg view (LazyBits); null for every other tensor.
+  std::shared_ptr<const LazyBits> lazy;
 
   // Product of the shape (1 for 0-d). Validated tensors never overflow.
   std::uint64_t numel() const noexcept;
@@ -109,6 +125,17 @@ struct Tensor {
 // The Python type torch.load gives for `t`: "torch.Tensor", "torch.nn.Parameter",
 // "numpy.ndarray" or "numpy.generic" (a numpy scalar).
 [[nodiscard]] std::string_view python_type_name(const Tensor& t) noexcept;
+
+// Whether torch can set these bits on a `dtype` tensor: conj on complex dtypes only;
+// neg on integers, float16/bfloat16/float32/float64 and complex (not on bool or the
+// 8-bit floats).
+[[nodiscard]] bool can_carry_lazy_bits(DType dtype, bool neg, bool conj) noexcept;
+// The conj/neg view of `raw`, a view of the raw values (raw.lazy null): `raw` with a
+// deferred storage of the applied values and `lazy` set; `raw` itself when neither bit
+// is set. Throws Error{api/invalid-argument} when !can_carry_lazy_bits or raw is lazy.
+[[nodiscard]] std::shared_ptr<const Tensor> lazy_view(const Tensor& raw, bool neg, bool conj);
+// The view of the raw values behind a conj/neg view: `t` over t.lazy->raw, lazy unset.
+[[nodiscard]] Tensor raw_view(const Tensor& t);
 
 // Builds a contiguous tensor over `storage` starting at byte 0.
 [[nodiscard]] std::shared_ptr<Tensor> make_contiguous(DType dtype, std::vector<std::int64_t> shape,

@@ -89,9 +89,13 @@ struct ToPy {
     if (t.numpy != NumpyType::kNone)  // a numpy object stays one, whatever the framework
       return g.attr("make_numpy")(raw_array(t.storage, 1), std::string(name(t.dtype)), nb::tuple(shape),
                                   nb::tuple(strides), t.storage_offset, t.numpy == NumpyType::kScalar);
-    nb::object out = g.attr("make_tensor")(framework, buffer(t.storage, alignment(t.dtype)), std::string(name(t.dtype)),
-                                           nb::tuple(shape), nb::tuple(strides), t.storage_offset, t.requires_grad,
-                                           t.is_parameter);
+    // A conj/neg view becomes torch's lazy view over the raw storage, shared with its
+    // base; numpy has no such views and gets the values.
+    const bool lazy = t.lazy && framework == "torch";
+    nb::object out = g.attr("make_tensor")(framework, buffer(lazy ? t.lazy->raw : t.storage, alignment(t.dtype)),
+                                           std::string(name(t.dtype)), nb::tuple(shape), nb::tuple(strides),
+                                           t.storage_offset, t.requires_grad, t.is_parameter, lazy && t.lazy->neg,
+                                           lazy && t.lazy->conj);
     if (t.attributes) out = g.attr("set_attributes")(out, convert(*t.attributes));
     return out;
   }
@@ -570,6 +574,11 @@ struct FromPy {
     } else {
       t->storage = storage(buf);  // typed as the buffer says (numpy, bare storages)
       t->validate();
+    }
+    if (nb::object lz = desc.attr("lazy"); !lz.is_none()) {  // (neg, conj): t is the raw view
+      if (t->quantization || t->numpy != NumpyType::kNone)
+        throw Error(rules::kInvalidArgument, "a quantized or numpy tensor cannot be a conj/neg view");
+      return Value(lazy_view(*t, nb::cast<bool>(lz[0]), nb::cast<bool>(lz[1])));
     }
     return Value(std::shared_ptr<const Tensor>(t));
   }

@@ -101,10 +101,14 @@ def set_attributes(t: Any, attributes: dict) -> Any:
 
 
 def make_tensor(framework: str, base: Any, dtype: str, shape: tuple, strides: tuple, offset: int,
-                requires_grad: bool, is_parameter: bool) -> Any:
+                requires_grad: bool, is_parameter: bool, neg: bool = False, conj: bool = False) -> Any:
+    """A tensor over `base`; for torch, neg/conj make the lazy view torch's
+    _rebuild_tensor_v2 makes from its metadata argument (base holds the raw values)."""
     if framework == "torch":
         t = torch.empty((0,), dtype=_torch_dtype(dtype))
         t.set_(base, offset, shape, strides)
+        if neg or conj:
+            torch._utils.set_tensor_metadata(t, {k: True for k, on in (("neg", neg), ("conj", conj)) if on})
         return with_flags(t, requires_grad, is_parameter)
     dt = _numpy_dtype(dtype)
     item = dt.itemsize
@@ -408,6 +412,8 @@ class TensorDesc(NamedTuple):
     quant: Optional[tuple] = None
     # Python attributes of the tensor object (its __dict__), None when it has none.
     attributes: Optional[dict] = None
+    # (neg, conj) of a conj/neg view, whose buffer holds the raw values; None otherwise.
+    lazy: Optional[tuple] = None
 
 
 class GlobalDesc(NamedTuple):
@@ -531,10 +537,14 @@ def _describe_torch(t: Any) -> TensorDesc:
         raise TypeError(f"cannot save a {type(t).__name__} on the meta device with attributes or a non-strided layout")
     if t.device.type != "cpu":
         t = t.detach().cpu()
-    if t.is_conj():
-        t = t.resolve_conj()
-    if t.is_neg():
-        t = t.resolve_neg()
+    # A conj/neg view is described as its raw view (the same memory, bits cleared: conj()
+    # and _neg_view toggle them) plus the bits, so it keeps sharing its base's storage.
+    neg, conj = bool(t.is_neg()), bool(t.is_conj())
+    param, requires_grad = isinstance(t, torch.nn.Parameter), bool(t.requires_grad)
+    if conj:
+        t = t.conj()
+    if neg:
+        t = torch._neg_view(t)
     if t.layout != torch.strided:
         raise TypeError(f"cannot save a {t.layout} tensor (only strided tensors)")
     # Tensors whose meaning is not (storage, dtype, shape, strides): writing their bytes
@@ -559,8 +569,8 @@ def _describe_torch(t: Any) -> TensorDesc:
                         "save its local tensor or full_tensor() instead")
     storage = t.untyped_storage()
     return TensorDesc(BufferDesc(storage.data_ptr(), storage.nbytes(), storage, "uint8"), dtype_name(t.dtype),
-                      tuple(t.shape), tuple(t.stride()), t.storage_offset(), bool(t.requires_grad),
-                      isinstance(t, torch.nn.Parameter), 0, quant, attributes)
+                      tuple(t.shape), tuple(t.stride()), t.storage_offset(), requires_grad, param, 0, quant,
+                      attributes, (neg, conj) if neg or conj else None)
 
 
 def _describe_numpy(a: np.ndarray, numpy: int = 1) -> TensorDesc:

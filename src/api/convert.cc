@@ -36,7 +36,10 @@ std::vector<std::span<const std::byte>> mapped_files(const Value& root) {
         out.push_back(s->file()->bytes());
     }
     bool enter(const Value& v, const std::string&) override {
-      if (v.is(Value::Kind::kTensor)) add(v.as_tensor()->storage.get());
+      if (v.is(Value::Kind::kTensor)) {
+        add(v.as_tensor()->storage.get());
+        if (const auto& lazy = v.as_tensor()->lazy) add(lazy->raw.get());
+      }
       if (v.is(Value::Kind::kStorage)) add(v.as_storage().get());
       return true;
     }

@@ -28,6 +28,13 @@ std::shared_ptr<Storage> Storage::pieced(std::vector<std::span<const std::byte>>
   return s;
 }
 
+std::shared_ptr<Storage> Storage::deferred(std::uint64_t size, std::function<std::shared_ptr<const Storage>()> make,
+                                           DType dtype) {
+  auto s = pieced({}, {}, std::move(make), dtype);
+  s->size_ = size;
+  return s;
+}
+
 std::span<const std::span<const std::byte>> Storage::pieces() const noexcept {
   if (!pieced_) return {};
   return pieced_->pieces;

@@ -205,6 +205,10 @@ class ContentHasher {
     const Storage& storage = t ? *t->storage : *s;
     if (const auto& p = storage.pending_checksum(); p && pending_seen_.insert(p.get()).second)
       checks_.push_back(p.get());
+    // A conj/neg view's values are computed from its raw storage: that record's bytes.
+    if (t && t->lazy)
+      if (const auto& p = t->lazy->raw->pending_checksum(); p && pending_seen_.insert(p.get()).second)
+        checks_.push_back(p.get());
   }
 
   void hash_leaves() {

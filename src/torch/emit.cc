@@ -22,6 +22,7 @@
 // on any machine.
 #include "torch/emit.h"
 
+#include "pickle/opcodes.h"
 #include "tensorseal/error.h"
 #include "torch/constants.h"
 
@@ -117,6 +118,22 @@ void tensor_arguments(pickle::Writer& w, StoragePlan& plan, const Tensor& t, boo
   w.value(Value(requires_grad));
   empty_ordered_dict(w);
   if (!typed) w.global("torch", name(t.dtype));
+  if (v.lazy) {
+    // The metadata argument, keys in torch._C._get_tensor_metadata's order, written as
+    // CPython writes a dict (EMPTY_DICT BINPUT, then SETITEM or MARK .. SETITEMS). Not
+    // through value(): a temporary dict node would be memoized by its address.
+    const bool both = t.lazy->neg && t.lazy->conj;
+    w.raw(std::string(1, static_cast<char>(pickle::op::kEmptyDict)));
+    w.put_anonymous();
+    if (both) w.mark();
+    const std::pair<const char*, bool> bits[] = {{"neg", t.lazy->neg}, {"conj", t.lazy->conj}};
+    for (const auto& [key, on] : bits) {
+      if (!on) continue;
+      w.value(Value::str(key));
+      w.value(Value(true));
+    }
+    w.raw(std::string(1, static_cast<char>(both ? pickle::op::kSetItems : pickle::op::kSetItem)));
+  }
   w.tuple_from_mark();
 }
 

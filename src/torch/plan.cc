@@ -78,12 +78,41 @@ StoragePlan::StoragePlan(const Value& root) {
     if (const auto& q = tensors[i]->quantization; q && q->per_channel())
       for (const Tensor* p : {q->scales.get(), q->zero_points.get()})
         if (listed.insert(p).second) tensors.push_back(p);
+  // A conj/neg view is planned as its raw view, so it shares its base's storage as in
+  // torch (the writer records the bits in the metadata argument).
+  std::map<const Tensor*, const Tensor*> lazy_of;  // raw view -> its conj/neg view
   for (const Tensor* t : tensors) {
     t->validate();
     if (t->numpy != NumpyType::kNone) continue;  // numpy objects carry their bytes inline (emit.cc)
-    auto& g = groups[t->storage.get()];
-    if (g.empty()) order.push_back(t->storage.get());
-    g.push_back(t);
+    const Tensor* member = t;
+    if (t->lazy) {
+      raw_views_.push_back(std::make_unique<Tensor>(raw_view(*t)));
+      member = raw_views_.back().get();
+      lazy_of.emplace(member, t);
+    }
+    auto& g = groups[member->storage.get()];
+    if (g.empty()) order.push_back(member->storage.get());
+    g.push_back(member);
+  }
+  // torch cannot keep a storage viewed as two dtypes (z and z.conj().imag): such a
+  // conj/neg view is planned by its values instead, over a storage of its own.
+  for (std::size_t i = 0, n = order.size(); i < n; ++i) {
+    auto& g = groups[order[i]];
+    const auto lead_it = std::find_if(g.begin(), g.end(), [&](const Tensor* m) { return !lazy_of.count(m); });
+    const DType lead = (lead_it == g.end() ? g.front() : *lead_it)->dtype;
+    std::vector<const Tensor*> kept;
+    for (const Tensor* m : g) {
+      const auto it = lazy_of.find(m);
+      if (m->dtype == lead || it == lazy_of.end()) {
+        kept.push_back(m);
+        continue;
+      }
+      const Tensor* view = it->second;
+      lazy_of.erase(it);
+      order.push_back(view->storage.get());
+      groups[view->storage.get()].push_back(view);
+    }
+    g = std::move(kept);
   }
   for (const Storage* s : order) {
     const auto& g = groups[s];
@@ -121,6 +150,10 @@ StoragePlan::StoragePlan(const Value& root) {
       }
     }
     storages_.push_back(std::move(ps));
+  }
+  for (const auto& [raw, view] : lazy_of) {
+    views_[view] = views_.at(raw);
+    views_[view].lazy = true;
   }
   for (const auto& s : bare) {
     if (bare_.count(s.get())) continue;

@@ -52,6 +52,7 @@ struct PlannedView {
   PlannedStorage* storage = nullptr;
   std::int64_t offset = 0;               // elements
   std::vector<std::int64_t> strides;     // elements
+  bool lazy = false;  // a conj/neg view planned as its raw view: the writer records its bits
 };
 
 class StoragePlan {
@@ -67,6 +68,7 @@ class StoragePlan {
 
  private:
   std::vector<std::unique_ptr<PlannedStorage>> storages_;
+  std::vector<std::unique_ptr<Tensor>> raw_views_;  // of conj/neg views (dense sources may point here)
   std::map<const Tensor*, PlannedView> views_;
   std::map<const Storage*, PlannedStorage*> bare_;
   std::vector<PlannedStorage*> used_;

@@ -7,10 +7,10 @@
 #include <fmt/format.h>
 
 #include "pickle/compat.h"
+#include "pickle/constants.h"
 #include "pickle/vm.h"
 #include "torch/composite.h"
 #include "torch/constants.h"
-#include "torch/lazy_bits.h"
 #include "util/checked.h"
 #include "util/endian.h"
 #include "util/text.h"
@@ -184,8 +184,8 @@ struct Resolution {
   }
 
   // The metadata argument of _rebuild_tensor_v2/_v3 (None or a dict from
-  // torch._C._get_tensor_metadata): the lazy conj/neg bits are applied (lazy_bits.h);
-  // any other key is refused rather than ignored.
+  // torch._C._get_tensor_metadata): the lazy conj/neg bits make a lazy view (tensor.h
+  // LazyBits) that keeps sharing the storage; any other key is refused, not ignored.
   Value with_metadata(Value tensor, const Value& meta, const std::string& fn) {
     if (meta.is_none()) return tensor;
     if (!meta.is(Value::Kind::kDict)) bad_args(fn, "tensor metadata is not a dict", in);
@@ -199,7 +199,19 @@ struct Resolution {
       (k.as_str() == "neg" ? neg : conj) = v.as_bool();
     }
     if (!neg && !conj) return tensor;
-    return Value(apply_lazy_bits(*tensor.as_tensor(), neg, conj, in.options->limits, in.name));
+    const Tensor& raw = *tensor.as_tensor();
+    if (!can_carry_lazy_bits(raw.dtype, neg, conj))
+      throw Error(rules::kUnsupportedRebuild,
+                  fmt::format("tensor metadata '{}' on a {} tensor",
+                              conj && !can_carry_lazy_bits(raw.dtype, false, true) ? "conj" : "neg", name(raw.dtype)),
+                  in.name);
+    // The applied values are computed when something reads them: bounded like any copy.
+    if (raw.storage->size() > in.options->limits.max_alloc)
+      throw Error(pickle::rules::kMaxAlloc,
+                  fmt::format("{}: the values of a {}-byte conj/neg view exceed the allocation limit {}", fn,
+                              raw.storage->size(), in.options->limits.max_alloc),
+                  in.name);
+    return Value(lazy_view(raw, neg, conj));
   }
 
   // A per-channel scale or zero-point vector: a tensor, or a list of numbers (older

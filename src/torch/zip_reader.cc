@@ -54,8 +54,9 @@ void add_slack_facts(const Value& root, const std::map<const Storage*, std::stri
     const Tensor& t = *ref.tensor;
     auto [b, e] = t.storage_extent();
     if (b == e) continue;
-    auto it = used.find(t.storage.get());
-    if (it == used.end()) used.emplace(t.storage.get(), std::pair(b, e));
+    const Storage* s = t.lazy ? t.lazy->raw.get() : t.storage.get();  // a conj/neg view reads its raw storage
+    auto it = used.find(s);
+    if (it == used.end()) used.emplace(s, std::pair(b, e));
     else it->second = {std::min(it->second.first, b), std::max(it->second.second, e)};
   }
   for (const auto& [s, key] : keys) {

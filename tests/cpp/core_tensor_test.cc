@@ -1,6 +1,10 @@
-// Tensor: validate, for_each_run, contiguous_bytes, storage_extent, is_contiguous.
+// Tensor: validate, for_each_run, contiguous_bytes, storage_extent, is_contiguous,
+// lazy_view (conj/neg views).
 // for_each_run is checked against a naive element-by-element gather on many views
 // (permuted, sliced, stride-0, size-1 and empty dimensions).
+#include <climits>
+#include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -240,6 +244,60 @@ TEST(CoreTensor, MakeContiguous) {
   EXPECT_NO_THROW(t->validate());
   EXPECT_TRUE(t->is_contiguous());
   EXPECT_FALSE(t->requires_grad);
+}
+
+// ---- lazy_view ---------------------------------------------------------------------------
+
+template <typename T>
+std::shared_ptr<const Storage> storage_of(std::vector<T> xs) {
+  std::vector<std::byte> b(xs.size() * sizeof(T));
+  std::memcpy(b.data(), xs.data(), b.size());
+  return Storage::owned(std::move(b));
+}
+
+template <typename T>
+std::vector<T> values_of(const Storage& s) {
+  std::vector<T> out(s.size() / sizeof(T));
+  std::memcpy(out.data(), s.bytes().data(), out.size() * sizeof(T));
+  return out;
+}
+
+TEST(CoreTensor, LazyViewKeepsTheRawStorageAndDefersTheValues) {
+  // complex64 {1+2i, -3-0i}: conj negates imaginary parts, neg both, neg+conj real parts.
+  auto raw_storage = storage_of<float>({1, 2, -3, -0.0f});
+  const Tensor raw = view(DType::kComplex64, {2}, {1}, 0, raw_storage);
+  const auto c = lazy_view(raw, false, true), n = lazy_view(raw, true, false), nc = lazy_view(raw, true, true);
+  for (const auto& t : {c, n, nc}) {
+    ASSERT_TRUE(t->lazy);
+    EXPECT_EQ(t->lazy->raw, raw_storage);  // shared, not copied
+    EXPECT_EQ(t->storage->size(), raw_storage->size());
+    EXPECT_EQ(raw_view(*t).storage, raw_storage);
+    EXPECT_FALSE(raw_view(*t).lazy);
+  }
+  EXPECT_EQ(values_of<float>(*c->storage), (std::vector<float>{1, -2, -3, 0.0f}));
+  EXPECT_EQ(values_of<float>(*n->storage), (std::vector<float>{-1, -2, 3, 0.0f}));
+  EXPECT_EQ(values_of<float>(*nc->storage), (std::vector<float>{-1, 2, 3, -0.0f}));
+  EXPECT_TRUE(std::signbit(values_of<float>(*nc->storage)[3]));  // -0.0 kept, bit-exact
+  EXPECT_FALSE(std::signbit(values_of<float>(*c->storage)[3]));
+  EXPECT_EQ(values_of<float>(*raw_storage), (std::vector<float>{1, 2, -3, -0.0f}));  // untouched
+  // Integers negate in two's complement (INT_MIN stays INT_MIN, as torch's neg).
+  const auto i = lazy_view(view(DType::kInt32, {3}, {1}, 0, storage_of<std::int32_t>({5, -7, INT32_MIN})), true, false);
+  EXPECT_EQ(values_of<std::int32_t>(*i->storage), (std::vector<std::int32_t>{-5, 7, INT32_MIN}));
+  // No bit: the raw view itself.
+  EXPECT_FALSE(lazy_view(raw, false, false)->lazy);
+}
+
+TEST(CoreTensor, LazyViewRefusesBitsTorchCannotSet) {
+  auto s = iota_storage(16);
+  EXPECT_FALSE(can_carry_lazy_bits(DType::kFloat32, false, true));
+  EXPECT_FALSE(can_carry_lazy_bits(DType::kBool, true, false));
+  EXPECT_TRUE(can_carry_lazy_bits(DType::kComplex128, true, true));
+  EXPECT_EQ(testing::rule_of([&] { (void)lazy_view(view(DType::kFloat32, {4}, {1}, 0, s), false, true); }),
+            "api/invalid-argument");
+  EXPECT_EQ(testing::rule_of([&] { (void)lazy_view(view(DType::kBool, {4}, {1}, 0, s), true, false); }),
+            "api/invalid-argument");
+  const auto n = lazy_view(view(DType::kFloat32, {4}, {1}, 0, s), true, false);
+  EXPECT_EQ(testing::rule_of([&] { (void)lazy_view(*n, true, false); }), "api/invalid-argument");
 }
 
 }  // namespace

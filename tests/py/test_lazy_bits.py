@@ -1,16 +1,20 @@
 """conj and neg views: torch records the lazy bits of z.conj(), z.conj().imag and
 torch._neg_view(x) in the metadata argument of _rebuild_tensor_v2 over the storage's
-raw values. tensorseal must read the values torch reads (the bits applied), in every
-container torch writes, and write canonical files torch reads back to those values."""
+raw values. tensorseal must read the views torch reads (same bits, same values, one
+storage with their base), in every container torch writes, and write canonical files
+torch reads back to those views."""
 from __future__ import annotations
 
 import io
 import pickle
+import subprocess
+import zipfile
 
 import pytest
 import torch
 
 import tensorseal
+import tensorseal.torch
 from conftest import run_tseal
 
 
@@ -69,7 +73,8 @@ def test_views_read_as_torch_reads_them(tmp_path, how):
     assert set(got) == set(ref) == set(obj)
     for k in obj:
         assert same_bits(got[k], ref[k]), k
-        assert not got[k].is_conj() and not got[k].is_neg()
+        # The lazy bits stay as torch reads them: the view keeps sharing its raw storage.
+        assert (got[k].is_conj(), got[k].is_neg()) == (ref[k].is_conj(), ref[k].is_neg()), k
     # The content hash is the hash of the values torch sees.
     assert tensorseal.hash(path) == tensorseal.hash({k: resolved(v) for k, v in ref.items()})
     # A canonical copy carries those values into torch, and is what saving them writes.
@@ -116,3 +121,63 @@ def test_metadata_not_understood_is_refused(tmp_path, meta, rule):
     assert e.value.rule == rule
     r = run_tseal("inspect", path)
     assert r.returncode == 2 and f"[{rule}]" in r.stderr
+
+
+def sharing_state() -> dict:
+    z = torch.tensor([1 + 2j, 3 - 4j, -0.5 + 0j, float("nan") + 1j], dtype=torch.complex64)
+    x = torch.tensor([1.5, -2.0, 0.0, float("inf"), -0.0])
+    return {"z": z, "c": z.conj(), "nc": torch._neg_view(z.conj()), "x": x, "n": torch._neg_view(x[1:])}
+
+
+def assert_shares_as_torch(got: dict, ref: dict) -> None:
+    assert set(got) == set(ref)
+    for k in ref:
+        assert same_bits(got[k], ref[k]), k
+        assert (got[k].is_conj(), got[k].is_neg()) == (ref[k].is_conj(), ref[k].is_neg()), k
+        assert got[k].storage_offset() == ref[k].storage_offset() and got[k].stride() == ref[k].stride(), k
+    ptr = {k: t.untyped_storage().data_ptr() for k, t in got.items()}
+    assert ptr["z"] == ptr["c"] == ptr["nc"] and ptr["x"] == ptr["n"] and ptr["z"] != ptr["x"]
+
+
+OLD_TORCH_LOAD = "import sys, torch; torch.load(sys.argv[1], weights_only=True)"
+
+
+def test_conj_views_share_their_base_everywhere(tmp_path, old_python):
+    # docs/formats/canonical-pt.md: a conj/neg view keeps sharing its base's storage in
+    # tensorseal.load, tseal canon and tensorseal.torch.save, as torch 2.x's load gives it.
+    src = tmp_path / "views.pt"
+    torch.save(sharing_state(), src)
+    ref = torch.load(src, weights_only=True)
+    assert_shares_as_torch(tensorseal.load(src), ref)
+
+    out = tmp_path / "canonical.pt"
+    r = run_tseal("canon", src, "-o", out)
+    assert r.returncode == 0, r.stderr
+    records = [n for n in zipfile.ZipFile(out).namelist() if "/data/" in n]
+    assert len(records) == 2, records  # one storage for z's views, one for x's
+    for kwargs in ({"weights_only": True}, {"weights_only": True, "mmap": True}):
+        assert_shares_as_torch(torch.load(out, **kwargs), ref)
+    # torch 1.13 has no metadata argument (and its own torch.save drops the conj bit):
+    # it refuses the canonical file loudly, exactly as it refuses torch 2.13's source.
+    for path in (src, out):
+        r = subprocess.run([old_python, "-c", OLD_TORCH_LOAD, str(path)], capture_output=True, text=True)
+        assert r.returncode != 0 and "takes 6 positional arguments but 7 were given" in r.stderr, r.stderr[-2000:]
+    assert tensorseal.hash(out) == tensorseal.hash(src) == tensorseal.hash({k: resolved(v) for k, v in ref.items()})
+
+    # Saving the live views writes the same canonical bytes, and keeps the sharing.
+    live = tmp_path / "live.pt"
+    tensorseal.torch.save(sharing_state(), live)
+    assert live.read_bytes() == out.read_bytes()
+    assert_shares_as_torch(tensorseal.torch.load(live), ref)
+
+
+def test_a_view_of_another_dtype_is_written_by_value(tmp_path):
+    # z.conj().imag views z's complex storage as float32 with the neg bit: no torch
+    # storage holds both dtypes' views, so the float view gets its own storage, values kept.
+    z = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    obj = {"z": z, "im": z.conj().imag}
+    path = tmp_path / "mixed.pt"
+    tensorseal.torch.save(obj, path)
+    back = torch.load(path, weights_only=True)
+    assert torch.equal(back["z"], z) and torch.equal(back["im"].resolve_neg(), torch.tensor([-2.0, 4.0]))
+    assert tensorseal.hash(path) == tensorseal.hash({k: resolved(v) for k, v in obj.items()})
