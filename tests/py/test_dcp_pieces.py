@@ -6,30 +6,22 @@ dims, bfloat16, Replicate) in both serialization formats and through zstd (whose
 are decompressed, so assembled as before)."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import pathlib
 
 import pytest
 import torch
 
 import tensorseal
-from conftest import run_tseal
+from conftest import run_ranks, run_tseal
 
-PRODUCER = os.path.join(os.path.dirname(__file__), "producers", "dcp_wide.py")
+PRODUCER = pathlib.Path(__file__).parent / "producers" / "dcp_wide.py"
 LAYOUTS = ["torch_save", "safetensors", "zstd"]
 
 
 @pytest.fixture(scope="module")
 def wide(tmp_path_factory):
     d = tmp_path_factory.mktemp("dcp_wide")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone", PRODUCER, str(d)]
-    for attempt in (1, 2, 3):  # gloo now and then aborts a rank on this loaded machine (see conftest)
-        r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"),
-                           timeout=600)
-        if r.returncode == 0 or "Signal 6 (SIGABRT)" not in r.stderr or attempt == 3:
-            break
-    assert r.returncode == 0, r.stderr[-3000:]
+    run_ranks(PRODUCER, d, 2)  # retries a gloo abort (conftest.py)
     return d
 
 

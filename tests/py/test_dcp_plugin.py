@@ -26,7 +26,7 @@ from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
 import tensorseal
 import tensorseal.dcp
-from conftest import run_tseal
+from conftest import run_ranks, run_tseal
 
 warnings.filterwarnings("ignore", message="torch.distributed is disabled")
 
@@ -36,14 +36,7 @@ JOB = PRODUCERS / "dcp_plugin_job.py"
 
 def _run_job(out: pathlib.Path, world: int, loads: list[pathlib.Path]) -> None:
     out.mkdir(parents=True)
-    if world == 1:
-        cmd = [sys.executable, str(JOB), str(out)]
-    else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world), "--standalone",
-               str(JOB), str(out)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    r = subprocess.run(cmd + [str(p) for p in loads], capture_output=True, text=True, env=env, timeout=600)
-    assert r.returncode == 0, r.stderr[-4000:]
+    run_ranks(JOB, out, world, *[str(p) for p in loads])  # retries a gloo abort (conftest.py)
 
 
 @pytest.fixture(scope="module")
