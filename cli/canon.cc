@@ -5,6 +5,9 @@
 // A file whose pickles reference dangerous globals (tensorseal::scan) is refused with
 // exit 1 and one "tseal: refused: ..." line naming them, unless --allow-unsafe: a
 // canonical copy must not make an attack look like a clean checkpoint.
+// tseal canon DIR -o OUT: a training directory (tensorseal/training_dir.h) rewritten as
+// a whole directory: checkpoints canonical, other files copied byte for byte; refused
+// (exit 1, nothing written) when any checkpoint in it has dangerous globals.
 // tseal canon --check FILE...: exit 0 when every file already is canonical
 // (tensorseal::check_canonical_file), 1 with one "FILE: not canonical: ..." line on
 // stdout per file that is not, 2 when a file cannot be read; nothing is written.
@@ -196,6 +199,16 @@ Runner add_canon(CLI::App& app) {
     o.read = ro;
     o.write = write_options(*flags, bar);
     o.accept = accept;
+    if (is_training_dir(ins->front())) {
+      if (*in_place)
+        throw Error(rules::kInvalidArgument, "a training directory is canonicalised to -o OUT, not in place");
+      o.accept = [&](const Checkpoint& c) { return *allow_unsafe || scan(c).verdict != Verdict::kDangerous; };
+      std::string declined;
+      if (canon_training_dir(ins->front(), target, o, &declined)) return kExitOk;
+      const std::filesystem::path refused = std::filesystem::path(ins->front()) / declined;
+      std::fprintf(stderr, "tseal: refused: %s\n", dangerous_refusal(scan_file(refused, ro)).what());
+      return kExitDifferent;
+    }
     return convert_file(ins->front(), target, o) ? kExitOk : kExitDifferent;
   };
 }

@@ -4,7 +4,9 @@
 // file's integrity line; they do not change the exit status (tseal scan gates on them).
 // A corrupt file is a finding, printed on stdout ("CORRUPT  FILE: ..."); an unreadable
 // one is an error, reported like hash does: "tseal: error: ..." on stderr, and the
-// other files are still verified.
+// other files are still verified. A training directory (tensorseal/training_dir.h):
+// each checkpoint in it, then "OK  DIR/: N checkpoint(s), M other file(s)"; --expect
+// is then the directory's digest (tseal hash DIR's last line).
 #include "common.h"
 #include "progress.h"
 
@@ -43,16 +45,10 @@ Runner add_verify(CLI::App& app) {
       throw Error(rules::kInvalidArgument, "--signature signs one checkpoint: give exactly one FILE");
     std::vector<VerifyResult> results;
     int status = kExitOk;
-    for (const auto& f : *files) {
-      {
-        ProgressBar bar("verifying " + f, *quiet);
-        o.progress = bar.callback();
-        results.push_back(verify_file(f, o));
-      }
-      const auto& r = results.back();
+    const auto report = [&](const std::string& f, const VerifyResult& r) {
       if (r.status == VerifyStatus::kCorrupt) status = std::max(status, kExitDifferent);
       if (r.status == VerifyStatus::kError) status = kExitError;
-      if (*as_json) continue;
+      if (*as_json) return;
       // The message names the file already; the line does too.
       std::string msg = r.message;
       if (msg.starts_with(f + ": ")) msg.erase(0, f.size() + 2);
@@ -77,6 +73,69 @@ Runner add_verify(CLI::App& app) {
         std::printf("DANGEROUS  %s: loading it with pickle would import %s; tseal scan lists every global\n", f.c_str(),
                     names.c_str());
       }
+    };
+    for (const auto& f : *files) {
+      bool training = false;
+      try {
+        training = is_training_dir(f);
+      } catch (const Error& e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "tseal: error: %s\n", e.what());
+        status = kExitError;
+        continue;
+      }
+      if (!training) {
+        {
+          ProgressBar bar("verifying " + f, *quiet);
+          o.progress = bar.callback();
+          results.push_back(verify_file(f, o));
+        }
+        report(f, results.back());
+        continue;
+      }
+      // A training directory: each checkpoint in it, then --expect against the
+      // directory's digest (docs/content-hash.md "Training directories").
+      const std::filesystem::path dir(f);
+      if (!signature->empty())
+        throw Error(rules::kInvalidArgument, "--signature signs one checkpoint, not a training directory");
+      VerifyOptions each = o;
+      each.expect.clear();
+      std::size_t checkpoints = 0, other = 0, failed = 0;
+      for (const auto& e : list_training_dir(dir)) {
+        if (e.kind == DirEntry::Kind::kFile) {
+          ++other;
+          continue;
+        }
+        ++checkpoints;
+        const std::string name = (dir / e.path).string();
+        {
+          ProgressBar bar("verifying " + name, *quiet);
+          each.progress = bar.callback();
+          results.push_back(verify_file(name, each));
+        }
+        report(name, results.back());
+        failed += results.back().status != VerifyStatus::kOk;
+      }
+      const std::string shown = f.ends_with("/") ? f : f + "/";
+      if (failed != 0) {
+        if (!*as_json)
+          std::printf("CORRUPT  %s: %zu of %zu checkpoint(s) failed\n", shown.c_str(), failed, checkpoints);
+        continue;
+      }
+      if (!expect->empty()) {
+        HashOptions h;
+        h.algo = expect->starts_with("xxh3:") ? HashAlgo::kXxh3 : HashAlgo::kSha256;
+        h.threads = *threads;
+        h.limits = *limits;
+        const std::string got = hash_training_dir(dir, h).digest;
+        if (got != *expect) {
+          status = std::max(status, kExitDifferent);
+          if (!*as_json)
+            std::printf("CORRUPT  %s: digest %s, expected %s\n", shown.c_str(), got.c_str(), expect->c_str());
+          continue;
+        }
+      }
+      if (!*as_json) std::printf("OK  %s: %zu checkpoint(s), %zu other file(s)\n", shown.c_str(), checkpoints, other);
     }
     if (*as_json) std::printf("%s\n", to_json(results).c_str());
     return status;

@@ -19,6 +19,7 @@
 #include "tensorseal/sign.h"
 #include "tensorseal/storage.h"
 #include "tensorseal/tensor.h"
+#include "tensorseal/training_dir.h"
 #include "tensorseal/value.h"
 #include "tensorseal/verify.h"
 #include "tensorseal/version.h"
