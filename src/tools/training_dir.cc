@@ -129,11 +129,14 @@ void put_u64(detail::hash::Digest& d, std::uint64_t v) {
 
 namespace {
 
-std::vector<DirEntry> classify(const fs::path& dir, bool strict, bool* skipped = nullptr) {
+// The entries of `dir`; `subdirs` (when given) receives every directory below it.
+std::vector<DirEntry> classify(const fs::path& dir, bool strict, bool* skipped = nullptr,
+                               std::vector<fs::path>* subdirs = nullptr) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw Error(rules::kIoOpen, "not a directory", dir.string());
   std::vector<fs::path> files, dirs;
   walk(dir, files, dirs, strict, skipped);
+  if (subdirs) *subdirs = dirs;
   std::vector<DirEntry> out;
   std::set<std::string> taken;  // files a layout takes
   // DCP directories (the top one included) take everything below them.
@@ -245,9 +248,8 @@ DirHash hash_training_dir(const fs::path& dir, const HashOptions& options) {
 
 bool canon_training_dir(const fs::path& dir, const fs::path& out, const ConvertOptions& options,
                         std::string* declined) {
-  const auto entries = list_training_dir(dir);
-  std::vector<fs::path> files, dirs;
-  walk(dir, files, dirs);
+  std::vector<fs::path> dirs;
+  const auto entries = classify(dir, true, nullptr, &dirs);
   detail::io::AtomicDirectory target(out, options.write.fsync, [](const fs::path& existing) {
     std::error_code ec;
     if (!fs::is_directory(fs::symlink_status(existing, ec)) || !fs::is_empty(existing, ec))
