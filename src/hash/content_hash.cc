@@ -572,7 +572,7 @@ class ContentHasher {
     Digest d(algo);
     d.update(kContentDomain);
     d.update(enc);
-    return std::string(algo == HashAlgo::kSha256 ? "sha256:" : "xxh3:") + detail::util::to_hex(d.finish());
+    return detail::hash::digest_text(algo, d.finish());
   }
 
  private:

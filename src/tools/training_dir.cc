@@ -20,7 +20,6 @@
 #include "shards/index.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/storage.h"
-#include "util/hex.h"
 
 namespace tensorseal {
 namespace {
@@ -106,8 +105,7 @@ std::vector<std::string> shard_members(const fs::path& index, const fs::path& ro
 
 std::string bytes_digest(const fs::path& p, HashAlgo algo) {
   const auto file = MappedFile::open(p);
-  return std::string(algo == HashAlgo::kSha256 ? "sha256:" : "xxh3:") +
-         detail::util::to_hex(detail::hash::Digest::oneshot(algo, file->bytes()));
+  return detail::hash::digest_text(algo, detail::hash::Digest::oneshot(algo, file->bytes()));
 }
 
 std::string_view kind_name(DirEntry::Kind k) {
@@ -217,7 +215,7 @@ std::string training_dir_digest(const std::vector<DirEntry>& entries, HashAlgo a
       d.update(field);
     }
   }
-  return std::string(algo == HashAlgo::kSha256 ? "sha256:" : "xxh3:") + detail::util::to_hex(d.finish());
+  return detail::hash::digest_text(algo, d.finish());
 }
 
 DirHash hash_training_dir(const fs::path& dir, const HashOptions& options) {
