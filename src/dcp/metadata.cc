@@ -13,7 +13,7 @@
 
 #include "dcp/constants.h"
 #include "dcp/transform.h"
-#include "pickle/compat.h"
+#include "pickle/stdlib.h"
 #include "pickle/vm.h"
 #include "tensorseal/error.h"
 

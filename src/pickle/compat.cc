@@ -11,9 +11,6 @@
 #include <algorithm>
 #include <iterator>
 
-#include "pickle/keys.h"
-#include "util/text.h"
-
 namespace tensorseal::detail::pickle {
 namespace {
 
@@ -355,118 +352,6 @@ std::pair<std::string, std::string> py2_to_py3_name(std::string_view module, std
 
 std::pair<std::string, std::string> py3_to_py2_name(std::string_view module, std::string_view name) {
   return apply(kReverseImportMapping, kReverseNameMapping, module, name);
-}
-
-std::optional<Complex> complex_from_args(const std::vector<Value>& args) {
-  if (args.size() > 2) return std::nullopt;
-  double parts[2] = {0.0, 0.0};
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const Value& a = args[i];
-    if (a.is(Value::Kind::kFloat)) parts[i] = a.as_float();
-    else if (a.is(Value::Kind::kInt)) parts[i] = static_cast<double>(a.as_int());  // round-to-nearest, as float(int)
-    else if (a.is(Value::Kind::kBool)) parts[i] = a.as_bool() ? 1.0 : 0.0;
-    else return std::nullopt;
-  }
-  return Complex{parts[0], parts[1]};
-}
-
-std::optional<Value> stdlib_reduce(const Object& obj) {
-  if (obj.how != Construct::kReduce || !obj.callable || !obj.args) return std::nullopt;
-  const Value& c = *obj.callable;
-  const Value& a = *obj.args;
-  if (!c.is(Value::Kind::kGlobal) || !a.is(Value::Kind::kTuple)) return std::nullopt;
-  const Global& g = c.as_global();
-  const std::vector<Value>& args = a.items();
-  auto is = [&](std::string_view m, std::string_view n) { return g.module == m && g.name == n; };
-  auto is_latin1 = [](const Value& v) {
-    return v.is(Value::Kind::kStr) && (v.as_str() == "latin1" || v.as_str() == "latin-1");
-  };
-  auto is_utf8 = [](const Value& v) {
-    return v.is(Value::Kind::kStr) && (v.as_str() == "utf-8" || v.as_str() == "utf8" || v.as_str() == "UTF-8");
-  };
-
-  if (is("collections", "OrderedDict") || is("collections", "Counter")) {
-    auto d = std::make_shared<Dict>();
-    d->kind = g.name == "OrderedDict" ? DictKind::kOrderedDict : DictKind::kCounter;
-    if (args.empty()) return Value(std::move(d));
-    if (args.size() != 1) return std::nullopt;
-    KeyIndex index;
-    if (args[0].is(Value::Kind::kDict)) {  // Counter(dict), OrderedDict(dict)
-      for (const auto& [k, v] : args[0].as_dict().items)
-        if (!dict_set(d->items, index, k, v)) return std::nullopt;
-      return Value(std::move(d));
-    }
-    if (args[0].is(Value::Kind::kList)) {  // Python 2 OrderedDict: ([[k, v], ...],)
-      for (const Value& pair : args[0].items()) {
-        if (!(pair.is(Value::Kind::kList) || pair.is(Value::Kind::kTuple)) || pair.items().size() != 2)
-          return std::nullopt;
-        if (!dict_set(d->items, index, pair.items()[0], pair.items()[1])) return std::nullopt;
-      }
-      return Value(std::move(d));
-    }
-    return std::nullopt;
-  }
-  if (is("builtins", "set") || is("builtins", "frozenset")) {
-    auto s = std::make_shared<Set>();
-    s->frozen = g.name == "frozenset";
-    if (args.empty()) return Value(std::move(s));
-    if (args.size() != 1 || !(args[0].is(Value::Kind::kList) || args[0].is(Value::Kind::kTuple))) return std::nullopt;
-    KeyIndex index;
-    for (const Value& x : args[0].items())
-      if (!set_add(s->items, index, x)) return std::nullopt;
-    return Value(std::move(s));
-  }
-  if (is("_codecs", "encode")) {
-    if (args.size() != 2 || !args[0].is(Value::Kind::kStr)) return std::nullopt;
-    if (is_utf8(args[1])) {
-      // Strings hold UTF-8; a lone surrogate (ED A0..BF ..) would make Python raise.
-      const std::string_view t = args[0].as_str();
-      for (std::size_t i = 0; i + 1 < t.size(); ++i)
-        if (static_cast<unsigned char>(t[i]) == 0xED && static_cast<unsigned char>(t[i + 1]) >= 0xA0)
-          return std::nullopt;
-      return Value::bytes(std::string(t));
-    }
-    if (!is_latin1(args[1])) return std::nullopt;
-    auto b = util::latin1_encode(args[0].as_str());
-    if (!b) return std::nullopt;
-    return Value::bytes(std::move(*b));
-  }
-  if (is("builtins", "bytes")) {
-    if (args.empty()) return Value::bytes("");
-    // bytes([104, 105]): a list or tuple of ints in 0..255.
-    if (args.size() != 1 || !(args[0].is(Value::Kind::kList) || args[0].is(Value::Kind::kTuple))) return std::nullopt;
-    std::string out;
-    out.reserve(args[0].items().size());
-    for (const Value& x : args[0].items()) {
-      if (!x.is(Value::Kind::kInt) || x.as_int() < 0 || x.as_int() > 255) return std::nullopt;
-      out += static_cast<char>(x.as_int());
-    }
-    return Value::bytes(std::move(out));
-  }
-  if (is("builtins", "bytearray")) {
-    if (args.empty()) return Value::bytes("", true);
-    if (args.size() == 1 && args[0].is(Value::Kind::kBytes) && !args[0].is_bytearray())
-      return Value::bytes(std::string(args[0].as_bytes()), true);
-    if (args.size() == 2 && args[0].is(Value::Kind::kStr) && is_latin1(args[1])) {
-      auto b = util::latin1_encode(args[0].as_str());
-      if (!b) return std::nullopt;
-      return Value::bytes(std::move(*b), true);
-    }
-    return std::nullopt;
-  }
-  if (is("builtins", "complex")) {
-    auto c = complex_from_args(args);
-    if (!c) return std::nullopt;
-    return Value(*c);
-  }
-  if (is("builtins", "getattr")) {
-    if (args.size() != 2 || !args[0].is(Value::Kind::kGlobal) || !args[1].is(Value::Kind::kStr)) return std::nullopt;
-    std::string_view attr = args[1].as_str();
-    if (attr.empty() || attr.find('.') != std::string_view::npos) return std::nullopt;
-    const Global& parent = args[0].as_global();
-    return Value::global(parent.module, parent.name + "." + std::string(attr));
-  }
-  return std::nullopt;
 }
 
 }  // namespace tensorseal::detail::pickle

@@ -35,7 +35,7 @@ struct Hooks {
   // REDUCE / NEWOBJ / NEWOBJ_EX / INST / OBJ: called with the opaque Object just built
   // (callable, args, kwargs, how; no state or items yet). Returning a value replaces
   // the Object on the stack (e.g. the torch layer's tensors, or the OrderedDict/set/
-  // bytes of stdlib_reduce in compat.h); nullopt keeps the Object. The returned value
+  // bytes of stdlib_reduce in stdlib.h); nullopt keeps the Object. The returned value
   // should be a new node or a leaf (it may contain the arguments). Unset: Objects are
   // kept.
   std::function<std::optional<Value>(const Object& obj, std::uint64_t offset)> reduce;

@@ -40,7 +40,7 @@
 #include "dcp/constants.h"
 #include "dcp/transform.h"
 #include "numpy/npy.h"
-#include "pickle/compat.h"
+#include "pickle/stdlib.h"
 #include "pickle/constants.h"
 #include "pickle/opcodes.h"
 #include "pickle/vm.h"

@@ -1,13 +1,15 @@
 #include "torch/rebuild.h"
 
+#include <algorithm>
 #include <bit>
+#include <iterator>
 #include <unordered_map>
 #include <unordered_set>
 
 #include <fmt/format.h>
 
-#include "pickle/compat.h"
 #include "pickle/constants.h"
+#include "pickle/stdlib.h"
 #include "pickle/vm.h"
 #include "torch/composite.h"
 #include "torch/constants.h"
@@ -82,13 +84,6 @@ bool truthy(const Value& v) {
   if (v.is(Value::Kind::kBool)) return v.as_bool();
   if (v.is(Value::Kind::kInt)) return v.as_int() != 0;
   return false;
-}
-
-// Bytes of a latin-1 string (what _codecs.encode(s, 'latin1') returns).
-std::string latin1_bytes(std::string_view utf8, const std::string& fn, const io::Input& in) {
-  auto bytes = util::latin1_encode(utf8);
-  if (!bytes) bad_args(fn, "string is not latin-1", in);
-  return std::move(*bytes);
 }
 
 std::optional<DType> dtype_of_global(const Value& v) {
@@ -518,185 +513,116 @@ struct Resolution {
       if (t.shape[i] > size[i]) bad_args(fn, "the local tensor is larger than the DTensor", in);
   }
 
-  // Returns the typed replacement for a known object, or an empty optional.
-  std::optional<Value> known(const Object& o) {
-    const std::string fn = callable_name(o);
-    if (fn.empty()) return std::nullopt;
-    if (fn == "builtins.getattr") {
-      // getattr(<global m.a>, 'b') is how protocol < 4 pickles (and the canonical
-      // writer) spell the nested name m.'a.b' that protocol 4 writes as one global:
-      // fold it back so that both spellings, and a canonical rewrite, are one value.
-      if (!o.args || !o.args->is(Value::Kind::kTuple) || o.kwargs || o.state || !o.list_items.empty() ||
-          !o.dict_items.empty())
-        return std::nullopt;
-      const auto& a = o.args->items();
-      if (a.size() != 2 || !a[0].is(Value::Kind::kGlobal) || !a[1].is(Value::Kind::kStr)) return std::nullopt;
-      // Exactly the inverse of the writer's split at the last dot (so "a." <-> (a, '')).
-      const std::string_view attr = a[1].as_str();
-      if (attr.find('.') != std::string_view::npos) return std::nullopt;
-      return Value::global(a[0].as_global().module, a[0].as_global().name + "." + std::string(attr));
-    }
-    if (fn == "torch._utils._rebuild_tensor_v2" || fn == "torch._utils._rebuild_tensor") {
-      const auto& a = tuple_args(o, fn, in, 4, 7);
-      Value t = tensor_from(fn, a[0], a[1], a[2], a[3], a.size() > 4 ? a[4] : Value(false), std::nullopt);
-      return a.size() > 6 ? with_metadata(t, a[6], fn) : t;
-    }
-    if (fn == "torch._utils._rebuild_tensor_v3") {
-      const auto& a = tuple_args(o, fn, in, 7, 8);
-      auto dt = dtype_of_global(a[6]);
-      if (!dt) bad_args(fn, "dtype argument is not a torch dtype", in);
-      Value t = tensor_from(fn, a[0], a[1], a[2], a[3], a[4], dt);
-      return a.size() > 7 ? with_metadata(t, a[7], fn) : t;
-    }
-    if (fn == "torch._utils._rebuild_qtensor") {
-      // (storage, storage_offset, size, stride, quantizer_params, requires_grad, backward_hooks)
-      const auto& a = tuple_args(o, fn, in, 7, 7);
-      if (!(a[6].is_none() || (a[6].is(Value::Kind::kDict) && a[6].as_dict().items.empty())))
-        throw Error(rules::kUnsupportedRebuild, fn + " with backward hooks is not supported", in.name);
-      // The dtype first: a packed quint4x2/quint2x4 view would otherwise fail as out of
-      // bounds, naming the wrong rule.
-      if (a[0].is(Value::Kind::kStorage)) require_quantized_dtype(a[0].as_storage()->dtype, fn);
-      return quantized(tensor_from(fn, a[0], a[1], a[2], a[3], a[5], std::nullopt), a[4], fn);
-    }
-    if (fn == "torch._utils._rebuild_sparse_csr_tensor") {
-      // torch 1.10-1.13's spelling of a CSR tensor: (layout, (crow_indices, col_indices,
-      // values, size)), exactly the arguments torch 2 gives _rebuild_sparse_tensor (which
-      // no longer has this function). Folded into that call: one tensor, one content
-      // hash, and a canonical rewrite torch 2 loads.
-      const auto& a = tuple_args(o, fn, in, 2, 2);
-      if (o.kwargs || o.state || !o.list_items.empty() || !o.dict_items.empty())
-        bad_args(fn, "unexpected object state", in);
-      const bool csr = a[0].is(Value::Kind::kObject) &&
-                       callable_name(a[0].as_object()) == "torch.serialization._get_layout" &&
-                       a[0].as_object().args && a[0].as_object().args->is(Value::Kind::kTuple) &&
-                       a[0].as_object().args->items().size() == 1 &&
-                       a[0].as_object().args->items()[0].is(Value::Kind::kStr) &&
-                       a[0].as_object().args->items()[0].as_str() == "torch.sparse_csr";
-      if (!csr) bad_args(fn, "layout is not torch.sparse_csr (the only one torch rebuilt here)", in);
-      if (!a[1].is(Value::Kind::kTuple) || a[1].items().size() != 4)
-        bad_args(fn, "data is not (crow, col, values, size)", in);
-      auto folded = std::make_shared<Object>(o);
-      folded->callable = std::make_shared<Value>(Value::global("torch._utils", "_rebuild_sparse_tensor"));
-      return Value(std::shared_ptr<Object>(std::move(folded)));
-    }
-    if (fn == "torch._utils._rebuild_nested_tensor") {
-      check_nested(o, fn);
-      return std::nullopt;
-    }
-    if (fn == "torch._utils._rebuild_meta_tensor_no_storage") {
-      check_meta(o, fn);
-      return std::nullopt;
-    }
-    if (fn == "torch._utils._rebuild_parameter" || fn == "torch._utils._rebuild_parameter_with_state") {
-      // (data, requires_grad, backward_hooks[, state])
-      const auto& a = tuple_args(o, fn, in, 3, 4);
-      if (!(a[2].is_none() || (a[2].is(Value::Kind::kDict) && a[2].as_dict().items.empty())))
-        throw Error(rules::kUnsupportedRebuild, fn + " with backward hooks is not supported", in.name);
-      if (is_meta_call(a[0])) {  // a Parameter on the meta device: stays the call
-        if (a.size() == 4 && !a[3].is_none() && !(a[3].is(Value::Kind::kDict) && a[3].as_dict().items.empty()))
-          throw Error(rules::kUnsupportedRebuild, fn + ": attributes on a meta Parameter are not supported", in.name);
-        return std::nullopt;
-      }
-      const Value p = as_parameter(a[0], truthy(a[1]), fn);
-      return a.size() == 4 ? with_attributes(p, a[3], fn) : p;
-    }
-    if (fn == "torch._tensor._rebuild_from_type_v2") {
-      // (func, type, args, state): func(*args) rebuilt as `type`.
-      const auto& a = tuple_args(o, fn, in, 4, 4);
-      if (!a[2].is(Value::Kind::kTuple) || !a[0].is(Value::Kind::kGlobal)) bad_args(fn, "malformed arguments", in);
-      if (qualname(a[0].as_global()) == "torch.nested._internal.nested_tensor._rebuild_njt") {
-        check_jagged(a, fn);
-        return std::nullopt;  // stays the call; composite_of lists it
-      }
-      if (qualname(a[0].as_global()) == "torch._utils._rebuild_wrapper_subclass" && a[1].is(Value::Kind::kGlobal) &&
-          is_dtensor_type(a[1].as_global())) {
-        check_dtensor(a, fn);
-        return std::nullopt;  // stays the call; composite_of lists it
-      }
-      auto inner = std::make_shared<Object>();
-      inner->callable = std::make_shared<Value>(a[0]);
-      inner->args = std::make_shared<Value>(a[2]);
-      auto base = known(*inner);
-      if (!base || !base->is(Value::Kind::kTensor)) return std::nullopt;
-      if (a[1].is(Value::Kind::kGlobal)) {
-        const std::string type = qualname(a[1].as_global());
-        if (type == "torch.Tensor") return with_attributes(*base, a[3], fn);
-        if (type == "torch.nn.parameter.Parameter")
-          return with_attributes(as_parameter(*base, base->as_tensor()->requires_grad, fn), a[3], fn);
-      }
-      return std::nullopt;  // a tensor subclass: stays an opaque object (args resolved)
-    }
-    if (fn == "collections.OrderedDict" || fn == "collections.Counter" || fn == "builtins.dict") {
-      auto d = std::make_shared<Dict>();
-      d->kind = fn == "collections.OrderedDict" ? DictKind::kOrderedDict
-                : fn == "collections.Counter" ? DictKind::kCounter : DictKind::kDict;
-      if (o.args && o.args->is(Value::Kind::kTuple) && !o.args->items().empty()) {
-        const Value& src = o.args->items()[0];
-        if (src.is(Value::Kind::kDict)) {
-          for (const auto& [k, v] : src.as_dict().items) d->set(k, v);
-        } else if (src.is(Value::Kind::kList) || src.is(Value::Kind::kTuple)) {
-          for (const auto& kv : src.items()) {
-            if (!(kv.is(Value::Kind::kTuple) || kv.is(Value::Kind::kList)) || kv.items().size() != 2)
-              return std::nullopt;
-            d->set(kv.items()[0], kv.items()[1]);
-          }
-        } else return std::nullopt;
-      }
-      if (o.kwargs || !o.list_items.empty()) return std::nullopt;
-      for (const auto& [k, v] : o.dict_items) d->set(k, v);
-      if (o.state) {
-        if (!o.state->is(Value::Kind::kDict)) return std::nullopt;
-        d->attrs = std::make_shared<Dict>(o.state->as_dict());
-      }
-      return Value(d);
-    }
-    if (fn == "builtins.set" || fn == "builtins.frozenset") {
-      auto s = std::make_shared<Set>();
-      s->frozen = fn == "builtins.frozenset";
-      if (o.args && o.args->is(Value::Kind::kTuple) && !o.args->items().empty()) {
-        const Value& src = o.args->items()[0];
-        if (!src.is(Value::Kind::kList) && !src.is(Value::Kind::kTuple)) return std::nullopt;
-        s->items = src.items();
-      }
-      return Value(s);
-    }
-    if (fn == "_codecs.encode") {
-      const auto& a = tuple_args(o, fn, in, 1, 2);
-      if (!a[0].is(Value::Kind::kStr)) bad_args(fn, "argument is not a str", in);
-      if (a.size() == 2 && (!a[1].is(Value::Kind::kStr) || (a[1].as_str() != "latin1" && a[1].as_str() != "latin-1")))
-        return std::nullopt;
-      return Value::bytes(latin1_bytes(a[0].as_str(), fn, in));
-    }
-    if (fn == "builtins.bytearray") {
-      if (!o.args || !o.args->is(Value::Kind::kTuple)) return std::nullopt;
-      const auto& a = o.args->items();
-      if (a.empty()) return Value::bytes("", true);
-      if (a[0].is(Value::Kind::kBytes)) return Value::bytes(std::string(a[0].as_bytes()), true);
-      if (a[0].is(Value::Kind::kStr)) return Value::bytes(latin1_bytes(a[0].as_str(), fn, in), true);
-      return std::nullopt;
-    }
-    if (fn == "builtins.complex") {  // complex.__reduce__: (complex, (real, imag))
-      if ((o.how != Construct::kReduce && o.how != Construct::kNewObj) || !o.args || !o.args->is(Value::Kind::kTuple) ||
-          o.kwargs || o.state || !o.list_items.empty() || !o.dict_items.empty())
-        return std::nullopt;
-      auto c = pickle::complex_from_args(o.args->items());
-      if (!c) return std::nullopt;
-      return Value(*c);
-    }
-    if (fn == "builtins.bytes") {  // protocol-2 pickles of b"" use bytes(())
-      if (o.args && o.args->is(Value::Kind::kTuple) && o.args->items().empty()) return Value::bytes("");
-      return std::nullopt;
-    }
-    if (fn == "torch.storage._load_from_bytes") {
-      const auto& a = tuple_args(o, fn, in, 1, 1);
-      if (!a[0].is(Value::Kind::kBytes)) bad_args(fn, "payload is not bytes", in);
-      return nested(a[0].as_bytes());
-    }
-    if (fn == "numpy.core.multiarray._reconstruct") return numpy_array(o);
-    if (fn == "numpy.core.multiarray.scalar") return numpy_scalar(o);
-    if (fn == "numpy.core.numeric._frombuffer") return numpy_frombuffer(o);
+  // The rows of kRebuildCalls: torch's (and numpy's) rebuild functions, one member
+  // each, called with the object (arguments resolved) and its qualified name. Each
+  // returns the typed value, or nullopt to keep the object (validated by check_*).
+  std::optional<Value> rebuild_tensor_v2(const Object& o, const std::string& fn) {  // also _rebuild_tensor
+    const auto& a = tuple_args(o, fn, in, 4, 7);
+    Value t = tensor_from(fn, a[0], a[1], a[2], a[3], a.size() > 4 ? a[4] : Value(false), std::nullopt);
+    return a.size() > 6 ? with_metadata(t, a[6], fn) : t;
+  }
+
+  std::optional<Value> rebuild_tensor_v3(const Object& o, const std::string& fn) {
+    const auto& a = tuple_args(o, fn, in, 7, 8);
+    auto dt = dtype_of_global(a[6]);
+    if (!dt) bad_args(fn, "dtype argument is not a torch dtype", in);
+    Value t = tensor_from(fn, a[0], a[1], a[2], a[3], a[4], dt);
+    return a.size() > 7 ? with_metadata(t, a[7], fn) : t;
+  }
+
+  // (storage, storage_offset, size, stride, quantizer_params, requires_grad, backward_hooks)
+  std::optional<Value> rebuild_qtensor(const Object& o, const std::string& fn) {
+    const auto& a = tuple_args(o, fn, in, 7, 7);
+    if (!(a[6].is_none() || (a[6].is(Value::Kind::kDict) && a[6].as_dict().items.empty())))
+      throw Error(rules::kUnsupportedRebuild, fn + " with backward hooks is not supported", in.name);
+    // The dtype first: a packed quint4x2/quint2x4 view would otherwise fail as out of
+    // bounds, naming the wrong rule.
+    if (a[0].is(Value::Kind::kStorage)) require_quantized_dtype(a[0].as_storage()->dtype, fn);
+    return quantized(tensor_from(fn, a[0], a[1], a[2], a[3], a[5], std::nullopt), a[4], fn);
+  }
+
+  // torch 1.10-1.13's spelling of a CSR tensor: (layout, (crow_indices, col_indices,
+  // values, size)), exactly the arguments torch 2 gives _rebuild_sparse_tensor (which
+  // no longer has this function). Folded into that call: one tensor, one content
+  // hash, and a canonical rewrite torch 2 loads.
+  std::optional<Value> rebuild_sparse_csr_tensor(const Object& o, const std::string& fn) {
+    const auto& a = tuple_args(o, fn, in, 2, 2);
+    if (o.kwargs || o.state || !o.list_items.empty() || !o.dict_items.empty())
+      bad_args(fn, "unexpected object state", in);
+    const bool csr = a[0].is(Value::Kind::kObject) &&
+                     callable_name(a[0].as_object()) == "torch.serialization._get_layout" &&
+                     a[0].as_object().args && a[0].as_object().args->is(Value::Kind::kTuple) &&
+                     a[0].as_object().args->items().size() == 1 &&
+                     a[0].as_object().args->items()[0].is(Value::Kind::kStr) &&
+                     a[0].as_object().args->items()[0].as_str() == "torch.sparse_csr";
+    if (!csr) bad_args(fn, "layout is not torch.sparse_csr (the only one torch rebuilt here)", in);
+    if (!a[1].is(Value::Kind::kTuple) || a[1].items().size() != 4)
+      bad_args(fn, "data is not (crow, col, values, size)", in);
+    auto folded = std::make_shared<Object>(o);
+    folded->callable = std::make_shared<Value>(Value::global("torch._utils", "_rebuild_sparse_tensor"));
+    return Value(std::shared_ptr<Object>(std::move(folded)));
+  }
+
+  std::optional<Value> rebuild_nested_tensor(const Object& o, const std::string& fn) {
+    check_nested(o, fn);
+    return std::nullopt;  // stays the call; composite_of lists it
+  }
+
+  std::optional<Value> rebuild_meta_tensor(const Object& o, const std::string& fn) {
+    check_meta(o, fn);
     return std::nullopt;
   }
+
+  // (data, requires_grad, backward_hooks[, state]); also _rebuild_parameter_with_state.
+  std::optional<Value> rebuild_parameter(const Object& o, const std::string& fn) {
+    const auto& a = tuple_args(o, fn, in, 3, 4);
+    if (!(a[2].is_none() || (a[2].is(Value::Kind::kDict) && a[2].as_dict().items.empty())))
+      throw Error(rules::kUnsupportedRebuild, fn + " with backward hooks is not supported", in.name);
+    if (is_meta_call(a[0])) {  // a Parameter on the meta device: stays the call
+      if (a.size() == 4 && !a[3].is_none() && !(a[3].is(Value::Kind::kDict) && a[3].as_dict().items.empty()))
+        throw Error(rules::kUnsupportedRebuild, fn + ": attributes on a meta Parameter are not supported", in.name);
+      return std::nullopt;
+    }
+    const Value p = as_parameter(a[0], truthy(a[1]), fn);
+    return a.size() == 4 ? with_attributes(p, a[3], fn) : p;
+  }
+
+  // (func, type, args, state): func(*args) rebuilt as `type`.
+  std::optional<Value> rebuild_from_type_v2(const Object& o, const std::string& fn) {
+    const auto& a = tuple_args(o, fn, in, 4, 4);
+    if (!a[2].is(Value::Kind::kTuple) || !a[0].is(Value::Kind::kGlobal)) bad_args(fn, "malformed arguments", in);
+    if (qualname(a[0].as_global()) == "torch.nested._internal.nested_tensor._rebuild_njt") {
+      check_jagged(a, fn);
+      return std::nullopt;  // stays the call; composite_of lists it
+    }
+    if (qualname(a[0].as_global()) == "torch._utils._rebuild_wrapper_subclass" && a[1].is(Value::Kind::kGlobal) &&
+        is_dtensor_type(a[1].as_global())) {
+      check_dtensor(a, fn);
+      return std::nullopt;  // stays the call; composite_of lists it
+    }
+    auto inner = std::make_shared<Object>();
+    inner->callable = std::make_shared<Value>(a[0]);
+    inner->args = std::make_shared<Value>(a[2]);
+    auto base = known(*inner);
+    if (!base || !base->is(Value::Kind::kTensor)) return std::nullopt;
+    if (a[1].is(Value::Kind::kGlobal)) {
+      const std::string type = qualname(a[1].as_global());
+      if (type == "torch.Tensor") return with_attributes(*base, a[3], fn);
+      if (type == "torch.nn.parameter.Parameter")
+        return with_attributes(as_parameter(*base, base->as_tensor()->requires_grad, fn), a[3], fn);
+    }
+    return std::nullopt;  // a tensor subclass: stays an opaque object (args resolved)
+  }
+
+  std::optional<Value> load_from_bytes(const Object& o, const std::string& fn) {
+    const auto& a = tuple_args(o, fn, in, 1, 1);
+    if (!a[0].is(Value::Kind::kBytes)) bad_args(fn, "payload is not bytes", in);
+    return nested(a[0].as_bytes());
+  }
+
+  // The typed replacement for an object whose callable is a row of kRebuildCalls, or
+  // nullopt. (Standard-library calls were read by the VM's reduce hook, pickle/stdlib.h.)
+  std::optional<Value> known(const Object& o);
 
   std::optional<DType> numpy_dtype(const Value& v, bool* big) {
     if (!v.is(Value::Kind::kObject)) return std::nullopt;
@@ -742,7 +668,7 @@ struct Resolution {
     return Value(std::shared_ptr<const Tensor>(t));
   }
 
-  std::optional<Value> numpy_array(const Object& o) {
+  std::optional<Value> numpy_array(const Object& o, const std::string&) {
     // _reconstruct(ndarray, (0,), b'b') then BUILD (version 1, shape, dtype, fortran, raw).
     // Only numpy.ndarray itself: a subclass (np.matrix, np.memmap, ...) or another
     // state version stays an opaque object rather than lose its type.
@@ -764,7 +690,7 @@ struct Resolution {
   // What numpy's __reduce_ex__ gives at pickle protocol >= 5 for a C- or F-contiguous
   // array: _frombuffer(buffer, dtype, shape, order), the buffer in-band (bytes, or
   // bytearray when writable) holding the elements in `order` ('C' or 'F').
-  std::optional<Value> numpy_frombuffer(const Object& o) {
+  std::optional<Value> numpy_frombuffer(const Object& o, const std::string&) {
     if (o.how != Construct::kReduce || !o.args || !o.args->is(Value::Kind::kTuple) || o.args->items().size() != 4 ||
         o.state || o.kwargs || !o.list_items.empty() || !o.dict_items.empty())
       return std::nullopt;
@@ -778,7 +704,7 @@ struct Resolution {
                         NumpyType::kArray, numpy_module_of(o), "numpy array");
   }
 
-  std::optional<Value> numpy_scalar(const Object& o) {
+  std::optional<Value> numpy_scalar(const Object& o, const std::string&) {
     if (!o.args || !o.args->is(Value::Kind::kTuple) || o.args->items().size() != 2 || o.state || o.kwargs ||
         !o.list_items.empty() || !o.dict_items.empty())
       return std::nullopt;
@@ -857,6 +783,42 @@ struct Resolution {
   }
 };
 
+// torch's rebuild functions (and numpy's reconstructors inside torch pickles), by the
+// qualified name `qualname` gives; sorted. The standard library's calls are the other
+// table, pickle/stdlib.h, run by the VM's reduce hook before this pass.
+struct RebuildCall {
+  std::string_view name;
+  std::optional<Value> (Resolution::*handle)(const Object& o, const std::string& fn);
+};
+constexpr RebuildCall kRebuildCalls[] = {
+    {"numpy.core.multiarray._reconstruct", &Resolution::numpy_array},
+    {"numpy.core.multiarray.scalar", &Resolution::numpy_scalar},
+    {"numpy.core.numeric._frombuffer", &Resolution::numpy_frombuffer},
+    {"torch._tensor._rebuild_from_type_v2", &Resolution::rebuild_from_type_v2},
+    {"torch._utils._rebuild_meta_tensor_no_storage", &Resolution::rebuild_meta_tensor},
+    {"torch._utils._rebuild_nested_tensor", &Resolution::rebuild_nested_tensor},
+    {"torch._utils._rebuild_parameter", &Resolution::rebuild_parameter},
+    {"torch._utils._rebuild_parameter_with_state", &Resolution::rebuild_parameter},
+    {"torch._utils._rebuild_qtensor", &Resolution::rebuild_qtensor},
+    {"torch._utils._rebuild_sparse_csr_tensor", &Resolution::rebuild_sparse_csr_tensor},
+    {"torch._utils._rebuild_tensor", &Resolution::rebuild_tensor_v2},
+    {"torch._utils._rebuild_tensor_v2", &Resolution::rebuild_tensor_v2},
+    {"torch._utils._rebuild_tensor_v3", &Resolution::rebuild_tensor_v3},
+    {"torch.storage._load_from_bytes", &Resolution::load_from_bytes},
+};
+static_assert(std::is_sorted(std::begin(kRebuildCalls), std::end(kRebuildCalls),
+                             [](const RebuildCall& a, const RebuildCall& b) { return a.name < b.name; }),
+              "kRebuildCalls must stay sorted by name");
+
+std::optional<Value> Resolution::known(const Object& o) {
+  const std::string fn = callable_name(o);
+  if (fn.empty()) return std::nullopt;
+  auto it = std::lower_bound(std::begin(kRebuildCalls), std::end(kRebuildCalls), std::string_view(fn),
+                             [](const RebuildCall& c, std::string_view k) { return c.name < k; });
+  if (it == std::end(kRebuildCalls) || it->name != fn) return std::nullopt;
+  return (this->*(it->handle))(o, fn);
+}
+
 }  // namespace
 
 Value Resolver::resolve(const Value& raw) {
@@ -870,6 +832,7 @@ Value unpickle(const io::Input& in, std::span<const std::byte> stream, std::uint
                std::uint64_t* end, int* protocol) {
   pickle::Hooks hooks;
   hooks.persistent_load = persistent_load;
+  hooks.reduce = [](const Object& o, std::uint64_t) { return pickle::stdlib_reduce(o); };
   hooks.py2_strings = in.options->py2_strings;
   pickle::Parsed p = pickle::parse(stream, in.name, base_offset, in.options->limits, hooks);
   for (auto& g : p.globals) out.globals.push_back(std::move(g));

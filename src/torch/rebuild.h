@@ -1,5 +1,7 @@
-// Torch semantics on top of the generic pickle VM: persistent ids become storages,
-// known rebuild functions become tensors, known containers become typed values.
+// Torch semantics on top of the generic pickle VM: persistent ids become storages and
+// torch's rebuild functions (one table, rebuild.cc kRebuildCalls) become tensors; the
+// standard library's calls become typed values through the VM's reduce hook, the one
+// table every entry point shares (pickle/stdlib.h).
 // Nothing is executed: only names from fixed tables are interpreted, and only as data.
 #pragma once
 

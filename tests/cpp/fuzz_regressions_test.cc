@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "../../fuzz/fuzz_util.h"
-#include "pickle/compat.h"
+#include "pickle/stdlib.h"
 #include "pickle/vm.h"
 #include "pickle/writer.h"
 #include "test_util.h"

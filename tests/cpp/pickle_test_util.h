@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "pickle/compat.h"
+#include "pickle/stdlib.h"
 #include "pickle/constants.h"
 #include "pickle/vm.h"
 #include "pickle/writer.h"
