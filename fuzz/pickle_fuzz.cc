@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <span>
 
-#include "pickle/compat.h"
+#include "pickle/stdlib.h"
 #include "pickle/vm.h"
 #include "pickle/writer.h"
 #include "tensorseal/error.h"
