@@ -59,6 +59,8 @@ namespace rules {
 // finding's verdict picks the rule).
 inline constexpr Rule kUnknownGlobal{"scan/unknown-global", ErrorKind::kUnsafe};
 inline constexpr Rule kDangerousGlobal{"scan/dangerous-global", ErrorKind::kUnsafe};
+// A directory scan met more than Limits::max_entries files and folders.
+inline constexpr Rule kTooManyFiles{"scan/too-many-files", ErrorKind::kLimit};
 }  // namespace rules
 
 // What torch.load(weights_only=True) does with the report: returns when every finding

@@ -32,6 +32,14 @@ struct Parsed {
 // offset of the data when the array is an object array (its data is a pickle), else
 // nullopt. Throws the same errors as parse for a malformed header.
 [[nodiscard]] std::optional<std::uint64_t> object_array_data(std::span<const std::byte> head);
+// What numpy.load(allow_pickle=True) does with an image starting with `head` (a prefix
+// is enough): the offset of its data when numpy could unpickle it, else nullopt. nullopt
+// only when the header, read exactly as literal_eval reads it, makes numpy refuse the
+// file or gives a dtype that cannot hold objects; any other header (other spellings,
+// escapes, a header past `head`) gives the offset (src/numpy/pickled_data.cc). Throws
+// npy/bad-magic, npy/unsupported-version or npy/truncated-header where numpy refuses
+// the prefix before reading data.
+[[nodiscard]] std::optional<std::uint64_t> pickled_data(std::span<const std::byte> head);
 [[nodiscard]] Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits);
 
 // The exact header numpy.lib.format writes for a C-order array (magic, version,

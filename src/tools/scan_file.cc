@@ -32,6 +32,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,6 +57,7 @@
 #include "zip/inflate.h"
 #include "zip/reader.h"
 #include "zip/sniff.h"
+#include "zip/unpack.h"
 
 namespace tensorseal {
 namespace {
@@ -75,7 +77,14 @@ constexpr int kLegacyPickles = 5;
 constexpr std::uint64_t kTarBlock = 512;
 constexpr std::uint64_t kNpyHeadBytes = 64 << 10;  // enough for any header numpy writes
 
-bool has(std::string_view s, std::string_view suffix) { return s.ends_with(suffix); }
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+// Names as miniz compares them (torch.load): ASCII case ignored.
+bool ends_with_ci(std::string_view s, std::string_view suffix) { return lower(s).ends_with(suffix); }
 
 // The callable a loader imports for a global: module, then the name walked attribute by
 // attribute (find_class at protocol >= 4), so ('torch', 'storage._load_from_bytes') is
@@ -393,17 +402,34 @@ class Scanner {
     return true;
   }
 
-  // A .npy image (or its first bytes): the pickle of an object array.
+  // A .npy image (or its first bytes). numpy unpickles the data of an object array;
+  // so it may for any header that does not prove a dtype without objects (other object
+  // spellings, structs and subarrays holding one, escapes: numpy::pickled_data). Such
+  // unproven data that is no pickle is tolerated; an object array's is the file's.
   bool npy(Bytes image, const std::string& where, std::uint64_t base, unsigned depth) {
     if (image.size() < 6 || std::memcmp(image.data(), "\x93NUMPY", 6) != 0) return false;
-    if (auto data = detail::numpy::object_array_data(image)) {
-      if (*data < image.size()) pickles(image.subspan(*data), where, base + *data, depth);
-    }
+    if (const auto at = npy_pickle(image); at && at->offset < image.size())
+      guard(!at->object, [&] { pickles(image.subspan(at->offset), where, base + at->offset, depth); });
     return true;
   }
+  // Where numpy would unpickle the data of the .npy starting with `head`, and whether
+  // the header is an object array's as numpy writes it (its pickle is then no candidate).
+  struct NpyPickle {
+    std::uint64_t offset;
+    bool object;
+  };
+  static std::optional<NpyPickle> npy_pickle(Bytes head) {
+    try {
+      if (const auto at = detail::numpy::object_array_data(head)) return NpyPickle{*at, true};
+    } catch (const Error&) {
+    }
+    if (const auto at = detail::numpy::pickled_data(head)) return NpyPickle{*at, false};
+    return std::nullopt;
+  }
 
-  // A member's bytes: stored ones as they are; deflated ones inflated to at most `cap`.
-  // `complete` is false when only a prefix came back.
+  // A member's bytes: stored ones as they are, others decompressed to at most `cap`
+  // (bzip2 and LZMA too: zipfile reads them). `complete` is false when only a prefix
+  // came back. A member over max_pickle_inflate is refused (zip/entry-too-large).
   Bytes member(Bytes file, const detail::zip::Entry& e, std::uint64_t cap, std::vector<std::byte>& scratch,
                bool& complete) {
     complete = true;
@@ -412,8 +438,8 @@ class Scanner {
         file.subspan(e.data_offset, std::min<std::uint64_t>(e.compressed_size, file.size() - e.data_offset));
     if (e.method == detail::zip::kMethodStored)
       return raw.first(std::min<std::uint64_t>(raw.size(), e.size ? e.size : raw.size()));
-    if (e.method != detail::zip::kMethodDeflated) return {};
-    detail::zip::Inflated in = detail::zip::inflate_bounded(raw, cap);
+    if (!detail::zip::can_unpack(e.method)) return {};
+    detail::zip::Inflated in = detail::zip::unpack_bounded(e.method, raw, cap);
     complete = in.ended;
     scratch = std::move(in.data);
     if (in.over && cap == limits_.max_pickle_inflate)
@@ -439,30 +465,73 @@ class Scanner {
     }
   }
 
-  void scan_member(Bytes file, const detail::zip::Entry& e, const std::string& where, unsigned depth) {
+  // A member as the loaders that open it by name or by content read it:
+  //   - data opening with the .npy magic: numpy.load reads an array, whatever the name
+  //     (an .npz member without .npy or in upper case), so npy();
+  //   - a zip or a tar: a checkpoint inside the archive, scanned as a file of its own
+  //     (max_nested_files deep);
+  //   - a ".pkl" name in any case (miniz finds "data.pkl" ignoring case), or data that
+  //     opens with any pickle opcode (protocol 0 and 1 have no PROTO): pickles.
+  // Tensor data records (`data_record`: under a data.pkl's data/ folder) are raw
+  // storage bytes no loader unpickles.
+  void scan_member(Bytes file, const detail::zip::Entry& e, const std::string& where, unsigned depth,
+                   bool data_record) {
+    if (data_record) return;
     const std::string at = where + "/" + e.name;
     std::vector<std::byte> scratch;
     bool complete = true;
-    if (has(e.name, ".npy")) {
-      const Bytes head = member(file, e, kNpyHeadBytes, scratch, complete);
-      if (head.size() < 6 || std::memcmp(head.data(), "\x93NUMPY", 6) != 0) return;
-      if (auto data = detail::numpy::object_array_data(head)) {
+    const Bytes head = member(file, e, kNpyHeadBytes, scratch, complete);
+    if (head.size() >= 6 && std::memcmp(head.data(), "\x93NUMPY", 6) == 0) {
+      guard(false, [&] {
+        const auto pk = npy_pickle(head);
+        if (!pk) return;
         std::vector<std::byte> whole;
-        const Bytes image = member(file, e, limits_.max_pickle_inflate, whole, complete);
-        if (*data < image.size()) pickles(image.subspan(*data), at, e.data_offset + *data, depth);
-      }
+        const Bytes image = complete ? head : member(file, e, limits_.max_pickle_inflate, whole, complete);
+        if (pk->offset < image.size())
+          guard(!pk->object, [&] { pickles(image.subspan(pk->offset), at, e.data_offset + pk->offset, depth); });
+      });
       return;
     }
-    // A pickle: a .pkl name, or data opening with PROTO n.
-    std::vector<std::byte> peek_buf;
-    const Bytes peek = member(file, e, 2, peek_buf, complete);
-    const bool proto =
-        peek.size() >= 2 && static_cast<unsigned char>(peek[0]) == 0x80 && static_cast<unsigned char>(peek[1]) <= 5;
-    if (!has(e.name, ".pkl") && !proto) return;
-    guard(!has(e.name, ".pkl"), [&] {
-      const Bytes data = member(file, e, limits_.max_pickle_inflate, scratch, complete);
+    const bool pkl = ends_with_ci(e.name, ".pkl");
+    const bool archive = detail::zip::starts_with_local_header(head) || tar_header(head);
+    if (archive && !pkl) {
+      guard(false, [&] {
+        if (depth >= limits_.max_nested_files)
+          throw Error(detail::torch::rules::kNestingTooDeep,
+                      "archive member '" + e.name + "' nests archives deeper than max_nested_files (" +
+                          std::to_string(limits_.max_nested_files) + ")",
+                      file_, e.data_offset);
+        std::vector<std::byte> whole;
+        const Bytes data = complete ? head : member(file, e, limits_.max_pickle_inflate, whole, complete);
+        std::optional<Error> nested_error;
+        const auto* records = std::exchange(records_, nullptr);  // a file of its own
+        const RestoreRecords restore{records_, records};
+        blob(data, at, depth + 1, false, nested_error);
+        if (nested_error) throw *nested_error;
+      });
+      return;
+    }
+    const bool opcode = !head.empty() && detail::pickle::kOpTable[static_cast<std::uint8_t>(head[0])].proto >= 0;
+    if (!pkl && !opcode) return;
+    guard(!pkl, [&] {
+      std::vector<std::byte> whole;
+      const Bytes data = complete ? head : member(file, e, limits_.max_pickle_inflate, whole, complete);
       pickles(data, at, e.data_offset, depth);
     });
+  }
+
+  // The names of a torch archive's tensor data records: "<prefix>data/<key>" beside a
+  // "<prefix>data.pkl" (any case, as miniz looks them up).
+  static std::set<std::string> data_records(const std::vector<detail::zip::Entry>& entries) {
+    std::set<std::string> prefixes, out;
+    for (const auto& e : entries)
+      if (ends_with_ci(e.name, "data.pkl")) prefixes.insert(lower(e.name.substr(0, e.name.size() - 8)) + "data/");
+    for (const auto& e : entries) {
+      const std::string l = lower(e.name);
+      for (const auto& p : prefixes)
+        if (l.size() > p.size() && l.starts_with(p)) out.insert(e.name);
+    }
+    return out;
   }
 
   bool zip(Bytes data, const std::string& where, unsigned depth) {
@@ -481,18 +550,19 @@ class Scanner {
       if (walk_local_headers(data, where, depth) > 0 && depth == 0) note("zip");
       throw;
     }
+    const std::set<std::string> data_names = data_records(a.entries);
     // Record sizes under each data.pkl's prefix, for the storages its pickle declares.
     Records records;
     for (const auto& e : a.entries) {
       records.clear();
-      if (has(e.name, "data.pkl")) {
-        const std::string prefix = e.name.substr(0, e.name.size() - 8) + "data/";
+      if (ends_with_ci(e.name, "data.pkl")) {
+        const std::string prefix = lower(e.name.substr(0, e.name.size() - 8)) + "data/";
         for (const auto& r : a.entries)
-          if (r.name.size() > prefix.size() && r.name.starts_with(prefix))
+          if (r.name.size() > prefix.size() && lower(r.name).starts_with(prefix))
             records.emplace(r.name.substr(prefix.size()), r.size);
       }
       const RestoreRecords restore{records_, std::exchange(records_, records.empty() ? nullptr : &records)};
-      scan_member(data, e, where, depth);
+      scan_member(data, e, where, depth, data_names.count(e.name) > 0);
     }
     if (detect_format(data) == Format::kTorchZip) detail::zip::refuse_case_collision(a, file_);
     return true;
@@ -502,6 +572,7 @@ class Scanner {
   // and sizes from the local header alone.
   // Returns how many local headers were found.
   std::uint64_t walk_local_headers(Bytes data, const std::string& where, unsigned depth) {
+    std::vector<detail::zip::Entry> found;
     std::uint64_t seen = 0;
     for (std::uint64_t pos = 0; pos + detail::zip::kLocalHeaderSize <= data.size(); ++pos) {
       if (detail::util::load_le<std::uint32_t>(data.data() + pos) != detail::zip::kLocalHeaderSig) continue;
@@ -525,8 +596,12 @@ class Scanner {
         e.compressed_size = data.size() - e.data_offset;
         e.size = 0;
       }
+      found.push_back(std::move(e));
+    }
+    const std::set<std::string> data_names = data_records(found);
+    for (const auto& e : found) {
       try {
-        scan_member(data, e, where, depth);
+        scan_member(data, e, where, depth, data_names.count(e.name) > 0);
       } catch (const Error&) {
         // A broken candidate: the ones that parse, and what the others referenced
         // before breaking (kept in refs), are the evidence.
@@ -634,12 +709,8 @@ class Scanner {
 
 }  // namespace
 
-namespace {
+namespace detail::tools {
 
-// A DCP data file (dcp/constants.h): its items' zip records, including those inside
-// zstd frames (items written through DCP's ZStandard extension), each decompressed
-// (at most max_alloc bytes) and scanned as "<file>@<offset>". A frame that does not
-// decompress is not scanned here; reading the directory then reports it.
 ScanReport scan_records(const std::filesystem::path& path, const ReadOptions& options) {
   const auto file = MappedFile::open(path);
   Scanner s(path.string(), options.limits);
@@ -665,78 +736,17 @@ ScanReport scan_records(const std::filesystem::path& path, const ReadOptions& op
     }
     at += static_cast<std::ptrdiff_t>(frame);
   }
-  ScanReport r = detail::tools::summarize(path.string(), Format::kUnknown, s.refs);
+  ScanReport r = summarize(path.string(), Format::kUnknown, s.refs);
   r.interpretations = s.interpretations;
   return r;
 }
 
-// A directory checkpoint (HF shards, DCP): every file in it a loader could open --
-// each scanned on its own, findings in file-name order -- and the directory read as
-// one checkpoint for its format (so its structure rules still apply). A directory
-// that cannot be read after unsafe findings is reported, as for files, incomplete.
-ScanReport scan_directory(const std::filesystem::path& path, const ReadOptions& options) {
-  Format format = Format::kUnknown;
-  std::optional<Error> read_error;
-  try {
-    format = read_file(path, options).format;
-  } catch (const Error& e) {
-    read_error = e;
-  }
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(path))
-    if (e.is_regular_file() && !e.is_symlink()) files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  std::vector<GlobalRef> refs;
-  std::vector<std::string> interpretations;
-  ScanReport r;
-  for (const auto& f : files) {
-    const std::string ext = f.extension().string();
-    if (ext == ".json" || ext == ".txt" || ext == ".md") continue;  // text the loaders parse as text
-    ScanReport one = ext == detail::dcp::kDataSuffix ? scan_records(f, options) : scan_file(f, options);
-    for (const auto& finding : one.findings)
-      for (std::size_t i = 0; i < finding.count; ++i)
-        refs.push_back(GlobalRef{finding.module, finding.name, finding.where});
-    for (auto& i : one.interpretations)
-      if (std::find(interpretations.begin(), interpretations.end(), i) == interpretations.end())
-        interpretations.push_back(i);
-    if (one.incomplete && !r.incomplete) {
-      r.incomplete = true;
-      r.error = one.error;
-    }
-  }
-  ScanReport out = detail::tools::summarize(path.string(), format, refs);
-  out.interpretations = std::move(interpretations);
-  out.incomplete = r.incomplete;
-  out.error = r.error;
-  if (read_error) {
-    if (out.verdict == Verdict::kSafe) throw *read_error;
-    if (!out.incomplete) {
-      out.incomplete = true;
-      out.error = read_error->what();
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-ScanReport scan_file(const std::filesystem::path& path, const ReadOptions& options) {
-  if (std::filesystem::is_directory(path)) return scan_directory(path, options);
-  const auto file = MappedFile::open(path);
-  const std::string name = path.string();
-  Scanner s(name, options.limits);
+ScanReport scan_image(std::span<const std::byte> data, const std::string& file, const std::string& where,
+                      const ReadOptions& options) {
+  Scanner s(file, options.limits);
   std::optional<Error> primary_error;
-  s.blob(file->bytes(), name, 0, true, primary_error);
-  // A safetensors file runs nothing, but its header rules (and limits) still apply, as
-  // for every command that reads it.
-  if (structure_of(file->bytes()) == Structure::kSafetensors && !primary_error) {
-    try {
-      (void)read_safetensors_index(file, options);
-    } catch (const Error& e) {
-      primary_error = e;
-    }
-  }
-  ScanReport r = detail::tools::summarize(name, detect_format(file->bytes()), s.refs);
+  s.blob(data, where, 0, true, primary_error);
+  ScanReport r = summarize(file, detect_format(data), s.refs);
   r.interpretations = s.interpretations;
   if (r.verdict != Verdict::kSafe && (s.evidence_error || primary_error)) {
     r.incomplete = true;
@@ -747,7 +757,34 @@ ScanReport scan_file(const std::filesystem::path& path, const ReadOptions& optio
   if (s.evidence_error) throw *s.evidence_error;
   if (r.interpretations.empty())
     throw Error(rules::kUnknownFormat,
-                "not a file any loader tensorseal knows would read (pickle, zip, npy, safetensors, tar)", name, 0);
+                "not a file any loader tensorseal knows would read (pickle, zip, npy, safetensors, tar)", file, 0);
+  return r;
+}
+
+}  // namespace detail::tools
+
+ScanReport scan_file(const std::filesystem::path& path, const ReadOptions& options) {
+  if (std::filesystem::is_directory(path)) return detail::tools::scan_directory(path, options);
+  const auto file = MappedFile::open(path);
+  const std::string name = path.string();
+  // A safetensors file runs nothing, but its header rules (and limits) still apply, as
+  // for every command that reads it.
+  std::optional<Error> header_error;
+  if (structure_of(file->bytes()) == Structure::kSafetensors) {
+    try {
+      (void)read_safetensors_index(file, options);
+    } catch (const Error& e) {
+      header_error = e;
+    }
+  }
+  ScanReport r = detail::tools::scan_image(file->bytes(), name, name, options);
+  if (header_error) {
+    if (r.verdict == Verdict::kSafe) throw *header_error;
+    if (!r.incomplete) {
+      r.incomplete = true;
+      r.error = header_error->what();
+    }
+  }
   return r;
 }
 

@@ -85,8 +85,9 @@ void walk(const fs::path& dir, std::vector<fs::path>& files, std::vector<fs::pat
   }
 }
 
-// The shard files an index names, relative to the root; each must be a regular file
-// inside the index's directory (the reader checks the rest when the layout is read).
+// The shard files an index names, relative to the root: relative names inside the
+// index's directory, subdirectories allowed as transformers allows them (the reader
+// checks the rest, links included, when the layout is read).
 std::vector<std::string> shard_members(const fs::path& index, const fs::path& root) {
   const auto file = MappedFile::open(index);
   const auto parsed = detail::shards::parse_index(file->bytes(), index.string());
@@ -94,10 +95,13 @@ std::vector<std::string> shard_members(const fs::path& index, const fs::path& ro
   for (const auto& [tensor, shard] : parsed.weight_map) names.insert(shard);
   std::vector<std::string> out;
   for (const auto& n : names) {
-    const fs::path p = (index.parent_path() / n).lexically_normal();
-    if (n.find('/') != std::string::npos || n == "." || n == "..")
-      throw Error(detail::shards::rules::kShardPath, "shard '" + n + "' is not a file name in the index's directory",
-                  index.string());
+    const fs::path rel(n);
+    bool leaves = n.empty() || rel.is_absolute() || rel.has_root_name() || rel.has_root_directory();
+    for (const auto& part : rel) leaves = leaves || part == ".." || part == ".";
+    if (leaves)
+      throw Error(detail::shards::rules::kShardPath,
+                  "shard '" + n + "' is not a relative name inside the index's directory", index.string());
+    const fs::path p = (index.parent_path() / rel).lexically_normal();
     out.push_back(relative_name(p, root));
   }
   return out;

@@ -60,6 +60,9 @@ inline constexpr std::uint16_t kFlagUtf8 = 1u << 11;
 
 inline constexpr std::uint16_t kMethodStored = 0;
 inline constexpr std::uint16_t kMethodDeflated = 8;
+// Read by Python's zipfile (numpy.load), not by torch's miniz: only scan decompresses them.
+inline constexpr std::uint16_t kMethodBzip2 = 12;
+inline constexpr std::uint16_t kMethodLzma = 14;
 
 // Names longer than this are refused (the format allows 65535; no real checkpoint
 // comes near; PATH_MAX on Linux is 4096).

@@ -327,10 +327,14 @@ void Parser::read_central(Archive& a, u64 count) {
       fail(rules::kMultiDisk, fmt::format("entry {} starts on disk {}", shown, disk_start), pos + 34);
     if (e.flags & (zip::kFlagEncrypted | zip::kFlagStrongEncryption))
       fail(rules::kEncrypted, fmt::format("entry {} is encrypted (flags 0x{:x})", shown, e.flags), pos + 8);
-    if (e.method != zip::kMethodStored && e.method != zip::kMethodDeflated)
+    // bzip2 and LZMA entries are archives Python's zipfile reads (scan decompresses
+    // them); readers refuse them when they extract (only stored and deflate).
+    if (e.method != zip::kMethodStored && e.method != zip::kMethodDeflated && e.method != zip::kMethodBzip2 &&
+        e.method != zip::kMethodLzma)
       fail(rules::kUnsupportedMethod,
-           fmt::format("entry {} uses compression method {} (only 0 stored and 8 deflate are supported)", shown,
-                       e.method),
+           fmt::format("entry {} uses compression method {} (zip archives use 0 stored, 8 deflate, 12 bzip2, 14 "
+                       "LZMA)",
+                       shown, e.method),
            pos + 10);
     if (e.method == zip::kMethodStored && e.size != e.compressed_size)
       fail(rules::kStoredSize,
@@ -529,7 +533,9 @@ std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const En
     return raw;
   }
   if (e.method != zip::kMethodDeflated)
-    throw Error(rules::kUnsupportedMethod, fmt::format("entry {} uses compression method {}", show(e.name), e.method),
+    throw Error(rules::kUnsupportedMethod,
+                fmt::format("entry {} uses compression method {} (tensorseal reads 0 stored and 8 deflate)",
+                            show(e.name), e.method),
                 name, e.local_offset + 8);
   if (e.size > limits.max_alloc)
     throw Error(rules::kEntryTooLarge,

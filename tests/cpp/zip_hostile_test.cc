@@ -167,8 +167,23 @@ TEST(ZipHostile, EncryptedEntry) {
 TEST(ZipHostile, UnsupportedMethod) {
   std::string s = load("savez.npz");
   const auto a = parse(s);
-  put16(s, central_pos(a, 0) + 10, 12);  // bzip2
+  put16(s, central_pos(a, 0) + 10, 99);  // no zip method
   EXPECT_EQ(rule_of_read(s), "zip/unsupported-method");
+}
+
+// bzip2 / LZMA entries are well-formed archives (zipfile reads them, scan decompresses
+// them), but reading their tensors is refused when the member is extracted.
+TEST(ZipHostile, Bzip2AndLzmaMembersAreRefusedWhenRead) {
+  for (std::uint16_t method : {std::uint16_t{12}, std::uint16_t{14}}) {
+    std::string s = load("savez.npz");
+    const auto a = parse(s);
+    put16(s, central_pos(a, 0) + 10, method);
+    put16(s, a.entries[0].local_offset + 8, method);
+    EXPECT_NO_THROW((void)parse(s));
+    EXPECT_EQ(testing::rule_of([&] { (void)read_bytes(testing::bytes_of(s), "poked.npz"); }),
+              "zip/unsupported-method")
+        << method;
+  }
 }
 
 TEST(ZipHostile, StoredSizesDisagree) {

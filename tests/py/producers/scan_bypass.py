@@ -3,13 +3,21 @@ ground truth: what a standard loader does with them.
 
 `build(directory)` writes the files and returns the cases (name -> dict):
   file     the path
-  cls      the class ("qualified", "nested", "broken", "stacked", "latent")
+  cls      the class ("qualified", "nested", "broken", "stacked", "latent", "names",
+           "archives", "directories")
   loader   how the ground truth loads it: "pickle" (pickle.load), "pickle2" (pickle.load
            twice: a reader of stacked pickles), "pypickle" (pickle's pure-Python
            Unpickler, as dill and joblib use), "torch" (torch.load(weights_only=False)),
            "numpy" (numpy.load(allow_pickle=True), every npz member), "torch_wo"
            (torch.load(weights_only=True): the latent class, whose ground truth is that
-           the fixed loader refuses what torch < 2.10's accepted)
+           the fixed loader refuses what torch < 2.10's accepted), "members" (zipfile,
+           then torch.load(weights_only=False) of every member that is a checkpoint, as
+           whoever unpacks an archive of checkpoints loads them), "dcp" (dcp.load of the
+           directory, every entry requested), "hf_index" (torch.load(weights_only=False)
+           of every shard a *.bin.index.json names, as transformers < 4.x and accelerate's
+           older loaders did), "torch_dir" (torch.load(weights_only=False) of every
+           checkpoint file under the directory, links followed: a Hugging Face cache
+           snapshot)
   marker   the file the payload creates (hostile cases), or None
   names    what `tseal scan` must name ("module.name" of a finding, or a prefix of it
            ending in '<' for findings that are not globals)
@@ -25,6 +33,7 @@ is whether the marker exists afterwards (latent cases: whether weights_only refu
 from __future__ import annotations
 
 import collections
+import hashlib
 import io
 import json
 import os
@@ -107,6 +116,31 @@ def torch_zip(data_pkl: bytes, records=(), prefix="archive") -> bytes:
             z.writestr(f"{prefix}/{name}", data)
         z.writestr(f"{prefix}/version", b"3\n")
     return b.getvalue()
+
+
+def torch_zip_named(data_pkl: bytes, name: str) -> bytes:
+    b = io.BytesIO()
+    with zipfile.ZipFile(b, "w", zipfile.ZIP_STORED) as z:
+        z.writestr(name, data_pkl)
+        z.writestr(name.rsplit("/", 1)[0] + "/version", b"3\n")
+    return b.getvalue()
+
+
+def zip_of(members, method) -> bytes:
+    b = io.BytesIO()
+    with zipfile.ZipFile(b, "w", method) as z:
+        for name, data in members:
+            z.writestr(name, data)
+    return b.getvalue()
+
+
+def npy_header(descr: str, version: int = 1) -> bytes:
+    """A .npy header with this descr literal (numpy reads it with ast.literal_eval)."""
+    h = ("{'descr': %s, 'fortran_order': False, 'shape': (1,), }" % descr).encode("latin-1" if version < 3 else "utf-8")
+    prefix = 10 if version == 1 else 12
+    h += b" " * ((64 - (prefix + len(h) + 1) % 64) % 64) + b"\n"
+    size = struct.pack("<H", len(h)) if version == 1 else struct.pack("<I", len(h))
+    return b"\x93NUMPY" + bytes([version, 0]) + size + h
 
 
 # ---- the classes ---------------------------------------------------------------------
@@ -271,9 +305,101 @@ def build(d: pathlib.Path) -> dict:
     add("storage_numel_past_record", "latent", torch_zip(stream(b"}" + u("w") + big + b"s", proto=2), [data0]),
         "torch_wo", ["<latent>.<storage '0' declares 1048576 elements"], suffix=".pt")
 
-    # benign twins, made by the real producers
     g_ = torch.Generator().manual_seed(0)
     sd = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.LayerNorm(2)).state_dict()
+
+    # names and encodings the loaders accept
+    p2 = lambda m: pickle.dumps(Attack(m), protocol=2)  # noqa: E731
+    m = mk("e-upper")
+    add("torch_zip_upper_case_pkl", "names", torch_zip_named(p2(m), "archive/DATA.PKL"), "torch", ["posix.system"],
+        marker=m, suffix=".pt")
+    m = mk("e-p0")
+    add("torch_zip_protocol0", "names", torch_zip(pickle.dumps(Attack(m), protocol=0)), "torch", ["posix.system"],
+        marker=m, suffix=".pt")
+    m = mk("e-p1")
+    add("torch_zip_protocol1", "names", torch_zip(pickle.dumps(Attack(m), protocol=1)), "torch", ["posix.system"],
+        marker=m, suffix=".pt")
+    for name, member, method in (("npz_member_without_suffix", "x", zipfile.ZIP_STORED),
+                                 ("npz_member_upper_case", "X.NPY", zipfile.ZIP_STORED),
+                                 ("npz_member_bzip2", "x.npy", zipfile.ZIP_BZIP2),
+                                 ("npz_member_lzma", "x.npy", zipfile.ZIP_LZMA),
+                                 ("npz_member_deflated", "x.npy", zipfile.ZIP_DEFLATED)):
+        m = mk("e-" + name)
+        add(name, "names", zip_of([(member, npy_object(p2(m)))], method), "numpy", ["posix.system"], marker=m,
+            suffix=".npz")
+    for name, descr, version in (("npy_descr_object", "'object'", 1), ("npy_descr_object_underscore", "'object_'", 1),
+                                 ("npy_descr_O8", "'<O8'", 1), ("npy_descr_struct", "[('a', '<i4'), ('b', '|O')]", 1),
+                                 ("npy_descr_subarray", "('|O', (2,))", 1), ("npy_descr_comma", "'i4,O'", 1),
+                                 ("npy_descr_escaped", "'\\x4f'", 1), ("npy_descr_nested_struct",
+                                                                      "[('s', [('o', 'O')])]", 2),
+                                 ("npy_version3_header", "[('\u00e9', '|O')]", 3), ("npy_descr_utf8_v3", "'O'", 3)):
+        m = mk("e-" + name)
+        add(name, "names", npy_header(descr, version) + p2(m), "numpy", ["posix.system"], marker=m, suffix=".npy")
+    m = mk("e-torch-npz")
+    b = io.BytesIO()
+    torch.save(sd, b)
+    with zipfile.ZipFile(b, "a") as z:
+        z.writestr("x.npy", npy_object(p2(m)))
+    add("torch_zip_that_is_an_npz", "names", b.getvalue(), "numpy", ["posix.system"], marker=m, suffix=".pt")
+
+    # archives inside archives
+    def torch_save_bytes(obj, **kw):
+        b = io.BytesIO()
+        torch.save(obj, b, **kw)
+        return b.getvalue()
+    m = mk("a-zip")
+    add("torch_file_in_zip", "archives", zip_of([("model.pt", torch_save_bytes({"x": Attack(m)}))],
+                                                zipfile.ZIP_STORED), "members", ["posix.system"], marker=m, suffix=".zip")
+    m = mk("a-zip-deflated")
+    add("legacy_file_in_deflated_zip", "archives",
+        zip_of([("model.pt", torch_save_bytes({"x": Attack(m)}, _use_new_zipfile_serialization=False))],
+               zipfile.ZIP_DEFLATED), "members", ["posix.system"], marker=m, suffix=".zip")
+    m = mk("a-npz")
+    b = io.BytesIO()
+    np.savez(b, w=np.ones(3, np.float32))
+    with zipfile.ZipFile(b, "a") as z:  # the checkpoint as a member of its own, as a user adds one
+        z.writestr("model.pt", torch_save_bytes({"x": Attack(m)}))
+    add("torch_file_in_npz", "archives", b.getvalue(), "members", ["posix.system"], marker=m, suffix=".npz")
+    m = mk("a-deep")
+    add("zip_in_zip_in_zip", "archives",
+        zip_of([("outer.zip", zip_of([("model.pt", torch_save_bytes({"x": Attack(m)}))], zipfile.ZIP_STORED))],
+               zipfile.ZIP_DEFLATED), "members", ["posix.system"], marker=m, suffix=".zip")
+
+    # their benign twins, made by the real producers
+    rec = np.array([(1, 2.5, b"ab"), (3, -1.0, b"cd")], dtype=[("id", "<i4"), ("x", "<f8"), ("tag", "S2")])
+    for name, save in (("npy_structured", lambda f: np.save(f, rec)),
+                       ("npy_subarray_struct", lambda f: np.save(f, np.zeros(2, dtype=[("v", "<f4", (3,))]))),
+                       ("npy_version3_struct", lambda f: np.save(f, np.zeros(2, dtype=[("\u540d", "<f4")])))):
+        b = io.BytesIO()
+        save(b)
+        add(name, "names", b.getvalue(), "numpy", benign=True, suffix=".npy")
+    for name, save in (("npz_structured", lambda f: np.savez(f, r=rec, w=np.ones(3))),
+                       ("npz_compressed", lambda f: np.savez_compressed(f, w=np.arange(100.0), r=rec))):
+        b = io.BytesIO()
+        save(b)
+        add(name, "names", b.getvalue(), "numpy", benign=True, suffix=".npz")
+    one = io.BytesIO()
+    np.save(one, np.arange(12, dtype=np.int16))
+    for name, member, method in (("npz_member_without_suffix", "x", zipfile.ZIP_STORED),
+                                 ("npz_member_bzip2", "x.npy", zipfile.ZIP_BZIP2),
+                                 ("npz_member_lzma", "x.npy", zipfile.ZIP_LZMA)):
+        add(name + "_benign", "names", zip_of([(member, one.getvalue())], method), "numpy", benign=True, suffix=".npz")
+    # (torch.load cannot read torch.save's protocol-0 files: its persistent ids come back as str)
+    add("torch_save_protocol1", "names", torch_save_bytes(sd, pickle_protocol=1), "torch", benign=True, suffix=".pt")
+    add("torch_file_in_zip_benign", "archives", zip_of([("model.pt", torch_save_bytes(sd))], zipfile.ZIP_STORED),
+        "members", benign=True, suffix=".zip")
+    add("legacy_file_in_deflated_zip_benign", "archives",
+        zip_of([("model.pt", torch_save_bytes(sd, _use_new_zipfile_serialization=False))], zipfile.ZIP_DEFLATED),
+        "members", benign=True, suffix=".zip")
+    b = io.BytesIO()
+    np.savez(b, w=np.ones(3, np.float32))
+    with zipfile.ZipFile(b, "a") as z:
+        z.writestr("model.pt", torch_save_bytes(sd))
+    add("torch_file_in_npz_benign", "archives", b.getvalue(), "members", benign=True, suffix=".npz")
+
+    directories(d, cases, mk, sd)
+
+    # benign twins, made by the real producers
     plain = {"a": [1, 2.5, None, True], "b": (3, "x", b"raw"), "c": {1, 2}, "d": frozenset([3]),
              "e": collections.OrderedDict(k=1), "f": bytearray(b"z"), "g": 1 + 2j, "h": 1 << 80}
     for proto in range(6):
@@ -312,6 +438,152 @@ def build(d: pathlib.Path) -> dict:
     return cases
 
 
+class LoadFromBytes:
+    """Pickles as torch.storage._load_from_bytes(payload): a gadget torch's allowlist has."""
+    def __init__(self, payload: bytes):
+        self.payload = payload
+
+    def __reduce__(self):
+        import torch.storage
+        return (torch.storage._load_from_bytes, (self.payload,))
+
+
+def _dcp_save(state: dict, path: pathlib.Path, raw_pickle_items: bool = False):
+    """dcp.save in this process (no process group), BYTE_IO items as torch.save writes
+    them, or, with raw_pickle_items, as a planner that pickles them (DCP's own
+    DefaultSavePlanner.transform_object extension point)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+
+    class PicklingPlanner(DefaultSavePlanner):
+        def transform_object(self, write_item, object):
+            from torch.distributed.checkpoint.planner import WriteItemType
+            if write_item.type == WriteItemType.BYTE_IO:
+                return io.BytesIO(pickle.dumps(object, protocol=2))
+            return super().transform_object(write_item, object)
+
+    dcp.save(state, checkpoint_id=str(path), planner=PicklingPlanner() if raw_pickle_items else None)
+
+
+def _rewrite_metadata(path: pathlib.Path, change) -> None:
+    """The directory's .metadata loaded, changed and pickled back as DCP writes it."""
+    meta = path / ".metadata"
+    with open(meta, "rb") as f:
+        md = pickle.load(f)
+    change(md)
+    with open(meta, "wb") as f:
+        pickle.dump(md, f)
+
+
+def directories(d: pathlib.Path, cases: dict, mk, sd: dict) -> None:
+    """Directory layouts: DCP items a loader reaches through .metadata, HF shards in
+    subdirectories, a Hugging Face cache snapshot (links into blobs/)."""
+    import json
+    import shutil
+    import torch
+
+    def add(name, path, loader, names=(), benign=False, marker=None):
+        cases[f"directories/{name}"] = {"file": str(path), "cls": "directories", "loader": loader, "marker": marker,
+                                        "names": list(names), "benign": benign}
+
+    def inner(m):
+        b = io.BytesIO()
+        torch.save({"x": Attack(m)}, b, _use_new_zipfile_serialization=False)
+        return b.getvalue()
+
+    w = {"w": torch.arange(6.0).reshape(2, 3)}
+    m = mk("d-byteio-raw")
+    p = d / "dcp-byteio-raw-pickle"
+    _dcp_save({**w, "extra": Attack(m)}, p, raw_pickle_items=True)
+    add("dcp_byteio_item_raw_pickle", p, "dcp", ["posix.system"], marker=m)
+
+    m = mk("d-byteio-zip")
+    p = d / "dcp-byteio-torch-save"
+    _dcp_save({**w, "extra": Attack(m)}, p)
+    add("dcp_byteio_item_torch_save", p, "dcp", ["posix.system"], marker=m)
+
+    m = mk("d-subdir")
+    p = d / "dcp-items-in-subdir"
+    _dcp_save({**w, "extra": Attack(m)}, p, raw_pickle_items=True)
+    (p / "data").mkdir()
+    for f in p.glob("*.distcp"):
+        f.rename(p / "data" / (f.stem + ".bin"))
+
+    def move(md):
+        for info in md.storage_data.values():
+            info.relative_path = "data/" + info.relative_path.replace(".distcp", ".bin")
+    _rewrite_metadata(p, move)
+    add("dcp_items_in_subdir_other_extension", p, "dcp", ["posix.system"], marker=m)
+
+    m = mk("d-metadata-gadget")
+    p = d / "dcp-metadata-gadget"
+    _dcp_save(dict(w), p)
+
+    def gadget(md):
+        md.planner_data = LoadFromBytes(inner(m))
+    _rewrite_metadata(p, gadget)
+    add("dcp_metadata_load_from_bytes", p, "dcp", ["posix.system"], marker=m)
+
+    # HF .bin shards in a subdirectory, named by the index
+    from huggingface_hub import save_torch_state_dict
+    m = mk("d-shards")
+    p = d / "hf-shards-subdir"
+    p.mkdir()
+    big = {f"layer{i}.weight": torch.full((64, 64), float(i)) for i in range(4)}
+    save_torch_state_dict(big, p, safe_serialization=False, max_shard_size="40KB")
+    index = json.loads((p / "pytorch_model.bin.index.json").read_text())
+    (p / "weights").mkdir()
+    shards = sorted(set(index["weight_map"].values()))
+    for f in shards:
+        (p / f).rename(p / "weights" / f)
+    index["weight_map"] = {k: "weights/" + v for k, v in index["weight_map"].items()}
+    (p / "pytorch_model.bin.index.json").write_text(json.dumps(index, indent=2))
+    last = p / "weights" / shards[-1]
+    state = torch.load(last, weights_only=True)
+    torch.save({**state, "_note": Attack(m)}, last)
+    add("hf_bin_shard_in_subdirectory", p, "hf_index", ["posix.system"], marker=m)
+
+    # A Hugging Face cache repository: snapshots/<rev>/ links into blobs/
+    m = mk("d-hub")
+    repo = d / "hub" / "models--org--tiny"
+    blob = io.BytesIO()
+    torch.save({**w, "x": Attack(m)}, blob)
+    digest = hashlib.sha256(blob.getvalue()).hexdigest()
+    (repo / "blobs").mkdir(parents=True)
+    (repo / "blobs" / digest).write_bytes(blob.getvalue())
+    (repo / "blobs" / "cfg").write_text('{"model_type": "tiny"}')
+    snap = repo / "snapshots" / ("a" * 40)
+    snap.mkdir(parents=True)
+    (snap / "pytorch_model.bin").symlink_to(pathlib.Path("..") / ".." / "blobs" / digest)
+    (snap / "config.json").symlink_to(pathlib.Path("..") / ".." / "blobs" / "cfg")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("a" * 40)
+    add("hub_cache_snapshot", snap, "torch_dir", ["posix.system"], marker=m)
+    add("hub_cache_repository", repo, "torch_dir", ["posix.system"], marker=m)
+
+    # benign twins
+    p = d / "dcp-benign"
+    _dcp_save({**w, "step": 3, "cfg": {"lr": 0.1, "betas": (0.9, 0.99)}}, p)
+    add("dcp_with_byteio_items", p, "dcp", benign=True)
+    p = d / "dcp-benign-subdir"
+    _dcp_save({**w, "step": 3}, p)
+    (p / "data").mkdir()
+    for f in p.glob("*.distcp"):
+        f.rename(p / "data" / (f.stem + ".bin"))
+    _rewrite_metadata(p, move)
+    add("dcp_items_in_subdir", p, "dcp", benign=True)
+    p = d / "hf-shards-benign"
+    p.mkdir()
+    save_torch_state_dict(big, p, safe_serialization=False, max_shard_size="40KB")
+    add("hf_bin_shards", p, "hf_index", benign=True)
+    brepo = d / "hub-benign" / "models--org--tiny"
+    shutil.copytree(repo, brepo, symlinks=True)
+    b = io.BytesIO()
+    torch.save(sd, b)
+    (brepo / "blobs" / digest).write_bytes(b.getvalue())
+    add("hub_cache_snapshot_benign", brepo / "snapshots" / ("a" * 40), "torch_dir", benign=True)
+
+
 # ---- the ground truth ------------------------------------------------------------------
 
 
@@ -331,6 +603,35 @@ def _load(case: dict):
         return torch.load(f, weights_only=False)
     if loader == "torch_wo":
         return torch.load(f, weights_only=True)
+    if loader == "members":
+        out = {}
+        with zipfile.ZipFile(f) as z:
+            stack = [(z, "")]
+            while stack:
+                zf, prefix = stack.pop()
+                for name in zf.namelist():
+                    data = zf.read(name)
+                    if data[:4] == b"PK\x03\x04" and not name.endswith(".pt"):
+                        stack.append((zipfile.ZipFile(io.BytesIO(data)), prefix + name + "/"))
+                    elif name.endswith(".pt"):
+                        out[prefix + name] = torch.load(io.BytesIO(data), weights_only=False)
+        return out
+    if loader == "dcp":
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint import FileSystemReader
+        from torch.distributed.checkpoint.metadata import BytesStorageMetadata
+        md = FileSystemReader(f).read_metadata()
+        state = {k: None if isinstance(v, BytesStorageMetadata) else torch.empty(v.size, dtype=v.properties.dtype)
+                 for k, v in md.state_dict_metadata.items()}
+        dcp.load(state, checkpoint_id=f)
+        return state
+    if loader == "hf_index":
+        import json
+        index = json.loads((pathlib.Path(f) / "pytorch_model.bin.index.json").read_text())
+        return {s: torch.load(pathlib.Path(f) / s, weights_only=False) for s in sorted(set(index["weight_map"].values()))}
+    if loader == "torch_dir":
+        return {str(p): torch.load(p, weights_only=False) for p in sorted(pathlib.Path(f).rglob("*.bin"))
+                if "blobs" not in p.parts}
     if loader == "numpy":
         import numpy as np
         r = np.load(f, allow_pickle=True)
