@@ -64,19 +64,19 @@ std::string show(std::string_view s) {
 
 bool python_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f'); }
 
-// What tarfile's nti() makes of a number field, or nullopt where it raises: base-256,
+// What tarfile's nti() makes of a number field, or nullopt where it raises: base-256
+// (negative ones as -1, values past 2^48, which no header sum reaches, as 2^48),
 // or the ASCII text before the first NUL read by Python's int(text.strip() or "0", 8)
 // (sign, "0o" prefix and underscores between digits included). Only detection uses it;
 // walk() accepts a strict subset (parse_number).
 std::optional<std::int64_t> python_nti(std::string_view f) {
   const auto first = static_cast<unsigned char>(f[0]);
-  if (first == kBase256Positive || first == kBase256Negative) {
-    u64 v = 0;
-    for (std::size_t i = 1; i < f.size(); ++i) {
-      if (v >> 55) return std::nullopt;  // beyond what any header sum can be
-      v = (v << 8) | static_cast<unsigned char>(f[i]);
-    }
-    return first == kBase256Negative ? std::optional<std::int64_t>(-1) : static_cast<std::int64_t>(v);
+  if (first == kBase256Negative) return -1;
+  if (first == kBase256Positive) {
+    std::int64_t v = 0;
+    for (std::size_t i = 1; i < f.size(); ++i) v = std::min<std::int64_t>((v << 8) | static_cast<unsigned char>(f[i]),
+                                                                       std::int64_t{1} << 48);  // saturated
+    return v;
   }
   std::string_view s = until_nul(f);
   if (std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; }))
@@ -133,13 +133,13 @@ struct Number {
 };
 Number parse_number(std::string_view f) {
   const auto first = static_cast<unsigned char>(f[0]);
-  if (first == kBase256Positive || first == kBase256Negative) {
+  if (first == kBase256Negative) return {Number::kNegative, 0};  // tarfile: -(256^(n-1) - rest) < 0
+  if (first == kBase256Positive) {
     u64 v = 0;
     for (std::size_t i = 1; i < f.size(); ++i) {
       if (v >> 55) return {};  // past 2^63
       v = (v << 8) | static_cast<unsigned char>(f[i]);
     }
-    if (first == kBase256Negative) return {Number::kNegative, 0};
     return {Number::kOk, v};
   }
   std::size_t i = 0;
@@ -456,9 +456,13 @@ bool looks_like_tar(std::span<const std::byte> head) noexcept {
   if (head.size() < kBlock) return false;
   const std::string_view h = text(head.first(kBlock));
   if (std::all_of(h.begin(), h.end(), [](char c) { return c == '\0'; })) return false;
+  // tarfile raises (and torch.load falls back to reading a pickle) when the first
+  // header's checksum or any number field does not parse.
+  for (const Field f : kNumericFields)
+    if (!python_nti(field(h, f))) return false;
   const auto stored = python_nti(field(h, kChecksum));
   const auto [unsigned_sum, signed_sum] = checksums(h);
-  return stored && (*stored == unsigned_sum || *stored == signed_sum);
+  return *stored == unsigned_sum || *stored == signed_sum;
 }
 
 Archive walk(std::span<const std::byte> file, const std::string& name, const Limits& limits,

@@ -39,8 +39,10 @@ struct Archive {
   std::uint64_t end = 0;        // offset of the end-of-archive block
 };
 
-// Whether `head` opens with a block tarfile accepts as a header: a checksum field
-// that parses (octal) and equals the unsigned or signed sum of the block. Never throws.
+// Whether `head` opens with a block tarfile accepts as a first header (else torch.load
+// reads the file as a pickle): not all zero, every number field parses as tarfile
+// parses it, and the checksum equals the unsigned or signed sum of the block. Never
+// throws.
 bool looks_like_tar(std::span<const std::byte> head) noexcept;
 
 // Walks the archive in `file` (all its bytes), calling `visit` with each member and its
