@@ -290,3 +290,48 @@ def test_hostile_archives_are_refused_with_rule_and_offset(produced, tmp_path):
         assert c.returncode == 2 and not out.exists(), (path.name, c.stderr)
         with pytest.raises(tensorseal.Error, match=rf"\[{rule}\]"):
             tensorseal.load(path)
+
+
+# ---- scan ------------------------------------------------------------------------------
+
+class _Cmd:
+    def __reduce__(self):
+        return (os.system, ("true",))
+
+
+def test_scan_reads_members_by_their_tarfile_names(produced, tmp_path):
+    # A pax path names the member torch reads as `storages`; its ustar name is another.
+    # The storage-views pickle after the records runs os.system under torch.load.
+    parts = _parts(produced / "ustar.pt")
+    views = pickle.dumps([], protocol=2)
+    assert parts["storages"].endswith(views)
+    storages = parts["storages"][:-len(views)] + pickle.dumps(_Cmd(), protocol=2)
+    p = tmp_path / "renamed.pt"
+    _archive(p, [("innocent", storages, {"pax_headers": {"path": "storages"}}), ("tensors", parts["tensors"], {}),
+                 ("pickle", parts["pickle"], {})], tarfile.PAX_FORMAT)
+    with tarfile.open(p) as t:
+        assert t.getnames()[0] == "storages"
+    r = run_tseal("scan", "--json", p)
+    report = json.loads(r.stdout)
+    assert r.returncode == 1 and report["verdict"] == "dangerous", r.stdout
+    assert any((f["module"], f["name"]) == ("posix", "system") and "/storages @ " in f["where"]
+               for f in report["findings"]), report["findings"]
+
+
+def test_scan_keeps_what_members_before_a_broken_header_reference(produced, tmp_path):
+    # tarfile stops at a header it cannot parse and torch.load still runs the members
+    # before it; reading refuses the archive, scan reports the payload and the error.
+    parts = _parts(produced / "ustar.pt")
+    p = tmp_path / "broken.pt"
+    _archive(p, [("storages", parts["storages"], {}), ("tensors", parts["tensors"], {}),
+                 ("pickle", pickle.dumps(_Cmd(), protocol=2), {}), ("notes", b"x", {})])
+    b = bytearray(p.read_bytes())
+    notes = _members(p)["notes"][0]
+    b[notes + 1] ^= 0x20
+    p.write_bytes(b)
+    r = run_tseal("scan", "--json", p)
+    report = json.loads(r.stdout)
+    assert r.returncode == 1 and report["verdict"] == "dangerous" and report["incomplete"], r.stdout
+    assert "[tar/bad-checksum]" in report["error"], report
+    i = run_tseal("inspect", p)
+    assert i.returncode == 2 and f"byte {notes + 148}: [tar/bad-checksum]" in i.stderr, i.stderr
