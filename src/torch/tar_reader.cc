@@ -104,11 +104,16 @@ class TarReader {
   Checkpoint read() {
     const tar::Archive a = tar::read(in_.bytes(), in_.name, in_.options->limits);
     c_.facts.push_back(fact(tar::topics::kDialect, "tar", a.dialect.text()));
+    // Members beyond the four torch 0.1 wrote, other than the data hard links among them name.
+    auto read_by_torch = [](const tar::Member& m) {
+      return m.name == kTarStorages || m.name == kTarTensors || m.name == kTarPickle || m.name == kTarSysInfo;
+    };
+    std::vector<bool> used(a.members.size());
+    for (std::size_t i = 0; i < a.members.size(); ++i)
+      if (read_by_torch(a.members[i])) used[a.members[i].hard_link ? a.members[i].target : i] = true;
     std::string others;
-    for (const auto& m : a.members) {
-      if (m.name == kTarStorages || m.name == kTarTensors || m.name == kTarPickle || m.name == kTarSysInfo) continue;
-      others += (others.empty() ? "" : ", ") + m.name;
-    }
+    for (std::size_t i = 0; i < a.members.size(); ++i)
+      if (!used[i] && !read_by_torch(a.members[i])) others += (others.empty() ? "" : ", ") + a.members[i].name;
     if (!others.empty()) c_.facts.push_back(fact(topics::kUnexpectedRecords, "tar", others));
     if (const auto* s = find(a, kTarSysInfo)) sys_info(*s);
     storages(need(a, kTarStorages));
