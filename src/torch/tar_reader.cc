@@ -211,13 +211,12 @@ class TarReader {
       // A view and its root share one buffer in every consumer, also those that need
       // element-aligned data (the Python binding copies a misaligned storage, which
       // would part the root from its views): a misaligned root with views is read into
-      // an aligned copy first. Views come only from torch 0.1's storage slicing.
+      // an aligned copy first (once: a view of it is then aligned too, its offset counting
+      // whole elements). Views come only from torch 0.1's storage slicing.
       const auto align = std::clamp<std::uintptr_t>(itemsize(root->dtype), 1, 16);
       if (reinterpret_cast<std::uintptr_t>(root->bytes().data()) % align != 0) {
-        auto copy = Storage::owned(std::vector<std::byte>(root->bytes().begin(), root->bytes().end()), root->dtype);
-        for (auto& [k, o] : objects_)
-          if (o.storage == root) o.storage = copy;
-        root = std::move(copy);
+        root = Storage::owned(std::vector<std::byte>(root->bytes().begin(), root->bytes().end()), root->dtype);
+        objects_[(*f)[1].as_int()].storage = root;
       }
       const std::int64_t offset = (*f)[2].as_int(), numel = (*f)[3].as_int();
       const u64 item = itemsize(root->dtype);
