@@ -240,6 +240,17 @@ TEST(TarRead, MinimalHandBuiltArchiveReads) {
   EXPECT_EQ(c.root.as_tensor()->dtype, DType::kFloat32);
 }
 
+TEST(TarRead, ImportingPicklePrefixIsAmbiguous) {
+  // A first member named so that the archive's first bytes are a pickle importing
+  // os.system: pickle.load would run it, torch.load reads the tar. Refused unless the
+  // format is asked for.
+  const std::string f = member("cos\nsystem\n", "x") + Parts{}.file().substr(0, Parts{}.file().size() - 1024) + kEnd;
+  expect_refused(f, rules::kAmbiguousFormat, 0);
+  ReadOptions as_tar;
+  as_tar.format = Format::kTorchTar;
+  EXPECT_EQ(read_outcome(f, as_tar).rule, "");
+}
+
 TEST(TarRead, CanonWritesTheCanonicalTorchZip) {
   const Checkpoint c = read_file(dir() / "gnu.pt");
   ASSERT_EQ(format_info(Format::kTorchTar)->canonical, Format::kTorchZip);
