@@ -20,7 +20,7 @@ TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 enum class Format : std::uint8_t {
-  kUnknown, kTorchZip, kTorchLegacy, kPickle, kSafetensors, kNpy, kNpz, kHfShards, kDcp,
+  kUnknown, kTorchZip, kTorchLegacy, kPickle, kSafetensors, kNpy, kNpz, kHfShards, kDcp, kTorchTar,
 };
 
 struct FormatInfo {

@@ -19,6 +19,7 @@
 #include "safetensors/format.h"
 #include "shards/constants.h"
 #include "shards/format.h"
+#include "tar/constants.h"
 #include "tensorseal/error.h"
 #include "torch/constants.h"
 #include "torch/format.h"
@@ -66,6 +67,7 @@ using Names = std::string_view;
 constexpr std::array<Names, 3> kTorchZipAliases{"pt", "pth", "torch"};
 constexpr std::array<Names, 4> kTorchZipExtensions{".pt", ".pth", ".bin", ".ckpt"};
 constexpr std::array<Names, 1> kTorchLegacyAliases{"legacy"};
+constexpr std::array<Names, 1> kTorchTarAliases{"tar"};
 constexpr std::array<Names, 1> kSafetensorsExtensions{".safetensors"};
 constexpr std::array<Names, 1> kNpyExtensions{".npy"};
 constexpr std::array<Names, 1> kNpzExtensions{".npz"};
@@ -80,13 +82,16 @@ constexpr std::array kNpzTopics{kZip, kNumpy};
 constexpr std::array kTorchZipTopics{kZip, kPickle, kTorch};
 constexpr std::array kNpyTopics{kNumpy};
 constexpr std::array kTorchLegacyTopics{kPickle, kTorch};
+constexpr std::array kTorchTarTopics{Topics(tar::topics::kAll), kPickle, kTorch};
 constexpr std::array kSafetensorsTopics{kSafetensors};
 constexpr std::array kDcpTopics{Topics(dcp::topics::kAll), kPickle, kZip, kTorch, kSafetensors};
 constexpr std::array kPickleTopics{kPickle, kTorch};
 constexpr std::array kHfShardsTopics{Topics(shards::topics::kAll), kSafetensors, kZip, kPickle, kTorch};
 
 // Detection order: zip archives first (npz before torch zip: both are zips, told apart
-// by their first member), then fixed magic numbers, then the legacy pickle magic before
+// by their first member), then tar archives (torch.load tries tarfile before reading a
+// pickle; a tar is what tarfile accepts as a first header, whose checksum no other
+// format's first block has), then fixed magic numbers, then the legacy pickle magic before
 // plain pickles, and safetensors (a JSON header after a length) before plain pickles,
 // whose first byte it may share; a DCP .metadata (a pickle naming DCP's Metadata
 // class first) before plain pickles. Last, formats of several files, recognised by the
@@ -100,6 +105,11 @@ constexpr std::array kRows{
                        "torch.save zip archive (torch >= 1.6)", true, Format::kTorchZip},
               .detect = torch::detect_torch_zip, .read = torch::read_torch_zip, .write = torch::write_torch_zip,
               .structure = Structure::kZip, .topics = kTorchZipTopics},
+    FormatRow{.info = {Format::kTorchTar, "torch-tar", kTorchTarAliases, {},
+                       "torch.save tar archive (torch 0.1's format, still read by torch.load)", false,
+                       Format::kTorchZip},
+              .detect = torch::detect_torch_tar, .read = torch::read_torch_tar, .write = nullptr,
+              .structure = Structure::kTar, .topics = kTorchTarTopics},
     FormatRow{.info = {Format::kNpy, "npy", {}, kNpyExtensions, "numpy.save array", true, Format::kNpy},
               .detect = numpy::detect_npy, .read = numpy::read_npy, .write = write_npy_or_objects,
               .structure = Structure::kNpy, .topics = kNpyTopics},
@@ -185,7 +195,9 @@ std::optional<GlobalRef> pickle_import_at_start(const io::Input& in) {
 
 // Formats whose files a pickle loader may also read from byte 0 (no zip signature
 // there, not a pickle themselves).
-bool pickle_loaders_read(Format f) { return f == Format::kSafetensors || f == Format::kNpy; }
+bool pickle_loaders_read(Format f) {
+  return f == Format::kSafetensors || f == Format::kNpy || f == Format::kTorchTar;
+}
 
 Checkpoint read_row(const FormatRow& r, const io::Input& in) {
   if (in.read_nested != nullptr) return r.read(in);

@@ -23,6 +23,7 @@ enum class Structure : std::uint8_t {
   kNone,         // a directory: its files are scanned one by one
   kPickle,       // one pickle stream (pickle.load; a DCP .metadata)
   kTorchLegacy,  // torch's legacy sequence of pickles
+  kTar,          // a tar archive (torch.load of torch 0.1's format, with tarfile)
   kZip,          // a zip archive (torch.load, numpy.load)
   kNpy,          // an .npy header (numpy.load, pickled object arrays)
   kSafetensors,  // a safetensors header (runs nothing; its rules still apply)

@@ -3,6 +3,7 @@
 // stock loader (pickle.load / torch.load(weights_only=False)) would have run.
 #include "tensorseal/scan.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
 
@@ -146,6 +147,16 @@ bool is_torch_dtype_or_storage(std::string_view module, std::string_view name) {
          name == "sparse_bsr" || name == "sparse_bsc" || name == "_mkldnn";
 }
 
+// torch's dense legacy tensor classes (torch._tensor_classes, which torch's weights_only
+// loader allows): the tensor type torch 0.1's tar format pickles beside each tensor.
+bool is_legacy_tensor_class(std::string_view module, std::string_view name) {
+  constexpr std::array<std::string_view, 10> kClasses = {
+      "BFloat16Tensor", "BoolTensor", "ByteTensor", "CharTensor",  "DoubleTensor",
+      "FloatTensor",    "HalfTensor", "IntTensor",  "LongTensor", "ShortTensor"};
+  return (module == "torch" || module == "torch.cuda") &&
+         std::find(kClasses.begin(), kClasses.end(), name) != kClasses.end();
+}
+
 }  // namespace
 
 std::string_view verdict_name(Verdict v) noexcept {
@@ -221,6 +232,7 @@ Verdict classify_global(std::string_view module_in, std::string_view name, std::
   for (auto s : kSafe)
     if (s == full) return say(Verdict::kSafe, "allowed by torch's weights_only loader");
   if (is_torch_dtype_or_storage(module, name)) return say(Verdict::kSafe, "torch dtype, layout or storage class");
+  if (is_legacy_tensor_class(module, name)) return say(Verdict::kSafe, "torch legacy tensor class");
   for (auto s : detail::dcp::kMetadataGlobals)
     if (s == full) return say(Verdict::kSafe, "inert value class of torch.distributed.checkpoint's .metadata");
   return say(Verdict::kUnknown, "not on the safe list: loading it with pickle imports and runs this name");

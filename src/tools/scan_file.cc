@@ -45,6 +45,7 @@
 #include "pickle/constants.h"
 #include "pickle/opcodes.h"
 #include "pickle/vm.h"
+#include "tar/reader.h"
 #include "tensorseal/error.h"
 #include "tensorseal/format.h"
 #include "tensorseal/safetensors.h"
@@ -74,7 +75,6 @@ Structure structure_of(Bytes data) {
 // pickle.load reads one pickle; torch's legacy loader reads the magic number, the
 // protocol version, sys_info, the object and the storage keys.
 constexpr int kLegacyPickles = 5;
-constexpr std::uint64_t kTarBlock = 512;
 constexpr std::uint64_t kNpyHeadBytes = 64 << 10;  // enough for any header numpy writes
 
 std::string lower(std::string_view s) {
@@ -134,7 +134,7 @@ class Scanner {
             [&] { return !zip_head && pickles(data, where, 0, depth); });
     attempt("zip", as == Structure::kZip, [&] { return zip(data, where, depth); });
     attempt("npy", as == Structure::kNpy, [&] { return npy(data, where, 0, depth); });
-    attempt("tar", false, [&] { return tar(data, where, depth); });
+    attempt("tar", as == Structure::kTar, [&] { return tar(data, where, depth); });
     if (as == Structure::kSafetensors && top) note("safetensors");
   }
 
@@ -493,7 +493,7 @@ class Scanner {
       return;
     }
     const bool pkl = ends_with_ci(e.name, ".pkl");
-    const bool archive = detail::zip::starts_with_local_header(head) || tar_header(head);
+    const bool archive = detail::zip::starts_with_local_header(head) || detail::tar::looks_like_tar(head);
     if (archive && !pkl) {
       guard(false, [&] {
         if (depth >= limits_.max_nested_files)
@@ -614,49 +614,20 @@ class Scanner {
   // pickle, then per storage an args pickle (key, location, storage class) and the raw
   // data: u64 element count + elements, then a storage-views pickle), "tensors" (a
   // count pickle, then per tensor an args pickle and ndim/sizes/strides/offset) and
-  // "pickle" (the object). Every pickle torch would load is scanned.
-  // What tarfile accepts as a first header (any tar dialect, magic or not): the
-  // checksum field (octal, at 148) equals the sum of the header's bytes with that
-  // field read as spaces.
-  static bool tar_header(Bytes data) {
-    if (data.size() < kTarBlock) return false;
-    const auto* h = reinterpret_cast<const unsigned char*>(data.data());
-    std::uint64_t stored = 0;
-    int i = 148;
-    while (i < 156 && h[i] == ' ') ++i;
-    int digits = 0;
-    for (; i < 156 && h[i] >= '0' && h[i] <= '7'; ++i, ++digits) stored = stored * 8 + (h[i] - '0');
-    if (digits == 0) return false;
-    std::uint64_t sum = 0;
-    for (std::uint64_t j = 0; j < kTarBlock; ++j) sum += (j >= 148 && j < 156) ? ' ' : h[j];
-    return sum == stored;
-  }
-
+  // "pickle" (the object). Every pickle torch would load is scanned. The archive is
+  // walked by the tar reader (src/tar/reader.h): members named as tarfile names them
+  // (long names, pax paths, hard links resolved), each scanned as soon as its headers
+  // check out, so one past a malformed header still leaves the earlier ones' evidence.
   bool tar(Bytes data, const std::string& where, unsigned depth) {
-    if (!tar_header(data)) return false;
-    std::uint64_t pos = 0;
-    for (std::uint64_t n = 0; pos + kTarBlock <= data.size() && n < limits_.max_entries; ++n) {
-      const auto* h = reinterpret_cast<const char*>(data.data() + pos);
-      if (h[0] == '\0') break;  // end-of-archive blocks
-      const std::string name(h, strnlen(h, 100));
-      std::uint64_t size = 0;
-      for (int i = 124; i < 136 && h[i] >= '0' && h[i] <= '7'; ++i)
-        size = size * 8 + static_cast<std::uint64_t>(h[i] - '0');
-      const std::uint64_t body = pos + kTarBlock;
-      if (body > data.size() || size > data.size() - body)
-        throw Error(tensorseal::rules::kUnknownFormat, "tar member '" + name + "' runs past the end of the file", file_,
-                    pos + 124);
-      const std::string at = where + "/" + name;
-      const Bytes m = data.subspan(body, size);
-      if (h[156] == '0' || h[156] == '\0') {
-        if (name == "storages" || name == "tensors") {
-          guard(false, [&] { tar_records(m, at, body, depth, name == "storages"); });
-        } else {
-          guard(name != "pickle", [&] { pickles(m, at, body, depth); });
-        }
+    if (!detail::tar::looks_like_tar(data)) return false;
+    (void)detail::tar::walk(data, file_, limits_, [&](const detail::tar::Member& m, Bytes body) {
+      const std::string at = where + "/" + m.name;
+      if (m.name == "storages" || m.name == "tensors") {
+        guard(false, [&] { tar_records(body, at, m.data_offset, depth, m.name == "storages"); });
+      } else {
+        guard(m.name != "pickle", [&] { pickles(body, at, m.data_offset, depth); });
       }
-      pos = body + (size + kTarBlock - 1) / kTarBlock * kTarBlock;
-    }
+    });
     return true;
   }
 

@@ -1,5 +1,5 @@
 // torch checkpoint formats: constants and rules (specs: docs/formats/torch-zip.md,
-// docs/formats/torch-legacy.md, docs/formats/canonical-pt.md).
+// docs/formats/torch-legacy.md, docs/formats/tar.md, docs/formats/canonical-pt.md).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +31,14 @@ inline constexpr std::uint64_t kMinFileVersion = 1, kMaxFileVersion = 10;
 inline constexpr std::string_view kLegacyMagic = "119547037146038801333356";  // 0x1950a86a20f9469cfc6c
 inline constexpr std::int64_t kLegacyProtocolVersion = 1001;
 
+// ---- tar format (torch.save before the legacy stream; torch.load's legacy_load) --
+// The members torch.load reads, and the one it ignores (written by the same _save).
+inline constexpr std::string_view kTarStorages = "storages", kTarTensors = "tensors", kTarPickle = "pickle",
+                                  kTarSysInfo = "sys_info";
+// A storage record is at least a pickle (2 bytes: an opcode and STOP) and its u64
+// element count; a tensor record a pickle, i32 ndim, 4 bytes and the i64 offset.
+inline constexpr std::uint64_t kTarMinStorageRecord = 2 + 8, kTarMinTensorRecord = 2 + 4 + 4 + 8;
+
 namespace rules {
 using K = ErrorKind;
 inline constexpr Rule kNoDataPkl{"torch-zip/no-data-pkl", K::kCorrupt};
@@ -53,6 +61,16 @@ inline constexpr Rule kLegacyKeys{"torch-legacy/bad-key-list", K::kCorrupt};
 inline constexpr Rule kLegacyStorageHeader{"torch-legacy/bad-storage-record", K::kCorrupt};
 inline constexpr Rule kLegacyTrailing{"torch-legacy/trailing-data", K::kCorrupt};
 inline constexpr Rule kPickleTrailing{"pickle-file/trailing-data", K::kCorrupt};
+inline constexpr Rule kTarMissingMember{"torch-tar/missing-member", K::kCorrupt};
+inline constexpr Rule kTarBadCount{"torch-tar/bad-count", K::kCorrupt};
+inline constexpr Rule kTarBadStorage{"torch-tar/bad-storage", K::kCorrupt};
+inline constexpr Rule kTarBadView{"torch-tar/bad-storage-view", K::kCorrupt};
+inline constexpr Rule kTarBadTensor{"torch-tar/bad-tensor", K::kCorrupt};
+inline constexpr Rule kTarDuplicateKey{"torch-tar/duplicate-key", K::kCorrupt};
+inline constexpr Rule kTarBadPersistentId{"torch-tar/bad-persistent-id", K::kCorrupt};
+inline constexpr Rule kTarTrailing{"torch-tar/trailing-data", K::kCorrupt};
+inline constexpr Rule kTarBadSysInfo{"torch-tar/bad-sys-info", K::kCorrupt};
+inline constexpr Rule kTarBigEndian{"torch-tar/big-endian", K::kUnsupported};
 // Writer-side.
 inline constexpr Rule kCannotWrite{"torch-writer/cannot-write", K::kUnsupported};
 }  // namespace rules

@@ -46,7 +46,7 @@ TEST(Formats, NamesAliasesAndExtensionsAreUniqueAndResolve) {
     EXPECT_TRUE(c->writable) << f.name;
     EXPECT_EQ(c->canonical, c->format) << f.name;
   }
-  EXPECT_EQ(formats().size(), 8u);
+  EXPECT_EQ(formats().size(), 9u);
   EXPECT_EQ(format_info(Format::kUnknown), nullptr);
   EXPECT_EQ(format_name(Format::kUnknown), "unknown");
   EXPECT_EQ(format_from_name("pt"), Format::kTorchZip);

@@ -494,13 +494,16 @@ def by_name_directory(rows) -> set:
 def test_formats_table_is_the_cores():
     rows = tensorseal.formats()
     names = [r["name"] for r in rows]
-    # detection order: fixed magic numbers first; a DCP .metadata (a pickle naming DCP's
-    # Metadata class) before plain pickles; the shard index (JSON) last
-    assert names == ["npz", "torch-zip", "npy", "torch-legacy", "safetensors", "dcp", "pickle", "hf-shards"]
+    # detection order: zips, then tar archives (torch.load tries tarfile before pickle),
+    # fixed magic numbers; a DCP .metadata (a pickle naming DCP's Metadata class) before
+    # plain pickles; the shard index (JSON) last
+    assert names == ["npz", "torch-zip", "torch-tar", "npy", "torch-legacy", "safetensors", "dcp", "pickle",
+                     "hf-shards"]
     assert by_name_directory(rows) == {"dcp", "hf-shards"}
     by_name = {r["name"]: r for r in rows}
     assert by_name["torch-zip"]["aliases"] == ["pt", "pth", "torch"]
     assert by_name["torch-legacy"]["canonical"] == "torch-zip" and not by_name["pickle"]["writable"]
+    assert by_name["torch-tar"]["canonical"] == "torch-zip" and not by_name["torch-tar"]["writable"]
     # Every alias the table lists is accepted by save(format=...).
     sd = {"w": torch.arange(3, dtype=torch.float32)}
     for r in rows:
