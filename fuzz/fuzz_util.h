@@ -17,6 +17,7 @@
 #include "api/formats.h"
 #include "safetensors/format.h"
 #include "safetensors/header.h"
+#include "tar/reader.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/error.h"
 #include "tensorseal/hash.h"
@@ -209,6 +210,17 @@ inline Outcome run_reader_target(std::string_view target, std::span<const std::b
       return exercise(detail::torch::read_torch_zip(input_of(data, options)), Format::kTorchZip, options);
     if (target == "torch_legacy")
       return exercise(detail::torch::read_torch_legacy(input_of(data, options)), Format::kTorchZip, options);
+    if (target == "tar") {
+      // The archive alone (its walk and read() must agree), then as a torch checkpoint.
+      std::size_t visited = 0;
+      try {
+        const auto a = detail::tar::walk(data, "fuzz", options.limits, [&](const auto&, auto) { ++visited; });
+        if (a.members.size() != visited || detail::tar::read(data, "fuzz", options.limits).members.size() != visited)
+          return Outcome::kRoundTripMismatch;
+      } catch (const Error&) {
+      }
+      return exercise(detail::torch::read_torch_tar(input_of(data, options)), Format::kTorchZip, options);
+    }
     if (target == "nested_pickle") {
       if (data.size() > (1u << 22)) return Outcome::kRejected;
       const std::string p = nested_pickle_of(data);

@@ -13,6 +13,8 @@ fuzzer's mutations reach the interesting structure.
                        pickle.dumps(tensor) streams, plus small torch.save files
   read_bytes/          one of everything (the above, pickle.dumps, safetensors, npy, npz)
   safetensors_header/  u16 data length + header JSON of real safetensors files
+  npy_header/          version byte, data length byte + header text of real np.save files
+                       (npy_header_fuzz.cc's input shape)
 """
 import collections
 import io
@@ -117,12 +119,31 @@ def main():
         b = io.BytesIO()
         np.save(b, arr)
         put("read_bytes", name + ".npy", b.getvalue())
+    npy_header_seeds()
     b = io.BytesIO()
     np.savez(b, a=np.arange(3), b=np.ones((2, 2), dtype=np.float16))
     put("read_bytes", "savez.npz", b.getvalue())
     b = io.BytesIO()
     np.savez_compressed(b, a=np.arange(5, dtype=np.int8))
     put("read_bytes", "savez_compressed.npz", b.getvalue())
+
+
+def npy_header_seeds():
+    """np.save files as npy_header_fuzz.cc takes them: byte 0 the version - 1, byte 1
+    the data length (under 256), then the header text."""
+    arrays = {"f4": np.arange(6, dtype="<f4").reshape(2, 3), "be": np.arange(3, dtype=">i2"),
+              "fortran": np.asfortranarray(np.arange(6, dtype="u1").reshape(2, 3)), "scalar": np.float64(2.5),
+              "empty": np.zeros((0, 3), dtype="<i8"), "c8": np.ones(2, dtype="<c8"),
+              "objects": np.array([1, "a"], dtype=object)}
+    for name, arr in arrays.items():
+        b = io.BytesIO()
+        np.save(b, arr, allow_pickle=True)
+        raw = b.getvalue()
+        major = raw[6]
+        n = struct.unpack("<H", raw[8:10])[0] if major == 1 else struct.unpack("<I", raw[8:12])[0]
+        start = 10 if major == 1 else 12
+        data = len(raw) - start - n
+        put("npy_header", name, bytes([major - 1, min(data, 255)]) + raw[start:start + n])
 
 
 if __name__ == "__main__":
