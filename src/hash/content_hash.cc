@@ -83,6 +83,7 @@ struct Job {
   std::size_t chunk;                 // chunk index within the leaf
   std::span<const std::byte> bytes;  // empty for gathered tensors and split chunks
   bool split = false;                // the chunk spans runs of Leaf::runs: copied together first
+  bool streamed = false;             // every chunk of a leaf over a streamed storage, as it streams
 };
 
 struct Leaf {
@@ -219,6 +220,12 @@ class ContentHasher {
       l.chunk_digests.resize(chunks);
       std::span<const std::byte> bytes;
       bool contiguous = true;
+      const bool in_order = l.storage || l.tensor->is_contiguous() || info(l.tensor->dtype).bits % 8 != 0;
+      if (in_order && (l.storage ? *l.storage : *l.tensor->storage).is_streamed()) {
+        // Decoded (inflated) as it is read: one job hashes its chunks as they come.
+        jobs.push_back({i, 0, {}, false, true});
+        continue;
+      }
       if (l.storage) bytes = l.storage->bytes();
       else if (l.tensor->is_contiguous() || info(l.tensor->dtype).bits % 8 != 0) {
         l.tensor->for_each_run([&](std::span<const std::byte> r) { l.runs.push_back(r); });
@@ -278,6 +285,10 @@ class ContentHasher {
       }
       const Job& job = jobs[j];
       Leaf& l = leaves_[job.leaf];
+      if (job.streamed) {
+        hash_streamed(l, meter);
+        return;
+      }
       if (job.split) {
         const std::uint64_t lo = job.chunk * kChunk, n = std::min(kChunk, l.nbytes - lo);
         std::vector<std::byte> joined;
@@ -332,6 +343,36 @@ class ContentHasher {
   }
 
   static constexpr std::size_t kNoPiece = static_cast<std::size_t>(-1);
+
+  // Every chunk digest of a leaf whose bytes stream (Storage::is_streamed), in order:
+  // memory is one chunk's digest state, whatever the leaf's size. The stream's own
+  // checks (a zip member's CRC-32) throw before this returns.
+  void hash_streamed(Leaf& l, detail::util::ProgressMeter* meter) const {
+    std::optional<Digest> d;
+    std::uint64_t in_chunk = 0;
+    std::size_t c = 0;
+    auto feed = [&](std::span<const std::byte> b) {
+      if (meter) meter->add(b.size());
+      while (!b.empty()) {
+        if (!d) d.emplace(opt_.algo);
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(b.size(), kChunk - in_chunk));
+        d->update(b.first(n));
+        b = b.subspan(n);
+        if ((in_chunk += n) == kChunk) {
+          if (c == l.chunk_digests.size()) throw Error(rules::kInternal, "a streamed storage gave too many bytes");
+          l.chunk_digests[c++] = d->finish();
+          d.reset();
+          in_chunk = 0;
+        }
+      }
+    };
+    if (l.storage) l.storage->stream(0, l.nbytes, feed);
+    else l.tensor->for_each_run(feed);
+    if (d && c < l.chunk_digests.size()) l.chunk_digests[c++] = d->finish();
+    if (c != l.chunk_digests.size())
+      throw Error(rules::kInternal, "a streamed storage gave " + std::to_string(c) + " chunks instead of " +
+                                        std::to_string(l.chunk_digests.size()));
+  }
 
   // Cuts the covered bytes of every checksum of checks_ into pieces (see the top of the file): the jobs whose
   // bytes lie inside it become fused pieces (fused[job] = piece), the rest of its
