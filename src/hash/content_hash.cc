@@ -458,18 +458,37 @@ class ContentHasher {
   }
 
   void encode_items(const std::vector<std::pair<Value, Value>>& items, std::string& out, bool sorted) {
-    std::vector<std::pair<std::string, std::string>> entries;
-    entries.reserve(items.size());
-    for (const auto& [k, v] : items) {
-      std::string ek, ev;
-      encode(k, ek);
-      encode(v, ev);
-      entries.emplace_back(std::move(ek), std::move(ev));
+    put_u64(out, items.size());
+    if (!sorted) {
+      for (const auto& [k, v] : items) {
+        encode(k, out);
+        encode(v, out);
+        flush(out);
+      }
+      return;
     }
-    if (sorted)
-      std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    put_u64(out, entries.size());
-    for (auto& [k, v] : entries) { out += k; out += v; }
+    // Only the keys' encodings are kept (to sort by); each value is encoded straight
+    // into `out`, in key order (a dict of 200,000 tensors: no second copy of it).
+    std::vector<std::string> keys(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) encode(items[i].first, keys[i]);
+    std::vector<std::uint32_t> order(items.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(i);
+    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return keys[a] < keys[b]; });
+    for (std::uint32_t i : order) {
+      out += keys[i];
+      std::string().swap(keys[i]);
+      encode(items[i].second, out);
+      flush(out);
+    }
+  }
+
+  // The encoding of the root goes into a digest as it grows (streamed_, set by
+  // digest_of): bytes appended to the root's buffer are final, so they are hashed and
+  // dropped a MiB at a time instead of being held whole.
+  void flush(std::string& out) {
+    if (streamed_ == nullptr || &out != streamed_buf_ || out.size() < (std::size_t{1} << 20)) return;
+    streamed_->update(out);
+    out.clear();
   }
 
   // Recursive graphs (has_refs_): containers on the current path are kept in path_,
@@ -534,7 +553,10 @@ class ContentHasher {
       case K::kList: case K::kTuple: {
         out += v.kind() == K::kList ? 'L' : 'T';
         put_u64(out, v.items().size());
-        for (const auto& x : v.items()) encode(x, out);
+        for (const auto& x : v.items()) {
+          encode(x, out);
+          flush(out);
+        }
         return;
       }
       case K::kDict: out += 'D'; encode_items(v.as_dict().items, out, true); return;
@@ -603,9 +625,16 @@ class ContentHasher {
   }
 
   std::string digest_of(const Value& root) {
+    Digest d(opt_.algo);
+    d.update(kContentDomain);
     std::string enc;
+    streamed_ = &d;
+    streamed_buf_ = &enc;
     encode(root, enc);
-    return digest_of_encoding(opt_.algo, enc);
+    streamed_ = nullptr;
+    streamed_buf_ = nullptr;
+    d.update(enc);
+    return detail::hash::digest_text(opt_.algo, d.finish());
   }
 
  public:
@@ -626,6 +655,8 @@ class ContentHasher {
   std::unordered_set<const Storage::PendingChecksum*> pending_seen_;
   std::vector<Leaf> leaves_;
   std::unordered_map<const void*, std::size_t> index_;
+  Digest* streamed_ = nullptr;               // digest_of: the root's encoding is hashed as it grows
+  const std::string* streamed_buf_ = nullptr;  // ... from this buffer
   bool has_refs_ = false;                                 // plan() saw a Ref
   std::unordered_map<const void*, std::uint64_t> on_path_;  // container -> its depth on the path
   std::uint64_t path_len_ = 0, ref_depth_ = 0, expanded_ = 0;

@@ -5,8 +5,6 @@
 #include "zip/inflate.h"
 
 #include <isa-l/igzip_lib.h>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -17,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "tensorseal/error.h"
+#include "util/release.h"
 #include "zip/constants.h"
 
 namespace tensorseal::detail::zip {
@@ -24,22 +23,6 @@ namespace {
 
 // Compressed bytes given to the inflater at a time (and released after it).
 constexpr std::uint64_t kInputPiece = std::uint64_t{4} << 20;
-
-// Returns the whole pages inside [from, to) of a private file mapping to the kernel;
-// the address of the first byte not released (a page boundary, or `from`).
-const std::byte* release_pages(const std::byte* from, const std::byte* to) {
-#ifdef MADV_DONTNEED
-  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto a = (reinterpret_cast<std::uintptr_t>(from) + page - 1) & ~(page - 1);
-  const auto b = reinterpret_cast<std::uintptr_t>(to) & ~(page - 1);
-  if (a >= b) return from;
-  (void)::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);  // advice: failure only costs memory
-  return from + (b - reinterpret_cast<std::uintptr_t>(from));
-#else
-  (void)to;
-  return from;
-#endif
-}
 
 }  // namespace
 
@@ -108,7 +91,7 @@ void inflate_entry(std::span<const std::byte> file, const Entry& e, const std::s
   const std::byte* kept = raw.data();  // first compressed byte not released
   while (true) {
     if (st->avail_in == 0 && in_pos < raw.size()) {
-      if (release) kept = release_pages(kept, raw.data() + in_pos);
+      if (release) kept = util::release_pages(kept, raw.data() + in_pos);
       const std::uint64_t n = std::min(kInputPiece, raw.size() - in_pos);
       st->next_in = reinterpret_cast<std::uint8_t*>(const_cast<std::byte*>(raw.data() + in_pos));
       st->avail_in = static_cast<std::uint32_t>(n);
@@ -141,7 +124,7 @@ void inflate_entry(std::span<const std::byte> file, const Entry& e, const std::s
     fail(fmt::format(" inflates to {} bytes, the central directory says {}", out_pos, e.size), used);
   if (used != e.compressed_size)
     fail(fmt::format(": the deflate stream ends after {} of {} bytes", used, e.compressed_size), used);
-  if (release) release_pages(kept, raw.data() + raw.size());
+  if (release) util::release_pages(kept, raw.data() + raw.size());
   if (verify_crc) check_crc(e, st->crc, name);
 }
 
@@ -149,8 +132,8 @@ std::vector<std::byte> inflate_entry_whole(std::span<const std::byte> file, cons
                                            bool verify_crc, const Limits& limits) {
   if (e.size > limits.max_alloc)
     throw Error(rules::kEntryTooLarge,
-                fmt::format("entry {} inflates to {} bytes, over the allocation limit of {} (--max-alloc)", shown(e.name),
-                            e.size, limits.max_alloc),
+                fmt::format("entry {} inflates to {} bytes, over the allocation limit of {} (--max-alloc)",
+                            shown(e.name), e.size, limits.max_alloc),
                 name, e.data_offset);
   std::vector<std::byte> out(e.size);
   inflate_entry(file, e, name, verify_crc, false, kInflateWindow, [&](std::uint64_t at, std::span<const std::byte> b) {
