@@ -53,6 +53,7 @@
 // before any digest is formed. A mismatch throws the reader's own error.
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 
@@ -140,6 +141,8 @@ class ContentHasher {
   void set_encoded(const std::unordered_map<const Tensor*, std::string>* e) { encoded_ = e; }
   // Receives every tensor's leaf chunk digests: see content_hash_chunks.
   void set_chunks_out(std::unordered_map<const Tensor*, std::vector<std::string>>* c) { chunks_out_ = c; }
+  // Receives tensor_sha256 of every tensor leaf hashed as a stream: see content_hash.
+  void set_streamed_sha256_out(std::unordered_map<const Tensor*, std::string>* o) { streamed_sha256_ = o; }
   // Leaf chunk digests known already: see content_hash_known.
   void set_known(const std::unordered_map<const Tensor*, std::vector<std::string>>* k) { known_ = k; }
 
@@ -347,12 +350,14 @@ class ContentHasher {
   // Every chunk digest of a leaf whose bytes stream (Storage::is_streamed), in order:
   // memory is one chunk's digest state, whatever the leaf's size. The stream's own
   // checks (a zip member's CRC-32) throw before this returns.
-  void hash_streamed(Leaf& l, detail::util::ProgressMeter* meter) const {
-    std::optional<Digest> d;
+  void hash_streamed(Leaf& l, detail::util::ProgressMeter* meter) {
+    std::optional<Digest> d, whole;
+    if (streamed_sha256_ != nullptr && l.tensor != nullptr) whole.emplace(HashAlgo::kSha256);
     std::uint64_t in_chunk = 0;
     std::size_t c = 0;
     auto feed = [&](std::span<const std::byte> b) {
       if (meter) meter->add(b.size());
+      if (whole) whole->update(b);
       while (!b.empty()) {
         if (!d) d.emplace(opt_.algo);
         const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(b.size(), kChunk - in_chunk));
@@ -372,6 +377,11 @@ class ContentHasher {
     if (c != l.chunk_digests.size())
       throw Error(rules::kInternal, "a streamed storage gave " + std::to_string(c) + " chunks instead of " +
                                         std::to_string(l.chunk_digests.size()));
+    if (whole) {
+      const std::string hex = detail::util::to_hex(whole->finish());
+      const std::lock_guard lock(streamed_mutex_);
+      (*streamed_sha256_)[l.tensor] = hex;
+    }
   }
 
   // Cuts the covered bytes of every checksum of checks_ into pieces (see the top of the file): the jobs whose
@@ -655,6 +665,8 @@ class ContentHasher {
   std::unordered_set<const Storage::PendingChecksum*> pending_seen_;
   std::vector<Leaf> leaves_;
   std::unordered_map<const void*, std::size_t> index_;
+  std::unordered_map<const Tensor*, std::string>* streamed_sha256_ = nullptr;
+  std::mutex streamed_mutex_;                // guards streamed_sha256_ (jobs run in parallel)
   Digest* streamed_ = nullptr;               // digest_of: the root's encoding is hashed as it grows
   const std::string* streamed_buf_ = nullptr;  // ... from this buffer
   bool has_refs_ = false;                                 // plan() saw a Ref
@@ -728,6 +740,13 @@ std::uint64_t content_hash_bytes(const Value& root) { return ContentHasher(HashO
 
 std::string content_hash(const Value& root, const HashOptions& options, util::ProgressMeter& meter) {
   return ContentHasher(options, &meter).run(root);
+}
+
+std::string content_hash(const Value& root, const HashOptions& options, util::ProgressMeter& meter,
+                         std::unordered_map<const Tensor*, std::string>& streamed_sha256) {
+  ContentHasher h(options, &meter);
+  h.set_streamed_sha256_out(&streamed_sha256);
+  return h.run(root);
 }
 
 std::vector<std::string> tensor_sha256_all(const std::vector<TensorRef>& tensors, unsigned threads,

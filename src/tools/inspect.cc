@@ -191,7 +191,10 @@ InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
   detail::util::ProgressMeter meter(&options.progress, total);
   HashOptions h;
   h.threads = options.threads;
-  r.content_hash = detail::hash::content_hash(c.root, h, meter);
+  // Tensors the hash reads as streams (inflated .npz members) get their SHA-256 in the
+  // same pass: each member is inflated once.
+  std::unordered_map<const Tensor*, std::string> streamed;
+  r.content_hash = detail::hash::content_hash(c.root, h, meter, streamed);
 
   // Each tensor (a plain one, or a composite's part) digested once: at its first path.
   struct ToDigest {
@@ -232,6 +235,11 @@ InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
     }
   }
   detail::util::parallel_for(work.size(), options.threads, [&](std::size_t i) {
+    if (const auto it = streamed.find(work[i].tensor); it != streamed.end()) {
+      *work[i].out = it->second;
+      meter.add(work[i].tensor->nbytes());
+      return;
+    }
     *work[i].out = tensor_sha256(*work[i].tensor);
     meter.add(work[i].tensor->nbytes());
   });
