@@ -30,8 +30,12 @@ EXPECTED = {
     "canon": {"tseal canon", "tseal canon --no-fsync", "cp (the limit)", "torch.load + torch.save", "torch.load(mmap) + torch.save"},
     "convert": {"tseal convert", "cp (the limit)", "torch.load + save_file", "torch.load(mmap) + save_file"},
     "diff": {"tseal diff", "torch.load + torch.equal", "torch.load(mmap) + torch.equal"},
+    "hash-npz": {"tseal hash", "tseal hash --threads 1", "tseal inspect", "cat (raw read)",
+                 "sha256sum (raw read + SHA-256)", "tensorseal.hash (API)", "numpy.load (.npz) + touch"},
+    "bomb": {"tseal inspect (refused)", "tseal hash (refused)", "cat (raw read)", "tensorseal.load (refused)"},
 }
-WORKLOADS = {"save": "abc", "save-over": "ab", "save-ext4": "ab", "save-ext4-over": "a", "load": "abc", "lazy": "b", "hash": "acd", "canon": "ad", "convert": "ad", "diff": "a"}
+WORKLOADS = {"save": "abc", "save-over": "ab", "save-ext4": "ab", "save-ext4-over": "a", "load": "abc", "lazy": "b", "hash": "acd", "canon": "ad", "convert": "ad", "diff": "a",
+             "hash-npz": "e", "bomb": "e"}
 
 
 @pytest.mark.skipif(not os.path.exists(TSEAL), reason=f"{TSEAL} not built")
