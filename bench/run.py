@@ -527,16 +527,17 @@ def targets(results: List[Dict[str, Any]], workloads: Dict[str, Any]) -> List[Di
             add(op, wl, f"time <= 1/3 {rt}", ts, rt, "time<=", 1 / 3)
     # Compressed .npz (e): the streamed hash within 2x reading and hashing the file's
     # bytes (inflating costs about as much again); the bomb refused in the time of
-    # reading its 4 MB; both with a peak RSS of a few windows, whatever the members.
+    # reading its 4 MB; both with the anonymous memory of a few windows, whatever the
+    # members (peak RSS of a child starts at the harness's own, ~32 MiB).
     if "e" in workloads:
         add("hash-npz", "e", "streamed hash <= 2x sha256sum of the file", "tseal hash",
             "sha256sum (raw read + SHA-256)", "time<=", 2.0)
-        for op, ts in (("hash-npz", "tseal hash"), ("bomb", "tseal inspect (refused)")):
+        for op, ts in (("hash-npz", "tseal hash"), ("hash-npz", "tseal inspect"), ("bomb", "tseal inspect (refused)")):
             r = by.get((op, "e", ts))
-            if r and r["peak_rss_mib"] is not None:
-                out.append({"op": op, "workload": "e", "target": "peak RSS <= 64 MiB", "tensorseal": ts,
-                            "versus": None, "value": round(r["peak_rss_mib"], 1), "limit": 64, "kind": "MiB<=",
-                            "met": r["peak_rss_mib"] <= 64})
+            if r:
+                out.append({"op": op, "workload": "e", "target": "peak anon <= 64 MiB", "tensorseal": ts,
+                            "versus": None, "value": round(r["peak_anon_mib"], 1), "limit": 64, "kind": "MiB<=",
+                            "met": r["peak_anon_mib"] <= 64})
         r = by.get(("bomb", "e", "tseal inspect (refused)"))
         if r:
             out.append({"op": "bomb", "workload": "e", "target": "refused in < 1 s", "tensorseal": r["competitor"],
