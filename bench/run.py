@@ -540,9 +540,10 @@ def targets(results: List[Dict[str, Any]], workloads: Dict[str, Any]) -> List[Di
                             "met": r["peak_anon_mib"] <= 64})
         r = by.get(("bomb", "e", "tseal inspect (refused)"))
         if r:
-            out.append({"op": "bomb", "workload": "e", "target": "refused in < 1 s", "tensorseal": r["competitor"],
-                        "versus": None, "value": round(r["max_s"], 3), "limit": 1.0, "kind": "s<=",
-                        "met": r["max_s"] < 1.0})
+            out.append({"op": "bomb", "workload": "e", "target": "refused in < 1 s (slowest run)",
+                        "tensorseal": r["competitor"], "versus": None, "value": round(r["max_s"], 3),
+                        "cpu_value": round(r["cpu_s"], 3), "spread": [round(r["min_s"], 3), round(r["max_s"], 3)],
+                        "limit": 1.0, "kind": "s<=", "met": r["max_s"] < 1.0})
     # Memory: hash/canon/convert of workload d: peak anonymous memory <= 64 MiB + largest tensor.
     if "d" in workloads:
         largest = workloads["d"]["info"]["largest"] / MiB

@@ -76,9 +76,9 @@ def test_bench_small_quick(tmp_path):
     for op, names in EXPECTED.items():
         for wl in WORKLOADS[op]:
             assert got.get((op, wl)) == names, (op, wl, got.get((op, wl)))
-    # Every target names rows that exist, and the memory targets are there for workload d.
+    # Every target names rows that exist, and the memory targets are there for workloads d and e.
     assert {(t["op"], t["workload"]) for t in doc["targets"] if t["kind"] == "MiB<="} == {
-        ("hash", "d"), ("canon", "d"), ("convert", "d")}
+        ("hash", "d"), ("canon", "d"), ("convert", "d"), ("hash-npz", "e"), ("bomb", "e")}
     assert all(isinstance(t["met"], bool) for t in doc["targets"])
     meta = doc["meta"]
     assert meta["size"] == "small" and meta["page_cache"].startswith("warm") and len(meta["loadavg_before"]) == 3
