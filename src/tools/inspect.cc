@@ -8,6 +8,7 @@
 
 #include "core/walk.h"
 #include "hash/content_hash.h"
+#include "tensorseal/error.h"
 #include "tensorseal/hash.h"
 #include "tools/json.h"
 #include "tools/quantization.h"
@@ -271,24 +272,53 @@ std::string to_json(const InspectReport& r) {
   j["file"] = r.file;
   j["format"] = format_name(r.format);
   j["content_hash"] = r.content_hash;
-  ojson tensors = ojson::array();
-  for (const auto& t : r.tensors)
-    tensors.push_back({{"path", t.path},
-                       {"dtype", name(t.dtype)},
-                       {"shape", t.shape},
-                       {"nbytes", t.nbytes},
-                       {"sha256", detail::tools::or_null_if_empty(t.sha256)},
-                       {"alias_of", detail::tools::or_null_if_empty(t.alias_of)},
-                       {"type", t.type},
-                       {"quantization", quantization_json(t.quantization.get())},
-                       {"attributes", t.attributes ? ojson(repr(*t.attributes, 1000)) : ojson(nullptr)},
-                       {"layout", t.layout},
-                       {"parts", parts_json(t.parts)}});
-  j["tensors"] = std::move(tensors);
+  j["tensors"] = ojson::array();
   ojson metadata = ojson::object();
   for (const auto& [k, v] : r.metadata) metadata[k] = v;
   j["metadata"] = std::move(metadata);
-  return detail::tools::dump(j);
+  std::string doc = detail::tools::dump(j);
+  if (r.tensors.empty()) return doc;
+  // The tensors are rendered one at a time and spliced into the document at the depth
+  // dump() gives them (elements of a top-level array: 4 more spaces on every line; JSON
+  // strings hold no raw newline), so that 200,000 tensors never exist as a JSON tree.
+  // Two passes (sizes, then text) let the document be allocated once.
+  auto tensor = [&](const InspectTensor& t) {
+    std::string one = detail::tools::dump(ojson{{"path", t.path},
+                                                {"dtype", name(t.dtype)},
+                                                {"shape", t.shape},
+                                                {"nbytes", t.nbytes},
+                                                {"sha256", detail::tools::or_null_if_empty(t.sha256)},
+                                                {"alias_of", detail::tools::or_null_if_empty(t.alias_of)},
+                                                {"type", t.type},
+                                                {"quantization", quantization_json(t.quantization.get())},
+                                                {"attributes", t.attributes ? ojson(repr(*t.attributes, 1000))
+                                                                            : ojson(nullptr)},
+                                                {"layout", t.layout},
+                                                {"parts", parts_json(t.parts)}});
+    std::string out = "    ";
+    out.reserve(one.size() + 4 * static_cast<std::size_t>(std::count(one.begin(), one.end(), '\n')) + 4);
+    for (char ch : one) {
+      out += ch;
+      if (ch == '\n') out += "    ";
+    }
+    return out;
+  };
+  constexpr std::string_view kEmpty = "\n  \"tensors\": [],\n";
+  const std::size_t at = doc.find(kEmpty);
+  if (at == std::string::npos) throw Error(rules::kInternal, "inspect JSON without its tensors array");
+  std::size_t size = doc.size();
+  for (const auto& t : r.tensors) size += tensor(t).size() + 2;  // ",\n" or the array's own "\n"
+  std::string out;
+  out.reserve(size + 8);
+  out.append(doc, 0, at);
+  out += "\n  \"tensors\": [\n";
+  for (std::size_t i = 0; i < r.tensors.size(); ++i) {
+    out += tensor(r.tensors[i]);
+    out += i + 1 < r.tensors.size() ? ",\n" : "\n";
+  }
+  out += "  ],\n";
+  out.append(doc, at + kEmpty.size());
+  return out;
 }
 
 std::string to_textconv(const InspectReport& r) {

@@ -270,7 +270,7 @@ def test_200k_tensor_safetensors_header_in_256_mib(tmp_path):
     from safetensors.torch import save_file
     path = tmp_path / "many.safetensors"
     save_file({f"model.layers.{i}.weight": torch.full((2,), float(i)) for i in range(200_000)}, str(path))
-    for args in (["inspect", path], ["hash", path]):
+    for args in (["inspect", path], ["inspect", "--json", path], ["hash", path]):
         rc, out, err, rss = run(tmp_path, *args)
         assert rc == 0, err
         assert rss <= 256, (args, rss)
