@@ -31,7 +31,7 @@ import resource
 import sys
 import time
 import traceback
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, List
 
 import numpy as np
 import safetensors.torch as st
@@ -42,6 +42,7 @@ import tensorseal.torch as tseal_torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MiB = 1 << 20
+GiB = 1 << 30
 
 
 # ---- process memory -------------------------------------------------------------
@@ -118,10 +119,90 @@ def _np_view(t: torch.Tensor) -> np.ndarray:
     return t.numpy()
 
 
+def _crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """zlib's crc32_combine: CRC-32 of a + b from those of a and b and len(b)."""
+    def times(mat: List[int], vec: int) -> int:
+        s, i = 0, 0
+        while vec:
+            if vec & 1:
+                s ^= mat[i]
+            vec, i = vec >> 1, i + 1
+        return s
+
+    def square(mat: List[int]) -> List[int]:
+        return [times(mat, mat[n]) for n in range(32)]
+
+    if len2 == 0:
+        return crc1
+    odd = [0xEDB88320] + [1 << n for n in range(31)]
+    even = square(odd)
+    odd = square(even)
+    while True:
+        even = square(odd)
+        if len2 & 1:
+            crc1 = times(even, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+        odd = square(even)
+        if len2 & 1:
+            crc1 = times(odd, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+    return crc1 ^ crc2
+
+
+def write_bomb(path: str, nbytes: int) -> None:
+    """A deflate bomb: an .npz whose member "w.npy" (float32 zeros) inflates to
+    `nbytes` + 128 bytes from about nbytes / 1000 (each MiB of zeros deflates to the same
+    block, repeated), true CRC-32, zip64 sizes (tests/py/test_inflate_limits.py)."""
+    import io
+    import struct
+    import zlib
+    head = io.BytesIO()
+    np.lib.format.write_array_header_1_0(head, {"descr": "<f4", "fortran_order": False, "shape": (nbytes // 4,)})
+    header = head.getvalue()
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    first = c.compress(header) + c.flush(zlib.Z_FULL_FLUSH)
+    block = c.compress(bytes(MiB)) + c.flush(zlib.Z_FULL_FLUSH)
+    stream = first + block * (nbytes // MiB - 1) + c.compress(bytes(MiB)) + c.flush()
+    crc, n = zlib.crc32(bytes(MiB)), MiB
+    while n < nbytes:
+        crc, n = _crc32_combine(crc, crc, n), 2 * n
+    crc = _crc32_combine(zlib.crc32(header), crc, nbytes)
+    size, name = len(header) + nbytes, b"w.npy"
+    extra = struct.pack("<HHQQ", 1, 16, size, len(stream))
+    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 45, 0, 8, 0, 0x21, crc, 0xFFFFFFFF, 0xFFFFFFFF, len(name),
+                        len(extra))
+    central = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 0x032D, 45, 0, 8, 0, 0x21, crc, 0xFFFFFFFF, 0xFFFFFFFF,
+                          len(name), len(extra), 0, 0, 0, 0o600 << 16, 0)
+    with open(path, "wb") as f:
+        f.write(local + name + extra + stream)
+        cd_offset = f.tell()
+        f.write(central + name + extra)
+        cd_size, end64 = f.tell() - cd_offset, f.tell()
+        f.write(struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, 1, 1, cd_size, cd_offset))
+        f.write(struct.pack("<IIQI", 0x07064B50, 0, end64, 1))
+        f.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, cd_size, cd_offset, 0))
+
+
 def generate(workload: str, d: str, size: str) -> Dict[str, Any]:
     os.makedirs(d, exist_ok=True)
     small = size == "small"
     files: Dict[str, str] = {}
+    if workload == "e":
+        # np.savez_compressed of random float32 weights (deflate gains ~7 %: the inflate
+        # costs the most it can per byte), and the bomb.
+        sd = _float_tensors((64 if small else 512) * MiB, 8, 5)
+        files["npz"] = os.path.join(d, "e.npz")
+        np.savez_compressed(files["npz"], **{k: v.numpy() for k, v in sd.items()})
+        files["bomb"] = os.path.join(d, "e.bomb.npz")
+        write_bomb(files["bomb"], 4 * GiB)
+        nbytes = sum(t.numel() * t.element_size() for t in sd.values())
+        return {"files": files, "info": {"tensors": len(sd), "nbytes": nbytes,
+                                         "largest": max(t.numel() * t.element_size() for t in sd.values()),
+                                         "dtypes": ["float32"]}}
     if workload == "a":
         sd = _float_tensors((64 if small else 1024) * MiB, 100, 1)
     elif workload == "b":
@@ -338,6 +419,20 @@ class Session:
                 return sum(1 for k in x if k not in y or not torch.equal(x[k], y[k]))
             c["torch.load + torch.equal"] = lambda: torch_diff(False)
             c["torch.load(mmap) + torch.equal"] = lambda: torch_diff(True)
+        elif op == "hash-npz":
+            def np_load() -> int:
+                with np.load(f["npz"]) as z:
+                    return touch({k: z[k] for k in z.files})
+            c["tensorseal.hash (API)"] = lambda: tensorseal.hash(f["npz"])
+            c["numpy.load (.npz) + touch"] = np_load
+        elif op == "bomb":
+            def refused() -> int:
+                try:
+                    tensorseal.load(f["bomb"])
+                except tensorseal.LimitError:
+                    return 0
+                raise RuntimeError("the bomb was not refused")
+            c["tensorseal.load (refused)"] = refused
         else:
             raise ValueError(op)
         self.competitors = c

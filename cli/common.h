@@ -49,5 +49,9 @@ tensorseal::ReadOptions read_options(const tensorseal::Limits& limits,
 
 // Prints rows as an aligned table (first row is the header).
 void print_table(const std::vector<std::vector<std::string>>& rows, std::FILE* out = stdout);
+// The same table, row k made by row(k) when needed (twice: widths, then lines), so that
+// a table of 200,000 rows is never held whole.
+void print_table(std::size_t n, const std::function<std::vector<std::string>(std::size_t)>& row,
+                 std::FILE* out = stdout);
 
 }  // namespace tseal

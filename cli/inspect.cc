@@ -56,14 +56,15 @@ Runner add_inspect(CLI::App& app) {
                 r.content_hash.c_str());
     for (const auto& [k, v] : r.metadata) std::printf("metadata:      %s = %s\n", k.c_str(), v.c_str());
     std::printf("\n");
-    std::vector<std::vector<std::string>> rows{{"PATH", "DTYPE", "SHAPE", "SHA256"}};
-    for (const auto& t : r.tensors)
-      rows.push_back({t.path, std::string(name(t.dtype)), shape_text(t.shape),
-                      !t.alias_of.empty() ? "(same tensor as " + t.alias_of + ")"
-                      : t.parts.empty()   ? t.sha256
-                                          : "(" + t.layout + " of " + std::to_string(t.parts.size()) +
-                                                (t.parts.size() == 1 ? " tensor" : " tensors") + ": see --json)"});
-    print_table(rows);
+    print_table(r.tensors.size() + 1, [&](std::size_t k) -> std::vector<std::string> {
+      if (k == 0) return {"PATH", "DTYPE", "SHAPE", "SHA256"};
+      const auto& t = r.tensors[k - 1];
+      return {t.path, std::string(name(t.dtype)), shape_text(t.shape),
+              !t.alias_of.empty() ? "(same tensor as " + t.alias_of + ")"
+              : t.parts.empty()   ? t.sha256
+                                  : "(" + t.layout + " of " + std::to_string(t.parts.size()) +
+                                        (t.parts.size() == 1 ? " tensor" : " tensors") + ": see --json)"};
+    });
     return kExitOk;
   };
 }

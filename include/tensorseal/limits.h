@@ -28,6 +28,11 @@ struct Limits {
   std::uint64_t max_entries = 1'000'000;                // zip entries / tensors
   std::uint32_t max_ndim = 64;                          // tensor dimensions
   std::uint64_t max_pickle_inflate = 64ull << 20;       // a compressed pickle record, inflated
+  // Deflated members of one archive (an .npz), inflated, all together: up to
+  // max_inflate bytes whatever they compress to; past it, at most max_inflate_ratio
+  // times their compressed bytes (0: max_inflate is a hard cap).
+  std::uint64_t max_inflate = 256ull << 20;
+  std::uint64_t max_inflate_ratio = 100;
 };
 
 // The fields of Limits by name ("max_alloc", ...), in declaration order. The CLI's

@@ -80,9 +80,31 @@ class Storage {
                                                          std::function<std::shared_ptr<const Storage>()> make,
                                                          DType dtype = DType::kUInt8);
 
-  // The bytes as one buffer (for a pieced storage: joined on first use, which may throw
-  // the join's error).
+  // A sink for bytes streamed in order: each span is valid only during the call.
+  using Sink = std::function<void(std::span<const std::byte>)>;
+  // Reads [offset, offset + size) of a streamed storage's bytes into a Sink, in order.
+  using Reader = std::function<void(std::uint64_t offset, std::uint64_t size, const Sink& sink)>;
+
+  // `size` bytes a decoder produces in order (an inflated zip member), never held whole
+  // unless a consumer needs one buffer: stream() calls `read`, which may run several
+  // times, on several threads at once, and may throw (a checksum or a decoding error,
+  // raised before it returns). The first bytes() call builds one buffer with `join`
+  // (once, thread-safe; exactly `size` bytes; it may throw, e.g. over a limit) and keeps
+  // it; stream() then reads that buffer.
+  [[nodiscard]] static std::shared_ptr<Storage> streamed(std::uint64_t size, Reader read,
+                                                         std::function<std::shared_ptr<const Storage>()> join,
+                                                         DType dtype = DType::kUInt8);
+
+  // The bytes as one buffer (for a pieced or streamed storage: joined on first use,
+  // which may throw the join's error).
   std::span<const std::byte> bytes() const { return pieced_ ? joined() : std::span<const std::byte>{data_, size_}; }
+  // Calls `sink` with the bytes [offset, offset + size) in order without joining: one
+  // span of a storage in memory, one per piece of a pieced one, the decoder's windows
+  // of a streamed one (valid only during the call; the joined buffer once there is
+  // one). A deferred storage is joined. The range must lie inside the storage.
+  void stream(std::uint64_t offset, std::uint64_t size, const Sink& sink) const;
+  // True for a streamed storage: stream() may hand out spans that die with the call.
+  bool is_streamed() const noexcept;
   // The pieces of a pieced storage, in order; empty for every other storage.
   std::span<const std::span<const std::byte>> pieces() const noexcept;
   std::uint64_t size() const noexcept { return size_; }

@@ -113,7 +113,9 @@ struct Tensor {
 
   // Calls `sink` with the tensor's element bytes in row-major order, as maximal
   // contiguous runs of the storage (one call for a contiguous tensor; for a contiguous
-  // tensor over a pieced storage, one per piece it covers). Zero-copy, never joins.
+  // tensor over a pieced storage, one per piece it covers). Zero-copy, never joins. Over
+  // a streamed storage (Storage::is_streamed) a contiguous tensor's runs are the
+  // decoder's windows, valid only during the call; a strided one joins.
   void for_each_run(const std::function<void(std::span<const std::byte>)>& sink) const;
   // The element bytes in row-major order, as one span: zero-copy when contiguous,
   // otherwise gathered into `scratch`.

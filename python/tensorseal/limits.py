@@ -39,6 +39,11 @@ class Limits:
         max_entries: zip entries, safetensors tensors, shards, DCP items.
         max_ndim: dimensions of one shape.
         max_pickle_inflate: inflated bytes of one deflated pickle record.
+        max_inflate: inflated bytes of an archive's deflated members (an .npz), all
+            together, allowed whatever they compress to.
+        max_inflate_ratio: past ``max_inflate``, the most the deflated members may
+            inflate to, as a multiple of their compressed bytes (0: ``max_inflate`` is
+            a hard cap).
 
     Raises:
         InvalidArgumentError: when the limits are used (the ``limits=`` of a call): a
@@ -64,6 +69,8 @@ class Limits:
     max_entries: Optional[int] = None
     max_ndim: Optional[int] = None
     max_pickle_inflate: Optional[int] = None
+    max_inflate: Optional[int] = None
+    max_inflate_ratio: Optional[int] = None
 
     @staticmethod
     def defaults() -> Dict[str, int]:

@@ -18,7 +18,7 @@ struct Entry {
   Field field;
 };
 
-constexpr std::array<Entry, 12> kFields = {{
+constexpr std::array<Entry, 14> kFields = {{
     {"max_safetensors_header", &Limits::max_safetensors_header},
     {"max_pickle_bytes", &Limits::max_pickle_bytes},
     {"max_pickle_ops", &Limits::max_pickle_ops},
@@ -31,6 +31,8 @@ constexpr std::array<Entry, 12> kFields = {{
     {"max_entries", &Limits::max_entries},
     {"max_ndim", &Limits::max_ndim},
     {"max_pickle_inflate", &Limits::max_pickle_inflate},
+    {"max_inflate", &Limits::max_inflate},
+    {"max_inflate_ratio", &Limits::max_inflate_ratio},
 }};
 
 constexpr std::array<std::string_view, kFields.size()> kNames = [] {

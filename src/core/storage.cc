@@ -1,6 +1,7 @@
 #include "tensorseal/storage.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 
 #include "tensorseal/error.h"
@@ -11,8 +12,10 @@ struct Storage::Pieced {
   std::vector<std::span<const std::byte>> pieces;
   std::vector<std::shared_ptr<const void>> owners;
   std::function<std::shared_ptr<const Storage>()> join;
+  Reader read;  // set for streamed storages only
   std::once_flag once;
   std::shared_ptr<const Storage> whole;  // set by the first joined()
+  std::atomic<bool> joined{false};       // whole is set (for readers outside call_once)
 };
 
 std::shared_ptr<Storage> Storage::pieced(std::vector<std::span<const std::byte>> pieces,
@@ -35,6 +38,41 @@ std::shared_ptr<Storage> Storage::deferred(std::uint64_t size, std::function<std
   return s;
 }
 
+std::shared_ptr<Storage> Storage::streamed(std::uint64_t size, Reader read,
+                                           std::function<std::shared_ptr<const Storage>()> join, DType dtype) {
+  auto s = pieced({}, {}, std::move(join), dtype);
+  s->size_ = size;
+  s->pieced_->read = std::move(read);
+  return s;
+}
+
+bool Storage::is_streamed() const noexcept { return pieced_ && pieced_->read; }
+
+void Storage::stream(std::uint64_t offset, std::uint64_t size, const Sink& sink) const {
+  if (offset > size_ || size > size_ - offset)
+    throw Error(rules::kInternal, "stream of " + std::to_string(size) + " bytes at " + std::to_string(offset) +
+                                      " outside a storage of " + std::to_string(size_));
+  if (size == 0) return;
+  if (pieced_ && pieced_->read && !pieced_->joined.load(std::memory_order_acquire))
+    return pieced_->read(offset, size, sink);
+  if (pieced_ && !pieced_->pieces.empty()) {  // the pieces that hold the range, cut to it
+    std::uint64_t at = offset, left = size;
+    for (const auto& p : pieced_->pieces) {
+      if (left == 0) break;
+      if (at >= p.size()) {
+        at -= p.size();
+        continue;
+      }
+      const std::uint64_t take = std::min<std::uint64_t>(p.size() - at, left);
+      sink(p.subspan(at, take));
+      at = 0;
+      left -= take;
+    }
+    return;
+  }
+  sink(bytes().subspan(offset, size));
+}
+
 std::span<const std::span<const std::byte>> Storage::pieces() const noexcept {
   if (!pieced_) return {};
   return pieced_->pieces;
@@ -47,6 +85,7 @@ std::span<const std::byte> Storage::joined() const {
       throw Error(rules::kInternal, "a pieced storage joined into " + std::to_string(whole ? whole->size() : 0) +
                                         " bytes instead of " + std::to_string(size_));
     pieced_->whole = std::move(whole);
+    pieced_->joined.store(true, std::memory_order_release);
   });
   return pieced_->whole->bytes();
 }
@@ -95,6 +134,15 @@ std::shared_ptr<Storage> Storage::slice(std::shared_ptr<const Storage> parent, s
                 "range of " + std::to_string(size) + " bytes at " + std::to_string(offset) +
                     " runs past the end of its buffer (" + std::to_string(parent->size()) + " bytes)",
                 {}, offset);
+  if (parent->is_streamed()) {  // a window of the stream: still streamed, nothing joined
+    auto read = [parent, offset](std::uint64_t at, std::uint64_t n, const Sink& sink) {
+      parent->stream(offset + at, n, sink);
+    };
+    auto join = [parent, offset, size]() -> std::shared_ptr<const Storage> {
+      return Storage::external(parent->bytes().data() + offset, size, parent, parent->dtype);
+    };
+    return streamed(size, std::move(read), std::move(join), parent->dtype);
+  }
   if (parent->pieced_) {  // a window of the pieces: still pieced, nothing joined
     std::vector<std::span<const std::byte>> cut;
     std::uint64_t at = offset, left = size;

@@ -100,23 +100,8 @@ void Tensor::for_each_run(const std::function<void(std::span<const std::byte>)>&
   const auto bits = info(dtype).bits;
   if (bits % 8 != 0 || is_contiguous()) {
     const std::uint64_t item = bits % 8 == 0 ? bits / 8 : 0;
-    std::uint64_t at = static_cast<std::uint64_t>(storage_offset) * item, left = nbytes();
-    if (const auto pieces = storage->pieces(); !pieces.empty()) {
-      // The pieces that hold [at, at + left), cut to it: no join.
-      for (const auto& p : pieces) {
-        if (left == 0) break;
-        if (at >= p.size()) {
-          at -= p.size();
-          continue;
-        }
-        const std::uint64_t take = std::min<std::uint64_t>(p.size() - at, left);
-        sink(p.subspan(at, take));
-        at = 0;
-        left -= take;
-      }
-      return;
-    }
-    sink(storage->bytes().subspan(at, left));
+    // Pieces and streams are read as they are: no join.
+    storage->stream(static_cast<std::uint64_t>(storage_offset) * item, nbytes(), sink);
     return;
   }
   const auto bytes = storage->bytes();

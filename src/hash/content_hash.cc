@@ -53,6 +53,7 @@
 // before any digest is formed. A mismatch throws the reader's own error.
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 
@@ -83,6 +84,7 @@ struct Job {
   std::size_t chunk;                 // chunk index within the leaf
   std::span<const std::byte> bytes;  // empty for gathered tensors and split chunks
   bool split = false;                // the chunk spans runs of Leaf::runs: copied together first
+  bool streamed = false;             // every chunk of a leaf over a streamed storage, as it streams
 };
 
 struct Leaf {
@@ -139,6 +141,8 @@ class ContentHasher {
   void set_encoded(const std::unordered_map<const Tensor*, std::string>* e) { encoded_ = e; }
   // Receives every tensor's leaf chunk digests: see content_hash_chunks.
   void set_chunks_out(std::unordered_map<const Tensor*, std::vector<std::string>>* c) { chunks_out_ = c; }
+  // Receives tensor_sha256 of every tensor leaf hashed as a stream: see content_hash.
+  void set_streamed_sha256_out(std::unordered_map<const Tensor*, std::string>* o) { streamed_sha256_ = o; }
   // Leaf chunk digests known already: see content_hash_known.
   void set_known(const std::unordered_map<const Tensor*, std::vector<std::string>>* k) { known_ = k; }
 
@@ -219,6 +223,12 @@ class ContentHasher {
       l.chunk_digests.resize(chunks);
       std::span<const std::byte> bytes;
       bool contiguous = true;
+      const bool in_order = l.storage || l.tensor->is_contiguous() || info(l.tensor->dtype).bits % 8 != 0;
+      if (in_order && (l.storage ? *l.storage : *l.tensor->storage).is_streamed()) {
+        // Decoded (inflated) as it is read: one job hashes its chunks as they come.
+        jobs.push_back({i, 0, {}, false, true});
+        continue;
+      }
       if (l.storage) bytes = l.storage->bytes();
       else if (l.tensor->is_contiguous() || info(l.tensor->dtype).bits % 8 != 0) {
         l.tensor->for_each_run([&](std::span<const std::byte> r) { l.runs.push_back(r); });
@@ -278,6 +288,10 @@ class ContentHasher {
       }
       const Job& job = jobs[j];
       Leaf& l = leaves_[job.leaf];
+      if (job.streamed) {
+        hash_streamed(l, meter);
+        return;
+      }
       if (job.split) {
         const std::uint64_t lo = job.chunk * kChunk, n = std::min(kChunk, l.nbytes - lo);
         std::vector<std::byte> joined;
@@ -332,6 +346,43 @@ class ContentHasher {
   }
 
   static constexpr std::size_t kNoPiece = static_cast<std::size_t>(-1);
+
+  // Every chunk digest of a leaf whose bytes stream (Storage::is_streamed), in order:
+  // memory is one chunk's digest state, whatever the leaf's size. The stream's own
+  // checks (a zip member's CRC-32) throw before this returns.
+  void hash_streamed(Leaf& l, detail::util::ProgressMeter* meter) {
+    std::optional<Digest> d, whole;
+    if (streamed_sha256_ != nullptr && l.tensor != nullptr) whole.emplace(HashAlgo::kSha256);
+    std::uint64_t in_chunk = 0;
+    std::size_t c = 0;
+    auto feed = [&](std::span<const std::byte> b) {
+      if (meter) meter->add(b.size());
+      if (whole) whole->update(b);
+      while (!b.empty()) {
+        if (!d) d.emplace(opt_.algo);
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(b.size(), kChunk - in_chunk));
+        d->update(b.first(n));
+        b = b.subspan(n);
+        if ((in_chunk += n) == kChunk) {
+          if (c == l.chunk_digests.size()) throw Error(rules::kInternal, "a streamed storage gave too many bytes");
+          l.chunk_digests[c++] = d->finish();
+          d.reset();
+          in_chunk = 0;
+        }
+      }
+    };
+    if (l.storage) l.storage->stream(0, l.nbytes, feed);
+    else l.tensor->for_each_run(feed);
+    if (d && c < l.chunk_digests.size()) l.chunk_digests[c++] = d->finish();
+    if (c != l.chunk_digests.size())
+      throw Error(rules::kInternal, "a streamed storage gave " + std::to_string(c) + " chunks instead of " +
+                                        std::to_string(l.chunk_digests.size()));
+    if (whole) {
+      const std::string hex = detail::util::to_hex(whole->finish());
+      const std::lock_guard lock(streamed_mutex_);
+      (*streamed_sha256_)[l.tensor] = hex;
+    }
+  }
 
   // Cuts the covered bytes of every checksum of checks_ into pieces (see the top of the file): the jobs whose
   // bytes lie inside it become fused pieces (fused[job] = piece), the rest of its
@@ -417,18 +468,37 @@ class ContentHasher {
   }
 
   void encode_items(const std::vector<std::pair<Value, Value>>& items, std::string& out, bool sorted) {
-    std::vector<std::pair<std::string, std::string>> entries;
-    entries.reserve(items.size());
-    for (const auto& [k, v] : items) {
-      std::string ek, ev;
-      encode(k, ek);
-      encode(v, ev);
-      entries.emplace_back(std::move(ek), std::move(ev));
+    put_u64(out, items.size());
+    if (!sorted) {
+      for (const auto& [k, v] : items) {
+        encode(k, out);
+        encode(v, out);
+        flush(out);
+      }
+      return;
     }
-    if (sorted)
-      std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    put_u64(out, entries.size());
-    for (auto& [k, v] : entries) { out += k; out += v; }
+    // Only the keys' encodings are kept (to sort by); each value is encoded straight
+    // into `out`, in key order (a dict of 200,000 tensors: no second copy of it).
+    std::vector<std::string> keys(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) encode(items[i].first, keys[i]);
+    std::vector<std::uint32_t> order(items.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(i);
+    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return keys[a] < keys[b]; });
+    for (std::uint32_t i : order) {
+      out += keys[i];
+      std::string().swap(keys[i]);
+      encode(items[i].second, out);
+      flush(out);
+    }
+  }
+
+  // The encoding of the root goes into a digest as it grows (streamed_, set by
+  // digest_of): bytes appended to the root's buffer are final, so they are hashed and
+  // dropped a MiB at a time instead of being held whole.
+  void flush(std::string& out) {
+    if (streamed_ == nullptr || &out != streamed_buf_ || out.size() < (std::size_t{1} << 20)) return;
+    streamed_->update(out);
+    out.clear();
   }
 
   // Recursive graphs (has_refs_): containers on the current path are kept in path_,
@@ -493,7 +563,10 @@ class ContentHasher {
       case K::kList: case K::kTuple: {
         out += v.kind() == K::kList ? 'L' : 'T';
         put_u64(out, v.items().size());
-        for (const auto& x : v.items()) encode(x, out);
+        for (const auto& x : v.items()) {
+          encode(x, out);
+          flush(out);
+        }
         return;
       }
       case K::kDict: out += 'D'; encode_items(v.as_dict().items, out, true); return;
@@ -562,9 +635,16 @@ class ContentHasher {
   }
 
   std::string digest_of(const Value& root) {
+    Digest d(opt_.algo);
+    d.update(kContentDomain);
     std::string enc;
+    streamed_ = &d;
+    streamed_buf_ = &enc;
     encode(root, enc);
-    return digest_of_encoding(opt_.algo, enc);
+    streamed_ = nullptr;
+    streamed_buf_ = nullptr;
+    d.update(enc);
+    return detail::hash::digest_text(opt_.algo, d.finish());
   }
 
  public:
@@ -585,6 +665,10 @@ class ContentHasher {
   std::unordered_set<const Storage::PendingChecksum*> pending_seen_;
   std::vector<Leaf> leaves_;
   std::unordered_map<const void*, std::size_t> index_;
+  std::unordered_map<const Tensor*, std::string>* streamed_sha256_ = nullptr;
+  std::mutex streamed_mutex_;                // guards streamed_sha256_ (jobs run in parallel)
+  Digest* streamed_ = nullptr;               // digest_of: the root's encoding is hashed as it grows
+  const std::string* streamed_buf_ = nullptr;  // ... from this buffer
   bool has_refs_ = false;                                 // plan() saw a Ref
   std::unordered_map<const void*, std::uint64_t> on_path_;  // container -> its depth on the path
   std::uint64_t path_len_ = 0, ref_depth_ = 0, expanded_ = 0;
@@ -656,6 +740,13 @@ std::uint64_t content_hash_bytes(const Value& root) { return ContentHasher(HashO
 
 std::string content_hash(const Value& root, const HashOptions& options, util::ProgressMeter& meter) {
   return ContentHasher(options, &meter).run(root);
+}
+
+std::string content_hash(const Value& root, const HashOptions& options, util::ProgressMeter& meter,
+                         std::unordered_map<const Tensor*, std::string>& streamed_sha256) {
+  ContentHasher h(options, &meter);
+  h.set_streamed_sha256_out(&streamed_sha256);
+  return h.run(root);
 }
 
 std::vector<std::string> tensor_sha256_all(const std::vector<TensorRef>& tensors, unsigned threads,

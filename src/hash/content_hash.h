@@ -57,6 +57,11 @@ inline constexpr std::uint64_t kLeafChunk = std::uint64_t{1} << 20;
 [[nodiscard]] std::uint64_t content_hash_bytes(const Value& root);
 // content_hash(root, options), counting its bytes on `meter` (options.progress unused).
 [[nodiscard]] std::string content_hash(const Value& root, const HashOptions& options, util::ProgressMeter& meter);
+// The same, also giving, for each tensor over a streamed storage (Storage::is_streamed:
+// an inflated .npz member) that it reads in order, tensor_sha256 of its elements,
+// computed in the same pass: inspect needs both, and a stream costs its decoding.
+[[nodiscard]] std::string content_hash(const Value& root, const HashOptions& options, util::ProgressMeter& meter,
+                                       std::unordered_map<const Tensor*, std::string>& streamed_sha256);
 // tensor_sha256_all, counting each tensor's nbytes on `meter`.
 [[nodiscard]] std::vector<std::string> tensor_sha256_all(const std::vector<TensorRef>& tensors, unsigned threads,
                                                          util::ProgressMeter& meter);

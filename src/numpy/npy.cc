@@ -227,9 +227,7 @@ std::optional<std::uint64_t> object_array_data(std::span<const std::byte> head) 
   return std::nullopt;
 }
 
-Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) {
-  const auto b = image->bytes();
-  const u64 size = b.size();
+Parsed parse_header(std::span<const std::byte> b, std::uint64_t size, const Limits& limits) {
   RawHeader raw = read_raw_header(b);
   Parsed p;
   p.major = raw.major;
@@ -301,20 +299,6 @@ Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) 
   if (end && text[end - 1] == '\n') --end;
   while (end && text[end - 1] == ' ') --end, ++p.trailing_spaces;
 
-  std::shared_ptr<Storage> storage;
-  if (big) {
-    if (*nbytes > limits.max_alloc)
-      fail(numpy::rules::kTooLarge,
-           fmt::format("big-endian data of {} bytes exceeds the allocation limit", *nbytes), p.data_offset);
-    const auto src = b.subspan(p.data_offset, *nbytes);
-    std::vector<std::byte> owned(src.begin(), src.end());
-    util::byteswap_inplace(owned, swap_unit(*dtype));
-    storage = Storage::owned(std::move(owned), *dtype);
-    p.big_endian = true;
-  } else {
-    storage = Storage::slice(image, p.data_offset, *nbytes);
-    storage->dtype = *dtype;
-  }
   auto t = std::make_shared<Tensor>();
   t->dtype = *dtype;
   t->shape = shape;
@@ -328,9 +312,31 @@ Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) 
   } else {
     t->strides = Tensor::contiguous_strides(shape);
   }
-  t->storage = std::move(storage);
-  t->validate();
   p.tensor = std::move(t);
+  p.big_endian = big;
+  return p;
+}
+
+Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) {
+  const auto b = image->bytes();
+  Parsed p = parse_header(b, b.size(), limits);
+  const auto dtype = std::optional<DType>(p.tensor->dtype);
+  const auto nbytes = std::optional<u64>(p.tensor->nbytes());
+  std::shared_ptr<Storage> storage;
+  if (p.big_endian) {
+    if (*nbytes > limits.max_alloc)
+      fail(numpy::rules::kTooLarge,
+           fmt::format("big-endian data of {} bytes exceeds the allocation limit", *nbytes), p.data_offset);
+    const auto src = b.subspan(p.data_offset, *nbytes);
+    std::vector<std::byte> owned(src.begin(), src.end());
+    util::byteswap_inplace(owned, swap_unit(*dtype));
+    storage = Storage::owned(std::move(owned), *dtype);
+  } else {
+    storage = Storage::slice(image, p.data_offset, *nbytes);
+    storage->dtype = *dtype;
+  }
+  p.tensor->storage = std::move(storage);
+  p.tensor->validate();
   return p;
 }
 

@@ -19,7 +19,7 @@ struct Parsed {
   int major = 1, minor = 0;
   std::uint64_t data_offset = 0;     // first data byte inside the image
   std::uint64_t trailing_spaces = 0; // spaces between the dict's '}' and the final '\n'
-  bool big_endian = false;           // data was byte-swapped into an owned storage
+  bool big_endian = false;           // data was big-endian (parse: swapped into an owned storage)
   bool fortran_order = false;
   std::string descr;
 };
@@ -41,6 +41,11 @@ struct Parsed {
 // the prefix before reading data.
 [[nodiscard]] std::optional<std::uint64_t> pickled_data(std::span<const std::byte> head);
 [[nodiscard]] Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits);
+// parse's checks from the header alone: `head` is a prefix of an image of `size` bytes
+// holding at least the whole header. The tensor has no storage yet (the caller gives it
+// one of tensor->nbytes() bytes at data_offset, then validates); big_endian says the
+// data is big-endian, not yet swapped.
+[[nodiscard]] Parsed parse_header(std::span<const std::byte> head, std::uint64_t size, const Limits& limits);
 
 // The exact header numpy.lib.format writes for a C-order array (magic, version,
 // length, dict literal, growth and alignment padding, '\n'): version 1.0 unless the

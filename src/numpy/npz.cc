@@ -4,9 +4,14 @@
 //   member = a whole .npy image, STORED (np.savez) or DEFLATED (np.savez_compressed)
 //
 // Reading: the value tree is a dict key -> tensor in archive (central directory)
-// order, ".npy" stripped. Stored members are zero-copy windows of the file; deflated
-// members are inflated into owned storages. CRC32s are checked when
-// ReadOptions::verify_checksums is set.
+// order, ".npy" stripped. Stored members are zero-copy windows of the file, their
+// CRC-32s checked as they are read. Deflated members are refused first when they would
+// inflate past the limits (zip::check_inflate, on the declared sizes); each is then read
+// as far as its .npy header, and its data is a streamed storage: every consumer inflates
+// it window by window (its CRC-32 and sizes checked at the end of each pass), and one
+// that needs one buffer (a strided view, Python's arrays) inflates it whole under
+// max_alloc. Object arrays are inflated whole (under max_pickle_inflate). CRC-32s are
+// checked when ReadOptions::verify_checksums is set.
 // Writing: members in sorted key order (bytewise), STORED, with the zip profile of
 // CPython's zipfile as np.savez drives it (zip::Profile::kNumpy), so the bytes equal
 // np.savez(f, **dict(sorted(items))) on a POSIX system with CPython >= 3.11.4-era
@@ -14,6 +19,9 @@
 // every member DEFLATED by zip::deflate (tensorseal's own, pinned encoder), the rest of
 // the archive as np.savez_compressed's zipfile writes it.
 #include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
 
 #include "numpy/format.h"
 #include "numpy/constants.h"
@@ -24,6 +32,7 @@
 #include "zip/constants.h"
 #include "zip/deflate.h"
 #include "zip/describe.h"
+#include "zip/inflate.h"
 #include "zip/reader.h"
 #include "zip/sniff.h"
 #include "zip/writer.h"
@@ -37,16 +46,100 @@ Error in_member(const Error& e, const std::string& member, const std::string& fi
   return Error(Rule{e.rule(), e.kind()}, "member '" + member + "': " + e.detail(), file, offset);
 }
 
-// Where an object array member's pickle starts, or nullopt for any other member (its
-// header errors are reported by numpy::parse below).
-std::optional<std::uint64_t> object_member(const std::shared_ptr<const Storage>& image, const std::string& member,
-                                           const std::string& file, std::uint64_t offset) {
+// Where an object array member's pickle starts, given the member's first bytes (at
+// least its header), or nullopt for any other member (its header errors are reported
+// by numpy::parse below).
+std::optional<std::uint64_t> object_member(std::span<const std::byte> head) {
   try {
-    return numpy::object_array_data(image->bytes());
+    return numpy::object_array_data(head);
   } catch (const Error&) {
-    (void)member, (void)file, (void)offset;
     return std::nullopt;
   }
+}
+
+// The first bytes of deflated member `e`: at least its whole .npy header (all of it
+// when the member is shorter), inflating no more than the header and one small window.
+std::vector<std::byte> member_head(std::span<const std::byte> file, const zip::Entry& e, const std::string& name) {
+  constexpr std::uint64_t kWindow = 4096;
+  std::vector<std::byte> head;
+  std::uint64_t want = std::min<std::uint64_t>(e.size, numpy::kPrefixSizeV2);
+  bool sized = false;
+  zip::inflate_entry(file, e, name, false, false, kWindow, [&](std::uint64_t, std::span<const std::byte> b) {
+    head.insert(head.end(), b.begin(), b.end());
+    if (!sized && head.size() >= want) {  // the prefix: magic, version, header length
+      sized = true;
+      const auto major = head.size() > 6 ? static_cast<unsigned>(head[6]) : 0u;
+      std::uint64_t hlen = 0, prefix = 0;
+      if (major == 1 && head.size() >= numpy::kPrefixSizeV1) {
+        prefix = numpy::kPrefixSizeV1;
+        hlen = util::load_le<std::uint16_t>(head.data() + 8);
+      } else if ((major == 2 || major == 3) && head.size() >= numpy::kPrefixSizeV2) {
+        prefix = numpy::kPrefixSizeV2;
+        hlen = util::load_le<std::uint32_t>(head.data() + 8);
+      }
+      // Too long a header is refused from the prefix alone.
+      if (prefix != 0 && hlen <= numpy::kMaxHeaderSize) want = std::min(e.size, prefix + hlen);
+    }
+    return head.size() < want;
+  });
+  return head;
+}
+
+// The data of deflated member `e`, bytes [at, at + nbytes) of its inflated image, as a
+// streamed storage (big-endian elements of `swap` bytes swapped as they stream).
+std::shared_ptr<Storage> streamed_member(const io::Input& in, const zip::Entry& e, std::uint64_t at,
+                                         std::uint64_t nbytes, DType dtype, std::uint32_t swap) {
+  const std::shared_ptr<const Storage> whole = in.whole;
+  const std::string name = in.name;
+  const bool verify = in.options->verify_checksums;
+  const Limits limits = in.options->limits;
+  // Only a file mapping gives its consumed pages back (an owned buffer must keep them).
+  const bool release = whole->is_mapped();
+  auto read = [whole, e, name, verify, release, at, swap](std::uint64_t offset, std::uint64_t size,
+                                                          const Storage::Sink& sink) {
+    const std::uint64_t lo = at + offset, hi = lo + size;  // in the member's image
+    auto emit = [&](std::uint64_t from, std::span<const std::byte> b) {  // b's part inside [lo, hi)
+      const std::uint64_t a = std::max(from, lo), z = std::min(from + b.size(), hi);
+      if (a < z) sink(b.subspan(a - from, z - a));
+    };
+    if (swap <= 1) {
+      zip::inflate_entry(whole->bytes(), e, name, verify, release, zip::kInflateWindow,
+                         [&](std::uint64_t from, std::span<const std::byte> b) {
+                           emit(from, b);
+                           return true;  // to the end: the whole stream is checked
+                         });
+      return;
+    }
+    // Swapped in a buffer whose start stays a multiple of `swap` past the data's start.
+    std::vector<std::byte> buf;
+    buf.reserve(zip::kInflateWindow);
+    std::uint64_t buf_at = at;
+    auto flush = [&] {
+      util::byteswap_inplace(buf, swap);
+      emit(buf_at, buf);
+      buf_at += buf.size();
+      buf.clear();
+    };
+    zip::inflate_entry(whole->bytes(), e, name, verify, release, zip::kInflateWindow,
+                       [&](std::uint64_t from, std::span<const std::byte> b) {
+                         if (from + b.size() <= at) return true;  // the header
+                         if (from < at) b = b.subspan(at - from);
+                         while (!b.empty()) {
+                           const std::size_t n = std::min<std::size_t>(b.size(), zip::kInflateWindow - buf.size());
+                           buf.insert(buf.end(), b.begin(), b.begin() + static_cast<std::ptrdiff_t>(n));
+                           b = b.subspan(n);
+                           if (buf.size() == zip::kInflateWindow) flush();
+                         }
+                         return true;
+                       });
+    flush();
+  };
+  auto join = [whole, e, name, verify, limits, at, nbytes, swap]() -> std::shared_ptr<const Storage> {
+    std::vector<std::byte> image = zip::inflate_entry_whole(whole->bytes(), e, name, verify, limits);
+    util::byteswap_inplace(std::span(image).subspan(at, nbytes), swap);
+    return Storage::slice(Storage::owned(std::move(image)), at, nbytes);
+  };
+  return Storage::streamed(nbytes, std::move(read), std::move(join), dtype);
 }
 
 }  // namespace
@@ -61,6 +154,7 @@ Checkpoint read_npz(const io::Input& in) {
   const auto& limits = in.options->limits;
   const auto file = in.bytes();
   const zip::Archive archive = zip::read(file, in.name, limits);
+  zip::check_inflate(archive, in.name, limits);
   Checkpoint c;
   c.format = Format::kNpz;
   c.root = Value::dict();
@@ -70,15 +164,30 @@ Checkpoint read_npz(const io::Input& in) {
     if (!e.name.ends_with(numpy::kMemberSuffix) || e.name.size() == numpy::kMemberSuffix.size())
       throw Error(rules::kMemberName, "member '" + e.name + "' is not a '<key>.npy' array", in.name, e.local_offset);
     const std::string key = e.name.substr(0, e.name.size() - numpy::kMemberSuffix.size());
-    std::shared_ptr<const Storage> image;
-    std::vector<std::byte> scratch;
-    const auto data = zip::entry_bytes(file, e, scratch, in.name, limits);
-    if (in.options->verify_checksums) zip::verify_crc(e, data, in.name);
     const bool stored = e.method == zip::kMethodStored;
-    if (!stored) c.compressed = true;
-    if (stored) image = in.window(e.data_offset, e.size);
-    else image = Storage::owned(std::move(scratch));
-    if (std::optional<std::uint64_t> at; (at = object_member(image, e.name, in.name, e.data_offset))) {
+    std::shared_ptr<const Storage> image;  // the whole member: stored, or an object array
+    std::vector<std::byte> head;           // a deflated member's first bytes
+    std::optional<std::uint64_t> object_at;
+    if (stored) {
+      std::vector<std::byte> scratch;
+      const auto data = zip::entry_bytes(file, e, scratch, in.name, limits);
+      if (in.options->verify_checksums) zip::verify_crc(e, data, in.name);
+      image = in.window(e.data_offset, e.size);
+      object_at = object_member(image->bytes());
+    } else {
+      c.compressed = true;
+      head = member_head(file, e, in.name);
+      if ((object_at = object_member(head))) {  // a pickle: inflated whole, under the pickle budget
+        if (e.size > limits.max_pickle_inflate)
+          throw Error(zip::rules::kEntryTooLarge,
+                      fmt::format("object array member '{}' inflates to {} bytes, over --max-pickle-inflate {}", e.name,
+                                  e.size, limits.max_pickle_inflate),
+                      in.name, e.data_offset);
+        image = Storage::owned(zip::inflate_entry_whole(file, e, in.name, in.options->verify_checksums, limits));
+      }
+    }
+    if (object_at) {
+      const auto at = object_at;
       io::Input sub = in;
       sub.whole = image;
       sub.name = in.name + "/" + e.name;
@@ -89,7 +198,7 @@ Checkpoint read_npz(const io::Input& in) {
     }
     numpy::Parsed p;
     try {
-      p = numpy::parse(image, limits);
+      p = stored ? numpy::parse(image, limits) : numpy::parse_header(head, e.size, limits);
     } catch (const Error& err) {
       if (stored)
         throw in_member(err, e.name, in.name, err.offset() == kNoOffset ? kNoOffset : e.data_offset + err.offset());
@@ -99,6 +208,12 @@ Checkpoint read_npz(const io::Input& in) {
                 err.detail() +
                     (err.offset() == kNoOffset ? "" : " (inflated byte " + std::to_string(err.offset()) + ")")),
           e.name, in.name, e.data_offset);
+    }
+    if (!stored) {
+      const DType dtype = p.tensor->dtype;
+      p.tensor->storage = streamed_member(in, e, p.data_offset, p.tensor->nbytes(), dtype,
+                                          p.big_endian ? swap_unit(dtype) : 0);
+      p.tensor->validate();
     }
     // Keys are unique: the zip reader refuses duplicate member names.
     d.set(Value::str(key), Value(std::shared_ptr<const Tensor>(p.tensor)));

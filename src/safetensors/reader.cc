@@ -9,6 +9,7 @@
 #include "safetensors/header.h"
 #include "safetensors/structure.h"
 #include "util/endian.h"
+#include "util/release.h"
 
 namespace tensorseal::detail::safetensors {
 using core::fact;
@@ -31,6 +32,12 @@ bool detect_safetensors(std::span<const std::byte> b) noexcept {
 
 Checkpoint read_safetensors(const io::Input& in) {
   SafetensorsIndex idx = index_safetensors(in);
+  // The header is parsed: a mapping's pages of it go back to the kernel (200,000
+  // entries are 16 MB of header that nothing reads again).
+  if (in.whole->is_mapped()) {
+    const std::byte* start = in.bytes().data();
+    (void)util::release_pages(start, start + safetensors::kLengthPrefixSize + idx.header_length);
+  }
   Checkpoint c;
   c.format = Format::kSafetensors;
   // The header's keys in file order, for explain: the names, "__metadata__" among them.

@@ -8,11 +8,14 @@
 
 #include "core/walk.h"
 #include "hash/content_hash.h"
+#include "tensorseal/error.h"
 #include "tensorseal/hash.h"
 #include "tools/json.h"
 #include "tools/quantization.h"
 #include "torch/composite.h"
 #include "util/hex.h"
+#include "util/parallel.h"
+#include "util/progress.h"
 
 namespace tensorseal {
 namespace {
@@ -107,6 +110,11 @@ class TensorPaths final : public detail::core::Visitor {
     return true;
   }
   std::vector<Entry> out;
+  // After the walk: the maps of what was seen are no longer needed.
+  void forget_seen() {
+    decltype(first_)().swap(first_);
+    decltype(seen_)().swap(seen_);
+  }
 
  private:
   std::unordered_map<const void*, std::size_t> first_;
@@ -164,48 +172,85 @@ InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
   r.file = c.file;
   r.format = c.format;
   r.metadata = c.metadata;
-  TensorPaths paths;
-  detail::core::walk(c.root, paths);
-  // Each tensor (a plain one, or a composite's part) digested once: at its first path.
-  std::vector<TensorRef> tensors;
-  std::vector<std::size_t> digest_at(paths.out.size());  // entry -> its (first part's) digest
-  for (std::size_t i = 0; i < paths.out.size(); ++i) {
-    const auto& e = paths.out[i];
-    if (e.first != i) continue;
-    digest_at[i] = tensors.size();
-    if (e.tensor) tensors.push_back({e.path, e.tensor});
-    else
-      for (const auto& [role, t] : e.composite->parts) tensors.push_back({e.path + "." + role, t});
+  // Memory: the content hash runs first, on the tree alone; the report is built after,
+  // each path moved into it and each digest written in place (200,000 tensors: no second
+  // list of paths or digests beside the report).
+  // Progress: the content hash's bytes, then every tensor's bytes for its SHA-256.
+  std::uint64_t total = 0;
+  if (options.progress) {
+    total = detail::hash::content_hash_bytes(c.root);
+    TensorPaths count;
+    detail::core::walk(c.root, count);
+    for (std::size_t i = 0; i < count.out.size(); ++i) {
+      const auto& e = count.out[i];
+      if (e.first != i) continue;
+      if (e.tensor) total += e.tensor->nbytes();
+      else
+        for (const auto& part : e.composite->parts) total += part.second->nbytes();
+    }
   }
-  // Progress: every tensor's bytes for its SHA-256, then the content hash's bytes.
-  std::uint64_t total = options.progress ? detail::hash::content_hash_bytes(c.root) : 0;
-  for (const auto& t : tensors) total += options.progress ? t.tensor->nbytes() : 0;
   detail::util::ProgressMeter meter(&options.progress, total);
-  const auto digests = detail::hash::tensor_sha256_all(tensors, options.threads, meter);
-  r.tensors.reserve(paths.out.size());
-  for (std::size_t i = 0; i < paths.out.size(); ++i) {
-    const auto& e = paths.out[i];
-    const std::size_t d = digest_at[e.first];
-    const std::string alias = e.first == i ? "" : paths.out[e.first].path;
-    if (e.tensor) {
-      const Tensor& t = *e.tensor;
-      r.tensors.push_back({e.path, t.dtype, t.shape, t.nbytes(), digests[d], alias, std::string(python_type_name(t)),
-                           t.quantization, t.attributes});
-      continue;
-    }
-    const auto& c = *e.composite;
-    InspectTensor it{e.path, c.dtype, c.shape, 0, "", alias, "torch.Tensor", nullptr, nullptr};
-    it.layout = c.layout;
-    for (std::size_t k = 0; k < c.parts.size(); ++k) {
-      const Tensor& t = *c.parts[k].second;
-      it.nbytes += t.nbytes();
-      it.parts.push_back({c.parts[k].first, t.dtype, t.shape, t.nbytes(), digests[d + k]});
-    }
-    r.tensors.push_back(std::move(it));
-  }
   HashOptions h;
   h.threads = options.threads;
-  r.content_hash = detail::hash::content_hash(c.root, h, meter);
+  // Tensors the hash reads as streams (inflated .npz members) get their SHA-256 in the
+  // same pass: each member is inflated once.
+  std::unordered_map<const Tensor*, std::string> streamed;
+  r.content_hash = detail::hash::content_hash(c.root, h, meter, streamed);
+
+  // Each tensor (a plain one, or a composite's part) digested once: at its first path.
+  struct ToDigest {
+    const Tensor* tensor;
+    std::string* out;  // inside r.tensors (reserved: never moves)
+  };
+  std::vector<ToDigest> work;
+  std::vector<std::size_t> first_of;  // r.tensors index -> the index listing it first
+  {
+    TensorPaths paths;
+    detail::core::walk(c.root, paths);
+    paths.forget_seen();
+    r.tensors.reserve(paths.out.size());
+    first_of.reserve(paths.out.size());
+    for (std::size_t i = 0; i < paths.out.size(); ++i) {
+      auto& e = paths.out[i];
+      first_of.push_back(e.first);
+      std::string alias = e.first == i ? "" : r.tensors[e.first].path;
+      if (e.tensor) {
+        const Tensor& t = *e.tensor;
+        r.tensors.push_back({std::move(e.path), t.dtype, t.shape, t.nbytes(), "", std::move(alias),
+                             std::string(python_type_name(t)), t.quantization, t.attributes});
+        if (e.first == i) work.push_back({&t, &r.tensors.back().sha256});
+        continue;
+      }
+      const auto& comp = *e.composite;
+      InspectTensor it{std::move(e.path), comp.dtype, comp.shape, 0, "", std::move(alias), "torch.Tensor", nullptr,
+                       nullptr};
+      it.layout = comp.layout;
+      for (const auto& [role, t] : comp.parts) {
+        it.nbytes += t->nbytes();
+        it.parts.push_back({role, t->dtype, t->shape, t->nbytes(), ""});
+      }
+      r.tensors.push_back(std::move(it));
+      if (e.first == i)
+        for (std::size_t k = 0; k < comp.parts.size(); ++k)
+          work.push_back({comp.parts[k].second.get(), &r.tensors.back().parts[k].sha256});
+    }
+  }
+  detail::util::parallel_for(work.size(), options.threads, [&](std::size_t i) {
+    if (const auto it = streamed.find(work[i].tensor); it != streamed.end()) {
+      *work[i].out = it->second;
+      meter.add(work[i].tensor->nbytes());
+      return;
+    }
+    *work[i].out = tensor_sha256(*work[i].tensor);
+    meter.add(work[i].tensor->nbytes());
+  });
+  for (std::size_t i = 0; i < r.tensors.size(); ++i) {  // aliases: their first path's digests
+    if (first_of[i] == i) continue;
+    const InspectTensor& first = r.tensors[first_of[i]];
+    r.tensors[i].sha256 = first.sha256;
+    for (std::size_t k = 0; k < r.tensors[i].parts.size() && k < first.parts.size(); ++k)
+      r.tensors[i].parts[k].sha256 = first.parts[k].sha256;
+  }
   meter.finish();
   if (options.values) {
     ValueCollector collect(r.values);
@@ -227,24 +272,53 @@ std::string to_json(const InspectReport& r) {
   j["file"] = r.file;
   j["format"] = format_name(r.format);
   j["content_hash"] = r.content_hash;
-  ojson tensors = ojson::array();
-  for (const auto& t : r.tensors)
-    tensors.push_back({{"path", t.path},
-                       {"dtype", name(t.dtype)},
-                       {"shape", t.shape},
-                       {"nbytes", t.nbytes},
-                       {"sha256", detail::tools::or_null_if_empty(t.sha256)},
-                       {"alias_of", detail::tools::or_null_if_empty(t.alias_of)},
-                       {"type", t.type},
-                       {"quantization", quantization_json(t.quantization.get())},
-                       {"attributes", t.attributes ? ojson(repr(*t.attributes, 1000)) : ojson(nullptr)},
-                       {"layout", t.layout},
-                       {"parts", parts_json(t.parts)}});
-  j["tensors"] = std::move(tensors);
+  j["tensors"] = ojson::array();
   ojson metadata = ojson::object();
   for (const auto& [k, v] : r.metadata) metadata[k] = v;
   j["metadata"] = std::move(metadata);
-  return detail::tools::dump(j);
+  std::string doc = detail::tools::dump(j);
+  if (r.tensors.empty()) return doc;
+  // The tensors are rendered one at a time and spliced into the document at the depth
+  // dump() gives them (elements of a top-level array: 4 more spaces on every line; JSON
+  // strings hold no raw newline), so that 200,000 tensors never exist as a JSON tree.
+  // Two passes (sizes, then text) let the document be allocated once.
+  auto tensor = [&](const InspectTensor& t) {
+    std::string one = detail::tools::dump(ojson{{"path", t.path},
+                                                {"dtype", name(t.dtype)},
+                                                {"shape", t.shape},
+                                                {"nbytes", t.nbytes},
+                                                {"sha256", detail::tools::or_null_if_empty(t.sha256)},
+                                                {"alias_of", detail::tools::or_null_if_empty(t.alias_of)},
+                                                {"type", t.type},
+                                                {"quantization", quantization_json(t.quantization.get())},
+                                                {"attributes", t.attributes ? ojson(repr(*t.attributes, 1000))
+                                                                            : ojson(nullptr)},
+                                                {"layout", t.layout},
+                                                {"parts", parts_json(t.parts)}});
+    std::string out = "    ";
+    out.reserve(one.size() + 4 * static_cast<std::size_t>(std::count(one.begin(), one.end(), '\n')) + 4);
+    for (char ch : one) {
+      out += ch;
+      if (ch == '\n') out += "    ";
+    }
+    return out;
+  };
+  constexpr std::string_view kEmpty = "\n  \"tensors\": [],\n";
+  const std::size_t at = doc.find(kEmpty);
+  if (at == std::string::npos) throw Error(rules::kInternal, "inspect JSON without its tensors array");
+  std::size_t size = doc.size();
+  for (const auto& t : r.tensors) size += tensor(t).size() + 2;  // ",\n" or the array's own "\n"
+  std::string out;
+  out.reserve(size + 8);
+  out.append(doc, 0, at);
+  out += "\n  \"tensors\": [\n";
+  for (std::size_t i = 0; i < r.tensors.size(); ++i) {
+    out += tensor(r.tensors[i]);
+    out += i + 1 < r.tensors.size() ? ",\n" : "\n";
+  }
+  out += "  ],\n";
+  out.append(doc, at + kEmpty.size());
+  return out;
 }
 
 std::string to_textconv(const InspectReport& r) {

@@ -101,6 +101,7 @@ inline constexpr Rule kStoredSize{"zip/stored-size-mismatch", K::kCorrupt};
 inline constexpr Rule kInflateFailed{"zip/inflate-failed", K::kCorrupt};
 inline constexpr Rule kDeflateRatio{"zip/deflate-ratio", K::kCorrupt};
 inline constexpr Rule kEntryTooLarge{"zip/entry-too-large", K::kLimit};
+inline constexpr Rule kInflateLimit{"zip/inflate-limit", K::kLimit};
 inline constexpr Rule kCrcMismatch{"zip/crc-mismatch", K::kCorrupt};
 // Writer-side rules.
 inline constexpr Rule kWriterMisuse{"zip/writer-misuse", K::kInternal};

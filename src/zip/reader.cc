@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -532,22 +533,13 @@ std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const En
                   name, e.data_offset);
     return raw;
   }
-  if (e.method != zip::kMethodDeflated)
-    throw Error(rules::kUnsupportedMethod,
-                fmt::format("entry {} uses compression method {} (tensorseal reads 0 stored and 8 deflate)",
-                            show(e.name), e.method),
-                name, e.local_offset + 8);
+  if (e.method != zip::kMethodDeflated) check_deflated(e, name);
   if (e.size > limits.max_alloc)
     throw Error(rules::kEntryTooLarge,
                 fmt::format("entry {} inflates to {} bytes, over the allocation limit of {}", show(e.name), e.size,
                             limits.max_alloc),
                 name, e.data_offset);
-  const auto bound = util::mul(e.compressed_size, zip::kMaxDeflateRatio);
-  if (bound && e.size > *bound)
-    throw Error(rules::kDeflateRatio,
-                fmt::format("entry {} claims {} bytes from {} compressed bytes, more than deflate can expand (1032:1)",
-                            show(e.name), e.size, e.compressed_size),
-                name, e.data_offset);
+  check_deflated(e, name);
   std::unique_ptr<libdeflate_decompressor, DecompressorDeleter> d(libdeflate_alloc_decompressor());
   if (!d) throw Error(tensorseal::rules::kInternal, "libdeflate_alloc_decompressor failed", name);
   scratch.assign(e.size, std::byte{0});
@@ -572,6 +564,42 @@ std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const En
                             e.compressed_size),
                 name, e.data_offset + in_used);
   return {scratch.data(), scratch.size()};
+}
+
+std::string shown(std::string_view entry_name) { return show(entry_name); }
+
+void check_deflated(const Entry& e, const std::string& name) {
+  if (e.method != zip::kMethodDeflated)
+    throw Error(rules::kUnsupportedMethod,
+                fmt::format("entry {} uses compression method {} (tensorseal reads 0 stored and 8 deflate)",
+                            show(e.name), e.method),
+                name, e.local_offset + 8);
+  const auto bound = util::mul(e.compressed_size, zip::kMaxDeflateRatio);
+  if (bound && e.size > *bound)
+    throw Error(rules::kDeflateRatio,
+                fmt::format("entry {} claims {} bytes from {} compressed bytes, more than deflate can expand (1032:1)",
+                            show(e.name), e.size, e.compressed_size),
+                name, e.data_offset);
+}
+
+void check_inflate(const Archive& a, const std::string& name, const Limits& limits) {
+  u64 inflated = 0, compressed = 0;
+  for (const auto& e : a.entries)
+    if (e.method == kMethodDeflated) compressed += e.compressed_size;  // <= the file size: no overflow
+  // Past max_inflate, the most the ratio allows (no bound when the product overflows).
+  const auto by_ratio = util::mul(compressed, limits.max_inflate_ratio);
+  for (const auto& e : a.entries) {
+    if (e.method != kMethodDeflated) continue;
+    const auto sum = util::add(inflated, e.size);
+    inflated = sum ? *sum : std::numeric_limits<u64>::max();
+    if (inflated <= limits.max_inflate || !by_ratio || inflated <= *by_ratio) continue;
+    throw Error(rules::kInflateLimit,
+                fmt::format("entry {} brings the archive's deflated entries to {} inflated bytes from {} compressed "
+                            "({}:1), over --max-inflate {} and --max-inflate-ratio {}",
+                            show(e.name), inflated, compressed, compressed ? inflated / compressed : inflated,
+                            limits.max_inflate, limits.max_inflate_ratio),
+                name, e.data_offset);
+  }
 }
 
 void verify_crc(const Entry& e, std::span<const std::byte> data, const std::string& name) {

@@ -71,6 +71,21 @@ struct Archive {
 std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const Entry& e, std::vector<std::byte>& scratch,
                                        const std::string& name, const Limits& limits);
 
+// Refuses an archive whose DEFLATED entries declare more inflated bytes, all together,
+// than the limits allow (zip/inflate-limit): more than limits.max_inflate and more than
+// limits.max_inflate_ratio times their compressed bytes. Checked on the declared sizes
+// before anything is inflated (inflate_entry refuses a stream that gives more than its
+// entry declares). The error names the entry that crosses the limit, at its data.
+void check_inflate(const Archive& a, const std::string& name, const Limits& limits);
+
+// Throws unless `e` is DEFLATED (zip/unsupported-method) and declares at most what
+// deflate can expand its compressed bytes to, 1032:1 (zip/deflate-ratio).
+void check_deflated(const Entry& e, const std::string& name);
+
+// An entry name as messages show it: quoted, control and non-ASCII bytes escaped,
+// bounded length.
+[[nodiscard]] std::string shown(std::string_view entry_name);
+
 // Two entries whose names are equal ignoring ASCII case (indices in central directory
 // order), if any. torch's zip reader (miniz) looks names up ignoring case, so in a
 // torch archive either could be the record torch loads.

@@ -30,8 +30,12 @@ EXPECTED = {
     "canon": {"tseal canon", "tseal canon --no-fsync", "cp (the limit)", "torch.load + torch.save", "torch.load(mmap) + torch.save"},
     "convert": {"tseal convert", "cp (the limit)", "torch.load + save_file", "torch.load(mmap) + save_file"},
     "diff": {"tseal diff", "torch.load + torch.equal", "torch.load(mmap) + torch.equal"},
+    "hash-npz": {"tseal hash", "tseal hash --threads 1", "tseal inspect", "cat (raw read)",
+                 "sha256sum (raw read + SHA-256)", "tensorseal.hash (API)", "numpy.load (.npz) + touch"},
+    "bomb": {"tseal inspect (refused)", "tseal hash (refused)", "cat (raw read)", "tensorseal.load (refused)"},
 }
-WORKLOADS = {"save": "abc", "save-over": "ab", "save-ext4": "ab", "save-ext4-over": "a", "load": "abc", "lazy": "b", "hash": "acd", "canon": "ad", "convert": "ad", "diff": "a"}
+WORKLOADS = {"save": "abc", "save-over": "ab", "save-ext4": "ab", "save-ext4-over": "a", "load": "abc", "lazy": "b", "hash": "acd", "canon": "ad", "convert": "ad", "diff": "a",
+             "hash-npz": "e", "bomb": "e"}
 
 
 @pytest.mark.skipif(not os.path.exists(TSEAL), reason=f"{TSEAL} not built")
@@ -72,9 +76,9 @@ def test_bench_small_quick(tmp_path):
     for op, names in EXPECTED.items():
         for wl in WORKLOADS[op]:
             assert got.get((op, wl)) == names, (op, wl, got.get((op, wl)))
-    # Every target names rows that exist, and the memory targets are there for workload d.
+    # Every target names rows that exist, and the memory targets are there for workloads d and e.
     assert {(t["op"], t["workload"]) for t in doc["targets"] if t["kind"] == "MiB<="} == {
-        ("hash", "d"), ("canon", "d"), ("convert", "d")}
+        ("hash", "d"), ("canon", "d"), ("convert", "d"), ("hash-npz", "e"), ("bomb", "e")}
     assert all(isinstance(t["met"], bool) for t in doc["targets"])
     meta = doc["meta"]
     assert meta["size"] == "small" and meta["page_cache"].startswith("warm") and len(meta["loadavg_before"]) == 3
