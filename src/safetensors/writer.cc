@@ -155,7 +155,10 @@ void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) 
   util::append_le<std::uint64_t>(prefix, header.size());
   sink.write(prefix);
   sink.write(header);
-  for (const Item& it : items) it.tensor->for_each_run([&](std::span<const std::byte> run) { sink.write(run); });
+  // The tensors' bytes are written from where they lie (root holds them until we return).
+  for (const Item& it : items)
+    it.tensor->for_each_run([&](std::span<const std::byte> run) { sink.write_borrowed(run); });
+  sink.flush();
 }
 
 }  // namespace

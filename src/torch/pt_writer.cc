@@ -88,7 +88,9 @@ void write_torch_zip(const Value& root, const WriteOptions&, io::Sink& sink) {
       if (known && (++runs > 1 || run.data() != source->bytes().data() || run.size() != source->size()))
         throw Error(tensorseal::rules::kInternal,
                     "canonical .pt writer: record '" + full + "' is not the verified storage's bytes");
-      z.write(run);
+      // Storage bytes (the tree holds them until we return) go without a copy; a
+      // gathered span lives in the plan, which also outlives the flush below.
+      z.write_borrowed(run);
     });
     z.end_record();
     written.emplace_back(full, s->nbytes, z.last_crc());
@@ -97,6 +99,7 @@ void write_torch_zip(const Value& root, const WriteOptions&, io::Sink& sink) {
   const std::string id = serialization_id(written);
   z.record(std::string(kPrefix) + ".data/serialization_id", id);
   z.finish();
+  sink.flush();
 }
 
 }  // namespace tensorseal::detail::torch

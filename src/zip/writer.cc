@@ -140,13 +140,22 @@ void Writer::begin_record_known_crc(std::string name, std::uint64_t size, std::u
   known_crc_ = true;
 }
 
-void Writer::write(std::span<const std::byte> data) {
+void Writer::checksum(std::span<const std::byte> data) {
   if (!open_) misuse("write without begin_record");
   if (data.size() > current_.size - written_)
     misuse("record '" + current_.name + "' declared " + std::to_string(current_.size) + " bytes, got more");
   if (!known_crc_) crc_ = util::crc32(crc_, data);
   written_ += data.size();
+}
+
+void Writer::write(std::span<const std::byte> data) {
+  checksum(data);
   sink_.write(data);
+}
+
+void Writer::write_borrowed(std::span<const std::byte> data) {
+  checksum(data);
+  sink_.write_borrowed(data);
 }
 
 void Writer::end_record() {
