@@ -10,6 +10,7 @@
 // with serde_json's escaping, so the header bytes match. torch.float4_e2m1fn_x2 is
 // written as F4 with the last dimension doubled, as safetensors' torch binding does.
 #include <algorithm>
+#include <charconv>
 
 #include "safetensors/format.h"
 #include "safetensors/constants.h"
@@ -51,6 +52,13 @@ void json_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// Decimal digits of `x`, appended without a temporary string.
+void append_number(std::string& out, std::uint64_t x) {
+  char buf[24];
+  const auto end = std::to_chars(buf, buf + sizeof buf, x).ptr;
+  out.append(buf, end);
+}
+
 struct Item {
   std::string_view name;
   const Tensor* tensor;
@@ -88,6 +96,7 @@ void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) 
     throw Error(rules::kNotFlat,
                 "safetensors holds a dict of named tensors; got " + std::string(kind_name(root.kind())));
   std::vector<Item> items;
+  items.reserve(root.as_dict().items.size());
   for (const auto& [k, v] : root.as_dict().items) {
     if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor))
       throw Error(rules::kNotFlat, "safetensors holds str -> tensor entries; got " + repr(k, 60) + " -> " +
@@ -109,6 +118,7 @@ void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) 
   });
 
   std::string header = "{";
+  header.reserve(64 * items.size() + 64);
   const bool has_metadata = !options.metadata.empty() || options.empty_metadata;
   if (has_metadata) {
     auto meta = options.metadata;
@@ -137,10 +147,14 @@ void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) 
       // torch.float4_e2m1fn_x2 packs two fp4 values per element; safetensors' torch
       // binding stores it as F4 with the last dimension doubled, and so do we.
       const bool x2_last = t.dtype == DType::kFloat4E2M1FNx2 && d + 1 == t.shape.size();
-      header += std::to_string(x2_last ? t.shape[d] * 2 : t.shape[d]);
+      append_number(header, static_cast<std::uint64_t>(x2_last ? t.shape[d] * 2 : t.shape[d]));
     }
     const std::uint64_t end = offset + t.nbytes();
-    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
+    header += "],\"data_offsets\":[";
+    append_number(header, offset);
+    header += ',';
+    append_number(header, end);
+    header += "]}";
     offset = end;
   }
   header += '}';
