@@ -30,10 +30,12 @@ namespace {
 
 constexpr std::string_view kPrefix = "archive/";
 
-// 40 decimal digits of the first 16 bytes of SHA-256 over the sorted records.
-std::string serialization_id(std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>> records) {
+// 40 decimal digits of the first 16 bytes of SHA-256 over the sorted records (sorts
+// `records` in place).
+std::string serialization_id(std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>>& records) {
   std::sort(records.begin(), records.end());
   std::string buf;
+  buf.reserve(records.size() * 40);
   for (const auto& [n, size, crc] : records) {
     buf += n;
     buf += '\0';
@@ -61,6 +63,7 @@ void write_torch_zip(const Value& root, const WriteOptions&, io::Sink& sink) {
   const std::string pkl = pw.finish(root);
 
   std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>> written;
+  written.reserve(plan.used().size() + 6);
   zip::Writer z(sink, zip::Profile::kTorch, 64);
   auto small = [&](std::string_view name, std::string_view data) {
     std::string full = std::string(kPrefix) + std::string(name);
@@ -72,7 +75,11 @@ void write_torch_zip(const Value& root, const WriteOptions&, io::Sink& sink) {
   small(".storage_alignment", "64");
   small("byteorder", "little");
   for (torch::PlannedStorage* s : plan.used()) {
-    std::string full = std::string(kPrefix) + "data/" + s->key;
+    std::string full;
+    full.reserve(kPrefix.size() + 5 + s->key.size());
+    full += kPrefix;
+    full += "data/";
+    full += s->key;
     // A record that is exactly a storage a reader verified (a whole torch zip record,
     // or its prefix) reuses the CRC32 computed while verifying: canon .pt -> .pt then
     // checksums the data once, not twice. Anything else (windows, gathers, owned or
@@ -93,7 +100,7 @@ void write_torch_zip(const Value& root, const WriteOptions&, io::Sink& sink) {
       z.write_borrowed(run);
     });
     z.end_record();
-    written.emplace_back(full, s->nbytes, z.last_crc());
+    written.emplace_back(std::move(full), s->nbytes, z.last_crc());
   }
   small("version", "3\n");
   const std::string id = serialization_id(written);

@@ -92,6 +92,7 @@ class Writer {
   std::optional<std::uint32_t> expected_crc_;
   bool known_crc_ = false;  // crc_ was given (begin_record_known_crc), not computed
   bool open_ = false, finished_ = false;
+  std::string scratch_, extra_;  // a record's header bytes and extra field, reused
   void checksum(std::span<const std::byte> data);
 };
 
