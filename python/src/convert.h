@@ -12,6 +12,10 @@
 
 #include <tensorseal/tensorseal.h>
 #include <algorithm>
+#include <atomic>
+#include <system_error>
+#include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -47,6 +51,13 @@ class PtrMap {
   V& emplace(const void* key, V value) { return put(key, std::move(value), false); }
   // Inserts or replaces.
   V& assign(const void* key, V value) { return put(key, std::move(value), true); }
+  std::size_t size() const noexcept { return size_; }
+  // Room for `n` entries without growing.
+  void reserve(std::size_t n) {
+    std::size_t want = 64;
+    while (want * 3 < n * 4) want *= 2;
+    if (want > slots_.size()) rehash(want);
+  }
 
  private:
   struct Slot {
@@ -60,7 +71,7 @@ class PtrMap {
     return static_cast<std::size_t>(h >> 32) & mask();
   }
   V& put(const void* key, V value, bool replace) {
-    if ((size_ + 1) * 4 > slots_.size() * 3) grow();
+    if ((size_ + 1) * 4 > slots_.size() * 3) rehash(std::max<std::size_t>(64, slots_.size() * 2));
     std::size_t i = home(key);
     for (; slots_[i].key != nullptr; i = (i + 1) & mask())
       if (slots_[i].key == key) {
@@ -72,8 +83,8 @@ class PtrMap {
     ++size_;
     return slots_[i].value;
   }
-  void grow() {
-    std::vector<Slot> old(std::max<std::size_t>(64, slots_.size() * 2));
+  void rehash(std::size_t count) {
+    std::vector<Slot> old(count);
     old.swap(slots_);
     for (Slot& s : old) {
       if (s.key == nullptr) continue;
@@ -293,14 +304,44 @@ class Pins {
   Pins(const Pins&) = delete;
   Pins& operator=(const Pins&) = delete;
   ~Pins() {
+    if (objects_.empty()) return;  // (released: no GIL needed, on whatever thread)
     nb::gil_scoped_acquire gil;
-    for (PyObject* o : objects_) Py_DECREF(o);
+    release();
   }
   void add(nb::object o) { objects_.push_back(o.release().ptr()); }
+  void reserve(std::size_t more) {
+    if (objects_.capacity() < objects_.size() + more)
+      objects_.reserve(std::max(2 * objects_.capacity(), objects_.size() + more));
+  }
+  // Releases every object now, with the GIL held: only once nothing will read the
+  // memory they lend again.
+  void release() {
+    for (PyObject* o : objects_) Py_DECREF(o);
+    objects_.clear();
+    objects_.shrink_to_fit();
+  }
 
  private:
   std::vector<PyObject*> objects_;
 };
+
+// Frees `garbage` on a helper thread, off the caller's path: the value tree of a
+// finished save (10,000 tensors are tens of thousands of frees, about a tenth of the
+// save). One helper at a time; while it runs, later garbage is freed here. Only C++
+// data may go (nothing that takes the GIL when destroyed).
+inline void free_later(std::shared_ptr<void> garbage) {
+  static auto* busy = new std::atomic<bool>(false);  // never destroyed: a helper may outlive exit's destructors
+  bool idle = false;
+  if (!busy->compare_exchange_strong(idle, true)) return;  // freed here, as `garbage` goes
+  try {
+    std::thread([g = std::move(garbage)]() mutable {
+      g.reset();
+      busy->store(false);
+    }).detach();
+  } catch (const std::system_error&) {
+    busy->store(false);  // no thread: freed here
+  }
+}
 
 // Reads plain torch tensors (exactly torch.Tensor or nn.Parameter, on the CPU, strided,
 // not quantized, nested, conjugated or negated, no attributes) with direct attribute
@@ -517,6 +558,7 @@ struct FromPy {
       const Py_ssize_t n = PyList_Size(keys.ptr());
       auto& out = d.as_dict().items;
       out.reserve(static_cast<std::size_t>(n));
+      expect(static_cast<std::size_t>(n));
       for (Py_ssize_t i = 0; i < n; ++i) {
         nb::handle k = PyList_GetItem(keys.ptr(), i), v = PyList_GetItem(values.ptr(), i);
         // Distinct str keys of one dict are distinct keys of the Dict: appended without
@@ -587,6 +629,27 @@ struct FromPy {
     throw Error(rules::kInvalidArgument, "cannot save an object of type " +
                                              nb::cast<std::string>(desc.attr("type_name")) +
                                              " (tensorseal saves tensors, arrays and plain Python data)");
+  }
+
+  // Ends a conversion whose tree `root` nothing will read again (a save that returned):
+  // releases the Python objects now (GIL held) and frees the C++ tree on a helper
+  // thread (free_later).
+  void dispose(Value root) {
+    pins->release();
+    pinned.clear();
+    free_later(std::make_shared<std::tuple<Value, PtrMap<Value>, PtrMap<std::shared_ptr<const Storage>>>>(
+        std::move(root), std::move(nodes), std::move(storages)));
+    nodes = {};
+    storages = {};
+  }
+
+  // Room for `n` more nodes (a dict's items: typically one tensor each) in the tables,
+  // so that a 10,000-item dict grows them once.
+  void expect(std::size_t n) {
+    nodes.reserve(nodes.size() + n);
+    storages.reserve(storages.size() + n);
+    if (pinned.capacity() < pinned.size() + n) pinned.reserve(std::max(2 * pinned.capacity(), pinned.size() + n));
+    pins->reserve(n);
   }
 
   // `owner` stays alive as long as any Storage holding the returned pointer.
