@@ -31,7 +31,14 @@ int dtype_rank(std::string_view code) {
 void json_string(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   out += '"';
-  for (char ch : s) {
+  std::size_t plain = 0;  // the prefix without a character to escape goes in one append
+  while (plain < s.size()) {
+    const auto c = static_cast<unsigned char>(s[plain]);
+    if (c < 0x20 || c == '"' || c == '\\') break;
+    ++plain;
+  }
+  out.append(s.data(), plain);
+  for (char ch : s.substr(plain)) {
     auto c = static_cast<unsigned char>(ch);
     switch (c) {
       case '"': out += "\\\""; break;

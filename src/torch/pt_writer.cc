@@ -84,7 +84,10 @@ void write_torch_zip(const Value& root, const WriteOptions&, io::Sink& sink) {
     // or its prefix) reuses the CRC32 computed while verifying: canon .pt -> .pt then
     // checksums the data once, not twice. Anything else (windows, gathers, owned or
     // borrowed memory) is checksummed as it is written.
-    const Storage* source = s->exact_source();
+    // (Only a storage with a verified CRC can be a source: most are not, and are not
+    // measured against the record.)
+    const Storage* candidate = s->whole ? s->whole.get() : s->dense_source ? s->dense_source->storage.get() : nullptr;
+    const Storage* source = candidate != nullptr && candidate->verified_crc32() ? s->exact_source() : nullptr;
     const std::optional<std::uint32_t> known =
         source != nullptr && s->nbytes > 0 ? source->verified_crc32() : std::nullopt;
     if (known) z.begin_record_known_crc(full, s->nbytes, *known);
