@@ -141,7 +141,17 @@ class Storage {
   DType dtype = DType::kUInt8;
 
  private:
-  Storage() = default;
+  // Lets the factories use std::make_shared (one allocation for the storage and its
+  // count) while nothing else can construct one.
+  struct Key {
+    explicit Key() = default;
+  };
+  static std::shared_ptr<Storage> make() { return std::make_shared<Storage>(Key{}); }
+
+ public:
+  explicit Storage(Key) {}
+
+ private:
   struct Pieced;
   std::span<const std::byte> joined() const;
   std::shared_ptr<Pieced> pieced_;         // set for pieced storages only

@@ -12,6 +12,10 @@
 
 #include <tensorseal/tensorseal.h>
 #include <algorithm>
+#include <atomic>
+#include <system_error>
+#include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -28,6 +32,71 @@ inline nb::str py_text(std::string_view s) {
   if (o == nullptr) throw nb::python_error();
   return nb::steal<nb::str>(o);
 }
+
+// A hash map from non-null pointers to V, for the conversions' identity tables (10,000
+// tensors: an entry each). Open addressing with linear probing in one array, so an
+// entry costs no allocation of its own and teardown is one pass over the array.
+// Entries are never erased.
+template <typename V>
+class PtrMap {
+ public:
+  V* find(const void* key) {
+    if (slots_.empty()) return nullptr;
+    for (std::size_t i = home(key);; i = (i + 1) & mask()) {
+      if (slots_[i].key == key) return &slots_[i].value;
+      if (slots_[i].key == nullptr) return nullptr;
+    }
+  }
+  // Inserts (key, value) unless key is present; returns the entry's value either way.
+  V& emplace(const void* key, V value) { return put(key, std::move(value), false); }
+  // Inserts or replaces.
+  V& assign(const void* key, V value) { return put(key, std::move(value), true); }
+  std::size_t size() const noexcept { return size_; }
+  // Room for `n` entries without growing.
+  void reserve(std::size_t n) {
+    std::size_t want = 64;
+    while (want * 3 < n * 4) want *= 2;
+    if (want > slots_.size()) rehash(want);
+  }
+
+ private:
+  struct Slot {
+    const void* key = nullptr;
+    V value{};
+  };
+  std::size_t mask() const noexcept { return slots_.size() - 1; }
+  std::size_t home(const void* key) const noexcept {
+    // Fibonacci hashing of the address (allocations are 16-byte aligned: low bits are 0).
+    const std::uint64_t h = (reinterpret_cast<std::uintptr_t>(key) >> 4) * 0x9E3779B97F4A7C15ull;
+    return static_cast<std::size_t>(h >> 32) & mask();
+  }
+  V& put(const void* key, V value, bool replace) {
+    if ((size_ + 1) * 4 > slots_.size() * 3) rehash(std::max<std::size_t>(64, slots_.size() * 2));
+    std::size_t i = home(key);
+    for (; slots_[i].key != nullptr; i = (i + 1) & mask())
+      if (slots_[i].key == key) {
+        if (replace) slots_[i].value = std::move(value);
+        return slots_[i].value;
+      }
+    slots_[i].key = key;
+    slots_[i].value = std::move(value);
+    ++size_;
+    return slots_[i].value;
+  }
+  void rehash(std::size_t count) {
+    std::vector<Slot> old(count);
+    old.swap(slots_);
+    for (Slot& s : old) {
+      if (s.key == nullptr) continue;
+      std::size_t i = home(s.key);
+      while (slots_[i].key != nullptr) i = (i + 1) & mask();
+      slots_[i].key = s.key;
+      slots_[i].value = std::move(s.value);
+    }
+  }
+  std::vector<Slot> slots_;
+  std::size_t size_ = 0;
+};
 
 // ---- C++ -> Python --------------------------------------------------------------
 
@@ -226,6 +295,54 @@ inline std::shared_ptr<const void> hold(nb::object o) {
   return std::make_shared<const Held>(Held{std::move(o)});  // one allocation
 }
 
+// Python objects a converted tree borrows memory from (tensors' storages, arrays),
+// kept alive together: a Storage holds one reference to the set instead of a holder
+// of its own; the set releases them under the GIL when the last Storage goes.
+class Pins {
+ public:
+  Pins() = default;
+  Pins(const Pins&) = delete;
+  Pins& operator=(const Pins&) = delete;
+  ~Pins() {
+    if (objects_.empty()) return;  // (released: no GIL needed, on whatever thread)
+    nb::gil_scoped_acquire gil;
+    release();
+  }
+  void add(nb::object o) { objects_.push_back(o.release().ptr()); }
+  void reserve(std::size_t more) {
+    if (objects_.capacity() < objects_.size() + more)
+      objects_.reserve(std::max(2 * objects_.capacity(), objects_.size() + more));
+  }
+  // Releases every object now, with the GIL held: only once nothing will read the
+  // memory they lend again.
+  void release() {
+    for (PyObject* o : objects_) Py_DECREF(o);
+    objects_.clear();
+    objects_.shrink_to_fit();
+  }
+
+ private:
+  std::vector<PyObject*> objects_;
+};
+
+// Frees `garbage` on a helper thread, off the caller's path: the value tree of a
+// finished save (10,000 tensors are tens of thousands of frees, about a tenth of the
+// save). One helper at a time; while it runs, later garbage is freed here. Only C++
+// data may go (nothing that takes the GIL when destroyed).
+inline void free_later(std::shared_ptr<void> garbage) {
+  static auto* busy = new std::atomic<bool>(false);  // never destroyed: a helper may outlive exit's destructors
+  bool idle = false;
+  if (!busy->compare_exchange_strong(idle, true)) return;  // freed here, as `garbage` goes
+  try {
+    std::thread([g = std::move(garbage)]() mutable {
+      g.reset();
+      busy->store(false);
+    }).detach();
+  } catch (const std::system_error&) {
+    busy->store(false);  // no thread: freed here
+  }
+}
+
 // Reads plain torch tensors (exactly torch.Tensor or nn.Parameter, on the CPU, strided,
 // not quantized, nested, conjugated or negated, no attributes) with direct attribute
 // calls instead of the glue's classify(): the same fields, a few hundred nanoseconds
@@ -240,7 +357,10 @@ class TorchFastPath {
     parameter_ = spec[1];
     strided_ = spec[2];
     for (auto [k, v] : nb::borrow<nb::dict>(spec[3])) {
-      if (auto d = dtype_from_name(nb::cast<std::string>(v))) dtypes_.emplace(k.ptr(), *d);
+      // Quantized dtypes stay off the table: a tensor of one is quantized (torch has no
+      // other tensors of these dtypes), so the dtype check is also the is_quantized one.
+      auto d = dtype_from_name(nb::cast<std::string>(v));
+      if (d && (*d < DType::kQInt8 || *d > DType::kQUInt2x4)) dtypes_.emplace_back(k.ptr(), *d);
     }
     keep_ = nb::borrow<nb::dict>(spec[3]);
   }
@@ -255,53 +375,89 @@ class TorchFastPath {
     std::uintptr_t ptr;
     std::uint64_t nbytes;
   };
+  // Cheapest rejections first: the type, __dict__, the dtype (one table lookup, also
+  // excludes quantized tensors), then the flags; is_conj only for complex dtypes (torch
+  // sets the conjugate bit on nothing else). Methods go through one vectorcall each
+  // (no bound-method object).
   bool read(nb::handle h, Fields& f) const {
     if (!tensor_.is_valid()) return false;
     PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(h.ptr()));
     const bool param = type == parameter_.ptr();
     if (type != tensor_.ptr() && !param) return false;
-    if (!truth(h.attr(n_.is_cpu)) || !h.attr(n_.layout).is(strided_) || truth(h.attr(n_.is_quantized)) ||
-        truth(h.attr(n_.is_nested)) || truth(h.attr(n_.is_conj)()) || truth(h.attr(n_.is_neg)()))
-      return false;
     if (nb::object d = nb::getattr(h, n_.dict, nb::none()); !d.is_none() && nb::len(d) != 0) return false;
-    auto it = dtypes_.find(h.attr(n_.dtype).ptr());
-    if (it == dtypes_.end()) return false;
-    f.dtype = it->second;
-    ints(h.attr(n_.shape), f.shape);
-    ints(h.attr(n_.stride)(), f.strides);
-    f.offset = nb::cast<std::int64_t>(h.attr(n_.storage_offset)());
-    f.requires_grad = truth(h.attr(n_.requires_grad));
+    const std::optional<DType> dtype = dtype_of(get(h, n_.dtype).ptr());
+    if (!dtype) return false;
+    if (!truth(get(h, n_.is_cpu)) || !get(h, n_.layout).is(strided_) || truth(get(h, n_.is_nested)) ||
+        truth(call(h, n_.is_neg)) || (info(*dtype).kind == DTypeKind::kComplex && truth(call(h, n_.is_conj))))
+      return false;
+    f.dtype = *dtype;
+    ints(get(h, n_.shape), f.shape);
+    ints(call(h, n_.stride), f.strides);
+    f.offset = as_int(call(h, n_.storage_offset));
+    f.requires_grad = truth(get(h, n_.requires_grad));
     f.is_parameter = param;
-    f.storage = h.attr(n_.untyped_storage)();
-    f.ptr = nb::cast<std::uintptr_t>(f.storage.attr(n_.data_ptr)());
-    f.nbytes = nb::cast<std::uint64_t>(f.storage.attr(n_.nbytes)());
+    f.storage = call(h, n_.untyped_storage);
+    f.ptr = static_cast<std::uintptr_t>(as_uint(call(f.storage, n_.data_ptr)));
+    f.nbytes = as_uint(call(f.storage, n_.nbytes));
     return true;
   }
 
  private:
+  std::optional<DType> dtype_of(PyObject* d) const {
+    for (const auto& [k, v] : dtypes_)
+      if (k == d) return v;
+    return std::nullopt;
+  }
+  static nb::object get(nb::handle o, const nb::str& name) {
+    PyObject* r = PyObject_GetAttr(o.ptr(), name.ptr());
+    if (r == nullptr) throw nb::python_error();
+    return nb::steal(r);
+  }
+  static nb::object call(nb::handle o, const nb::str& name) {
+    PyObject* args[1] = {o.ptr()};
+    PyObject* r = PyObject_VectorcallMethod(name.ptr(), args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+    if (r == nullptr) throw nb::python_error();
+    return nb::steal(r);
+  }
   static bool truth(nb::handle o) {
+    if (o.ptr() == Py_True) return true;
+    if (o.ptr() == Py_False) return false;
     const int r = PyObject_IsTrue(o.ptr());
     if (r < 0) throw nb::python_error();
     return r != 0;
   }
+  static std::int64_t as_int(nb::handle o) {
+    const long long x = PyLong_AsLongLong(o.ptr());
+    if (x == -1 && PyErr_Occurred()) throw nb::python_error();
+    return x;
+  }
+  static std::uint64_t as_uint(nb::handle o) {
+    const unsigned long long x = PyLong_AsUnsignedLongLong(o.ptr());
+    if (x == static_cast<unsigned long long>(-1) && PyErr_Occurred()) throw nb::python_error();
+    return x;
+  }
   static void ints(nb::handle seq, std::vector<std::int64_t>& out) {
-    for (nb::handle x : nb::borrow<nb::tuple>(seq)) out.push_back(nb::cast<std::int64_t>(x));
+    // torch.Size and stride()'s result are tuples.
+    const Py_ssize_t n = PyTuple_Size(seq.ptr());
+    if (n < 0) throw nb::python_error();
+    out.resize(static_cast<std::size_t>(n));
+    for (Py_ssize_t i = 0; i < n; ++i) out[static_cast<std::size_t>(i)] = as_int(PyTuple_GetItem(seq.ptr(), i));
   }
   struct Names {
-    nb::str is_cpu{"is_cpu"}, layout{"layout"}, is_quantized{"is_quantized"}, is_nested{"is_nested"},
-        is_conj{"is_conj"}, is_neg{"is_neg"}, dict{"__dict__"}, dtype{"dtype"}, shape{"shape"}, stride{"stride"},
-        storage_offset{"storage_offset"}, requires_grad{"requires_grad"}, untyped_storage{"untyped_storage"},
-        data_ptr{"data_ptr"}, nbytes{"nbytes"};
+    nb::str is_cpu{"is_cpu"}, layout{"layout"}, is_nested{"is_nested"}, is_conj{"is_conj"}, is_neg{"is_neg"},
+        dict{"__dict__"}, dtype{"dtype"}, shape{"shape"}, stride{"stride"}, storage_offset{"storage_offset"},
+        requires_grad{"requires_grad"}, untyped_storage{"untyped_storage"}, data_ptr{"data_ptr"}, nbytes{"nbytes"};
   } n_;
   nb::object tensor_, parameter_, strided_;
   nb::dict keep_;  // owns the dtype objects keyed in dtypes_
-  std::unordered_map<PyObject*, DType> dtypes_;
+  std::vector<std::pair<PyObject*, DType>> dtypes_;
 };
 
 struct FromPy {
   nb::object g = glue();
-  std::unordered_map<std::uintptr_t, std::shared_ptr<const Storage>> storages;  // by storage identity
-  std::unordered_map<PyObject*, Value> nodes;  // the same Python object -> the same node
+  std::shared_ptr<Pins> pins = std::make_shared<Pins>();  // what the tree's storages borrow from
+  PtrMap<std::shared_ptr<const Storage>> storages;  // by address of the storage's memory
+  PtrMap<Value> nodes;                          // the same Python object -> the same node
   std::vector<nb::object> pinned;              // keeps keys of `nodes` alive
   bool split_storages = false;                 // one storage per tensor (safetensors drop-in)
   std::unordered_set<PyObject*> filling;       // lists and dicts whose items are being converted
@@ -362,11 +518,10 @@ struct FromPy {
     }
     if (PyByteArray_CheckExact(h.ptr()))
       return Value::bytes(std::string(PyByteArray_AsString(h.ptr()), PyByteArray_Size(h.ptr())), true);
-    auto it = nodes.find(h.ptr());
-    if (it != nodes.end()) {
+    if (const Value* known = nodes.find(h.ptr())) {
       // A container still being filled, met inside itself: a Ref (no owning cycle).
-      if (filling.count(h.ptr())) return Value::ref_to(it->second);
-      return it->second;
+      if (filling.count(h.ptr())) return Value::ref_to(*known);
+      return *known;
     }
     Value out = convert_node(h);
     nodes.emplace(h.ptr(), out);
@@ -397,11 +552,15 @@ struct FromPy {
       pinned.push_back(nb::borrow(h));
       Filling f(filling, h.ptr());
       // A snapshot of the items: converting a value runs Python code (attribute calls).
-      nb::list items = nb::borrow<nb::list>(nb::steal(PyDict_Items(h.ptr())));
+      // Keys and values as two lists (no tuple per item); nothing runs between the two.
+      nb::list keys = nb::steal<nb::list>(PyDict_Keys(h.ptr())), values = nb::steal<nb::list>(PyDict_Values(h.ptr()));
+      if (!keys.is_valid() || !values.is_valid()) throw nb::python_error();
+      const Py_ssize_t n = PyList_Size(keys.ptr());
       auto& out = d.as_dict().items;
-      out.reserve(static_cast<std::size_t>(nb::len(items)));
-      for (nb::handle item : items) {
-        nb::handle k = PyTuple_GetItem(item.ptr(), 0), v = PyTuple_GetItem(item.ptr(), 1);
+      out.reserve(static_cast<std::size_t>(n));
+      expect(static_cast<std::size_t>(n));
+      for (Py_ssize_t i = 0; i < n; ++i) {
+        nb::handle k = PyList_GetItem(keys.ptr(), i), v = PyList_GetItem(values.ptr(), i);
         // Distinct str keys of one dict are distinct keys of the Dict: appended without
         // the lookup set() makes (it would merge keys Python calls equal, as 1 and True).
         if (PyUnicode_CheckExact(k.ptr())) out.emplace_back(convert(k), convert(v));
@@ -472,6 +631,33 @@ struct FromPy {
                                              " (tensorseal saves tensors, arrays and plain Python data)");
   }
 
+  // Ends a conversion whose tree `root` nothing will read again (a save that returned):
+  // releases the Python objects now (GIL held) and frees the C++ tree on a helper
+  // thread (free_later).
+  void dispose(Value root) {
+    pins->release();
+    pinned.clear();
+    free_later(std::make_shared<std::tuple<Value, PtrMap<Value>, PtrMap<std::shared_ptr<const Storage>>>>(
+        std::move(root), std::move(nodes), std::move(storages)));
+    nodes = {};
+    storages = {};
+  }
+
+  // Room for `n` more nodes (a dict's items: typically one tensor each) in the tables,
+  // so that a 10,000-item dict grows them once.
+  void expect(std::size_t n) {
+    nodes.reserve(nodes.size() + n);
+    storages.reserve(storages.size() + n);
+    if (pinned.capacity() < pinned.size() + n) pinned.reserve(std::max(2 * pinned.capacity(), pinned.size() + n));
+    pins->reserve(n);
+  }
+
+  // `owner` stays alive as long as any Storage holding the returned pointer.
+  std::shared_ptr<const void> keep(nb::object owner) {
+    pins->add(std::move(owner));
+    return pins;
+  }
+
   static DType dtype_of(nb::handle name) {
     const auto n = nb::cast<std::string>(name);
     auto dtype = dtype_from_name(n);
@@ -487,11 +673,12 @@ struct FromPy {
                    buf.attr("owner"), dtype_of(buf.attr("dtype")));
   }
   std::shared_ptr<const Storage> storage(std::uintptr_t ptr, std::uint64_t nbytes, nb::object owner, DType dtype) {
-    if (nbytes == 0) return Storage::external(nullptr, 0, hold(std::move(owner)), dtype);
-    auto it = storages.find(ptr);
-    if (it != storages.end() && it->second->size() == nbytes && it->second->dtype == dtype) return it->second;
-    auto s = Storage::external(reinterpret_cast<const std::byte*>(ptr), nbytes, hold(std::move(owner)), dtype);
-    storages[ptr] = s;
+    if (nbytes == 0) return Storage::external(nullptr, 0, keep(std::move(owner)), dtype);
+    const void* key = reinterpret_cast<const void*>(ptr);
+    if (const auto* known = storages.find(key); known && (*known)->size() == nbytes && (*known)->dtype == dtype)
+      return *known;
+    auto s = Storage::external(reinterpret_cast<const std::byte*>(ptr), nbytes, keep(std::move(owner)), dtype);
+    storages.assign(key, s);
     return s;
   }
 
@@ -520,7 +707,7 @@ struct FromPy {
       t.validate();
       const auto [first, last] = t.storage_extent();
       t.storage = Storage::external(reinterpret_cast<const std::byte*>(ptr + first), last - first,
-                                    hold(std::move(owner)), t.dtype);
+                                    keep(std::move(owner)), t.dtype);
       t.storage_offset = 0;
     } else {
       t.storage = storage(ptr, nbytes, std::move(owner), DType::kUInt8);

@@ -252,8 +252,11 @@ NB_MODULE(_tensorseal, m) {
         o.world_size = world_size;
         o.fsync = fsync;
         o.progress = progress_of(progress);
-        nb::gil_scoped_release nogil;
-        write_file(root, path, f, o);
+        {
+          nb::gil_scoped_release nogil;
+          write_file(root, path, f, o);
+        }
+        conv.dispose(std::move(root));
       },
       nb::arg("obj"), nb::arg("path"), nb::arg("format"),
       nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{}, nb::arg("threads") = 0,
@@ -274,6 +277,7 @@ NB_MODULE(_tensorseal, m) {
           nb::gil_scoped_release nogil;
           out = write_bytes(root, f, write_options(metadata, threads, empty_metadata));
         }
+        conv.dispose(std::move(root));
         return nb::bytes(out.data(), out.size());
       }, nb::arg("obj"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
       nb::arg("threads") = 0, nb::arg("split_storages") = false, nb::arg("empty_metadata") = false);

@@ -21,7 +21,7 @@ struct Storage::Pieced {
 std::shared_ptr<Storage> Storage::pieced(std::vector<std::span<const std::byte>> pieces,
                                          std::vector<std::shared_ptr<const void>> owners,
                                          std::function<std::shared_ptr<const Storage>()> join, DType dtype) {
-  auto s = std::shared_ptr<Storage>(new Storage());
+  auto s = make();
   for (const auto& p : pieces) s->size_ += p.size();
   s->pieced_ = std::make_shared<Pieced>();
   s->pieced_->pieces = std::move(pieces);
@@ -92,7 +92,7 @@ std::span<const std::byte> Storage::joined() const {
 
 std::shared_ptr<Storage> Storage::owned(std::vector<std::byte> bytes, DType dtype) {
   auto holder = std::make_shared<std::vector<std::byte>>(std::move(bytes));
-  auto s = std::shared_ptr<Storage>(new Storage());
+  auto s = make();
   s->data_ = holder->data();
   s->size_ = holder->size();
   s->keepalive_ = std::move(holder);
@@ -107,7 +107,7 @@ std::shared_ptr<Storage> Storage::mapped(std::shared_ptr<const MappedFile> file,
                 "storage of " + std::to_string(size) + " bytes at " + std::to_string(offset) +
                     " runs past the end of the file (" + std::to_string(file->size()) + " bytes)",
                 file->path(), offset);
-  auto s = std::shared_ptr<Storage>(new Storage());
+  auto s = make();
   s->data_ = file->bytes().data() + offset;
   s->size_ = size;
   s->file_ = file;
@@ -119,7 +119,7 @@ std::shared_ptr<Storage> Storage::mapped(std::shared_ptr<const MappedFile> file,
 
 std::shared_ptr<Storage> Storage::external(const std::byte* data, std::uint64_t size,
                                           std::shared_ptr<const void> owner, DType dtype) {
-  auto s = std::shared_ptr<Storage>(new Storage());
+  auto s = make();
   s->data_ = data;
   s->size_ = size;
   s->keepalive_ = std::move(owner);
@@ -163,7 +163,7 @@ std::shared_ptr<Storage> Storage::slice(std::shared_ptr<const Storage> parent, s
     auto owner = std::shared_ptr<const void>(parent);
     return pieced(std::move(cut), {std::move(owner)}, std::move(join), parent->dtype);
   }
-  auto s = std::shared_ptr<Storage>(new Storage());
+  auto s = make();
   s->data_ = parent->data_ + offset;
   s->size_ = size;
   s->file_ = parent->file_;

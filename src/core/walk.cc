@@ -28,7 +28,8 @@ bool transparent_module_attr(std::string_view k) {
 
 class Walker {
  public:
-  Walker(Visitor& visitor, Reach reach) : visitor_(visitor), everything_(reach == Reach::kEverything) {}
+  Walker(Visitor& visitor, Reach reach)
+      : visitor_(visitor), everything_(reach == Reach::kEverything), paths_(visitor.wants_paths()) {}
 
   void value(const Value& v, const std::string& path) {
     using K = Value::Kind;
@@ -45,6 +46,10 @@ class Walker {
  private:
   void sequence(const std::vector<Value>& items, const std::string& path, std::string_view prefix = {}) {
     for (std::size_t i = 0; i < items.size(); ++i) {
+      if (!paths_) {
+        value(items[i], path);
+        continue;
+      }
       std::string part(prefix);
       part += std::to_string(i);
       value(items[i], path_join(path, part));
@@ -54,9 +59,18 @@ class Walker {
   void items(const std::vector<std::pair<Value, Value>>& kv, const std::string& path, bool module_state) {
     for (const auto& [k, v] : kv) {
       if (everything_) value(k, path);
+      if (!paths_) {
+        value(v, path);
+        continue;
+      }
       std::string kt = key_text(k);
       value(v, module_state && transparent_module_attr(kt) ? path : path_join(path, kt));
     }
+  }
+
+  // path_join, or "" when the visitor takes no paths.
+  std::string join(const std::string& path, std::string_view part) const {
+    return paths_ ? path_join(path, part) : std::string();
   }
 
   void dict(const Dict& d, const std::string& path, bool module_state) {
@@ -74,16 +88,16 @@ class Walker {
     if (o.args) {
       if (o.args->kind() != K::kTuple) {
         if (everything_) value(*o.args, path);
-      } else if (!everything_ || visitor_.enter(*o.args, path_join(path, "args"))) {
+      } else if (!everything_ || visitor_.enter(*o.args, join(path, "args"))) {
         sequence(o.args->items(), path, "args.");
       }
     }
-    if (o.kwargs) value(*o.kwargs, path_join(path, "kwargs"));
+    if (o.kwargs) value(*o.kwargs, join(path, "kwargs"));
     if (o.state) {
       if (o.state->kind() == K::kDict) {
         if (visitor_.enter_state(*o.state)) dict(o.state->as_dict(), path, true);
       } else {
-        value(*o.state, path_join(path, "state"));
+        value(*o.state, join(path, "state"));
       }
     }
     sequence(o.list_items, path);
@@ -92,6 +106,7 @@ class Walker {
 
   Visitor& visitor_;
   const bool everything_;
+  const bool paths_;
 };
 
 }  // namespace

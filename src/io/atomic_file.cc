@@ -1,6 +1,8 @@
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,7 +17,13 @@
 namespace tensorseal::detail::io {
 namespace {
 
-constexpr std::size_t kBufferSize = 1 << 20;  // small writes are batched to 1 MiB
+// Small writes are copied into a buffer of kBufferSize; borrowed runs of at least
+// kBorrowAtLeast bytes are written from where they lie. Both queue up for one writev
+// of at most kMaxRuns pieces (IOV_MAX) or kBatchBytes.
+constexpr std::size_t kBufferSize = std::size_t{256} << 10;
+constexpr std::size_t kBorrowAtLeast = 256;
+constexpr std::size_t kMaxRuns = IOV_MAX;
+constexpr std::uint64_t kBatchBytes = std::uint64_t{64} << 20;
 
 [[noreturn]] void fail(const Rule& rule, const std::filesystem::path& p, int err, std::string_view what) {
   throw Error(rule, std::string(what) + ": " + std::strerror(err), p.string());
@@ -68,7 +76,6 @@ AtomicFileSink::AtomicFileSink(std::filesystem::path target, bool fsync)
   // Keep the mode an existing target had (umask applies to new files as usual).
   struct stat st {};
   if (::stat(target_.c_str(), &st) == 0) ::fchmod(fd_, st.st_mode & 07777);
-  buffer_.reserve(kBufferSize);
 }
 
 AtomicFileSink::~AtomicFileSink() {
@@ -76,48 +83,80 @@ AtomicFileSink::~AtomicFileSink() {
   if (!committed_) ::unlink(temp_.c_str());
 }
 
-void AtomicFileSink::flush_buffer() {
-  const char* p = buffer_.data();
-  std::size_t left = buffer_.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd_, p, left);
+void AtomicFileSink::write_all(const std::byte* data, std::size_t size) {
+  while (size > 0) {
+    ssize_t n = ::write(fd_, data, std::min<std::size_t>(size, std::size_t{1} << 30));
     if (n < 0) {
       if (errno == EINTR) continue;
       fail(rules::kIoWrite, target_, errno, "write failed");
     }
-    p += n;
-    left -= static_cast<std::size_t>(n);
+    data += n;
+    size -= static_cast<std::size_t>(n);
   }
-  buffer_.clear();
+}
+
+void AtomicFileSink::flush() {
+  std::size_t next = 0;  // first piece not written yet
+  iovec iov[kMaxRuns];
+  while (next < pending_.size()) {
+    int count = 0;
+    for (std::size_t i = next; i < pending_.size() && count < static_cast<int>(kMaxRuns); ++i, ++count) {
+      iov[count].iov_base = const_cast<std::byte*>(pending_[i].data());
+      iov[count].iov_len = pending_[i].size();
+    }
+    ssize_t n = ::writev(fd_, iov, count);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(rules::kIoWrite, target_, errno, "write failed");
+    }
+    // Drop what was written; a piece written in part keeps its rest.
+    auto left = static_cast<std::size_t>(n);
+    while (next < pending_.size() && left >= pending_[next].size()) left -= pending_[next++].size();
+    if (left > 0) pending_[next] = pending_[next].subspan(left);
+  }
+  pending_.clear();
+  pending_bytes_ = 0;
+  buffered_ = 0;
+}
+
+void AtomicFileSink::queue(const std::byte* data, std::size_t size) {
+  // A run that continues the last one (buffer pieces, contiguous borrowed runs) extends it.
+  if (!pending_.empty() && pending_.back().data() + pending_.back().size() == data)
+    pending_.back() = {pending_.back().data(), pending_.back().size() + size};
+  else
+    pending_.emplace_back(data, size);
+  pending_bytes_ += size;
+  if (pending_.size() >= kMaxRuns || pending_bytes_ >= kBatchBytes) flush();
 }
 
 void AtomicFileSink::write(std::span<const std::byte> data) {
   position_ += data.size();
-  if (buffer_.size() + data.size() <= kBufferSize) {
-    buffer_.append(reinterpret_cast<const char*>(data.data()), data.size());
-    return;
-  }
-  flush_buffer();
-  if (data.size() < kBufferSize) {
-    buffer_.append(reinterpret_cast<const char*>(data.data()), data.size());
-    return;
-  }
-  // Large runs go straight from the source (often a memory map) to the file.
-  const char* p = reinterpret_cast<const char*>(data.data());
-  std::size_t left = data.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd_, p, std::min<std::size_t>(left, std::size_t{1} << 30));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail(rules::kIoWrite, target_, errno, "write failed");
+  if (data.empty()) return;
+  if (data.size() > kBufferSize - buffered_) {
+    flush();
+    if (data.size() >= kBufferSize) {  // large runs go straight from the source to the file
+      write_all(data.data(), data.size());
+      return;
     }
-    p += n;
-    left -= static_cast<std::size_t>(n);
   }
+  if (!buffer_) buffer_ = std::make_unique_for_overwrite<std::byte[]>(kBufferSize);
+  std::byte* at = buffer_.get() + buffered_;
+  std::memcpy(at, data.data(), data.size());
+  buffered_ += data.size();
+  queue(at, data.size());
+}
+
+void AtomicFileSink::write_borrowed(std::span<const std::byte> data) {
+  if (data.size() < kBorrowAtLeast) {
+    write(data);
+    return;
+  }
+  position_ += data.size();
+  queue(data.data(), data.size());
 }
 
 void AtomicFileSink::commit() {
-  flush_buffer();
+  flush();
   if (fsync_ && ::fsync(fd_) != 0) fail(rules::kIoWrite, target_, errno, "fsync failed");
   if (::close(fd_) != 0) {
     fd_ = -1;

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "util/progress.h"
 
@@ -19,6 +21,13 @@ class Sink {
   virtual ~Sink() = default;
   virtual void write(std::span<const std::byte> data) = 0;
   void write(std::string_view s) { write({reinterpret_cast<const std::byte*>(s.data()), s.size()}); }
+  // The same bytes as write(data), from memory the caller keeps valid and unchanged
+  // until its next flush() of this sink (a tensor's storage, which the writer's input
+  // holds). A file sink hands such runs to the kernel where they lie (one writev of
+  // many runs) instead of copying them into its buffer first.
+  virtual void write_borrowed(std::span<const std::byte> data) { write(data); }
+  // Ends every borrow of write_borrowed: a writer calls it before memory it lent can go.
+  virtual void flush() {}
   std::uint64_t position() const noexcept { return position_; }
 
  protected:
@@ -45,6 +54,8 @@ class AtomicFileSink final : public Sink {
   AtomicFileSink& operator=(const AtomicFileSink&) = delete;
 
   void write(std::span<const std::byte> data) override;
+  void write_borrowed(std::span<const std::byte> data) override;
+  void flush() override;
   void commit();
   const std::filesystem::path& temp_path() const noexcept { return temp_; }
 
@@ -53,12 +64,18 @@ class AtomicFileSink final : public Sink {
   static constexpr std::string_view kTempMarker = ".tseal-tmp.";
 
  private:
-  void flush_buffer();
+  // What is not written yet, in file order: pieces of buffer_ (copied small writes)
+  // and borrowed runs, handed to one writev when the batch is full or at flush().
+  void queue(const std::byte* data, std::size_t size);
+  void write_all(const std::byte* data, std::size_t size);
   std::filesystem::path target_, temp_;
   int fd_ = -1;
   bool fsync_ = true;
   bool committed_ = false;
-  std::string buffer_;
+  std::unique_ptr<std::byte[]> buffer_;  // kBufferSize bytes, made on the first copied write
+  std::size_t buffered_ = 0;             // bytes of buffer_ in use
+  std::vector<std::span<const std::byte>> pending_;
+  std::uint64_t pending_bytes_ = 0;
 };
 
 // One item inside a larger file (a DCP data file holds many torch.save zips): passes
@@ -73,6 +90,12 @@ class ItemSink final : public Sink {
     if (tap_) tap_(data);
     position_ += data.size();
   }
+  void write_borrowed(std::span<const std::byte> data) override {
+    to_.write_borrowed(data);
+    if (tap_) tap_(data);
+    position_ += data.size();
+  }
+  void flush() override { to_.flush(); }
 
  private:
   Sink& to_;
@@ -85,17 +108,21 @@ class ProgressSink final : public Sink {
  public:
   static constexpr std::size_t kPiece = std::size_t{8} << 20;
   ProgressSink(Sink& to, util::ProgressMeter& meter) : to_(to), meter_(meter) {}
-  void write(std::span<const std::byte> data) override {
+  void write(std::span<const std::byte> data) override { pass(data, false); }
+  void write_borrowed(std::span<const std::byte> data) override { pass(data, true); }
+  void flush() override { to_.flush(); }
+
+ private:
+  void pass(std::span<const std::byte> data, bool borrowed) {
     while (!data.empty()) {
       const auto piece = data.first(std::min(data.size(), kPiece));
-      to_.write(piece);
+      if (borrowed) to_.write_borrowed(piece);
+      else to_.write(piece);
       meter_.add(piece.size());
       position_ += piece.size();
       data = data.subspan(piece.size());
     }
   }
-
- private:
   Sink& to_;
   util::ProgressMeter& meter_;
 };

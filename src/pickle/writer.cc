@@ -91,13 +91,64 @@ void Writer::get_memo(std::uint32_t i) {
 }
 
 bool Writer::begin_node(const void* node) {
-  auto it = node_memo_.find(node);
-  if (it == node_memo_.end()) return true;
-  get_memo(it->second);
+  const std::uint32_t* known = node_memo_.find(node);
+  if (known == nullptr) return true;
+  get_memo(*known);
   return false;
 }
 
-void Writer::end_node(const void* node) { node_memo_[node] = put_memo(); }
+void Writer::end_node(const void* node) { node_memo_.assign(node, put_memo()); }
+
+std::size_t Writer::ValueMemo::probe(std::string_view key, std::uint64_t hash) const {
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = static_cast<std::size_t>(hash) & mask;; i = (i + 1) & mask) {
+    const Slot& s = slots_[i];
+    if (s.memo == kEmpty) return i;
+    if (s.hash == hash && s.size == key.size() && std::string_view(keys_).substr(s.offset, s.size) == key) return i;
+  }
+}
+
+std::optional<std::uint32_t> Writer::ValueMemo::find(std::string_view key) const {
+  if (slots_.empty()) return std::nullopt;
+  const Slot& s = slots_[probe(key, std::hash<std::string_view>{}(key))];
+  if (s.memo == kEmpty) return std::nullopt;
+  return s.memo;
+}
+
+void Writer::ValueMemo::insert(std::string_view key, std::uint32_t memo) {
+  if ((size_ + 1) * 4 > slots_.size() * 3) {
+    std::vector<Slot> old(std::max<std::size_t>(64, slots_.size() * 2));
+    old.swap(slots_);
+    const std::size_t mask = slots_.size() - 1;
+    for (const Slot& s : old) {
+      if (s.memo == kEmpty) continue;
+      std::size_t i = static_cast<std::size_t>(s.hash) & mask;
+      while (slots_[i].memo != kEmpty) i = (i + 1) & mask;
+      slots_[i] = s;
+    }
+  }
+  const std::uint64_t hash = std::hash<std::string_view>{}(key);
+  Slot& s = slots_[probe(key, hash)];
+  s = Slot{hash, keys_.size(), key.size(), memo};
+  keys_ += key;
+  ++size_;
+}
+
+std::string_view Writer::memo_key(char prefix, std::string_view a) {
+  key_.clear();
+  key_ += prefix;
+  key_ += a;
+  return key_;
+}
+
+std::string_view Writer::memo_key(char prefix, std::string_view a, std::string_view b) {
+  key_.clear();
+  key_ += prefix;
+  key_ += a;
+  key_ += '\n';
+  key_ += b;
+  return key_;
+}
 
 // ---- building blocks ------------------------------------------------------------------
 
@@ -141,12 +192,8 @@ void Writer::newobj() { emit(out_, op::kNewObj); }
 void Writer::raw(std::string_view bytes) { out_ += bytes; }
 
 void Writer::global(std::string_view module, std::string_view name) {
-  std::string key = "g";
-  key += module;
-  key += '\n';
-  key += name;
-  if (auto it = value_memo_.find(key); it != value_memo_.end()) {
-    get_memo(it->second);
+  if (const auto known = value_memo_.find(memo_key('g', module, name))) {
+    get_memo(*known);
     return;
   }
   if (auto dot = name.rfind('.'); dot != std::string_view::npos) {
@@ -171,14 +218,13 @@ void Writer::global(std::string_view module, std::string_view name) {
     out_ += n;
     out_ += '\n';
   }
-  value_memo_[std::move(key)] = put_memo();
+  const std::uint32_t memo = put_memo();
+  value_memo_.insert(memo_key('g', module, name), memo);  // (the parts above reused key_)
 }
 
 void Writer::str(std::string_view utf8) {
-  std::string key = "s";
-  key += utf8;
-  if (auto it = value_memo_.find(key); it != value_memo_.end()) {
-    get_memo(it->second);
+  if (const auto known = value_memo_.find(memo_key('s', utf8))) {
+    get_memo(*known);
     return;
   }
   if (util::first_invalid_utf8(utf8)) fail(rules::kWriteBadValue, "str value is not valid UTF-8");
@@ -187,14 +233,13 @@ void Writer::str(std::string_view utf8) {
   emit(out_, op::kBinUnicode);
   util::append_le<std::uint32_t>(out_, static_cast<std::uint32_t>(utf8.size()));
   out_ += utf8;
-  value_memo_[std::move(key)] = put_memo();
+  const std::uint32_t memo = put_memo();
+  value_memo_.insert(memo_key('s', utf8), memo);
 }
 
 void Writer::bytes(std::string_view data) {
-  std::string key = "b";
-  key += data;
-  if (auto it = value_memo_.find(key); it != value_memo_.end()) {
-    get_memo(it->second);
+  if (const auto known = value_memo_.find(memo_key('b', data))) {
+    get_memo(*known);
     return;
   }
   if (data.empty()) {
@@ -207,7 +252,8 @@ void Writer::bytes(std::string_view data) {
     end_tuple(2);
   }
   reduce();
-  value_memo_[std::move(key)] = put_memo();
+  const std::uint32_t memo = put_memo();
+  value_memo_.insert(memo_key('b', data), memo);
 }
 
 void Writer::appends(const std::vector<Value>& items) {
@@ -426,7 +472,7 @@ void Writer::value(const Value& v) {
       begin_tuple(items.size());
       for (const Value& x : items) value(x);
       if (outer) in_progress_.erase(v.node());
-      if (auto it = node_memo_.find(v.node()); outer && it != node_memo_.end()) {
+      if (const std::uint32_t* known = node_memo_.find(v.node()); outer && known != nullptr) {
         // A Ref inside the items wrote this tuple already (CPython's save_tuple for a
         // recursive tuple): drop the items and fetch that one.
         if (items.size() <= 3) {
@@ -434,7 +480,7 @@ void Writer::value(const Value& v) {
         } else {
           emit(out_, op::kPopMark);
         }
-        get_memo(it->second);
+        get_memo(*known);
         return;
       }
       switch (items.size()) {
@@ -475,8 +521,8 @@ void Writer::value(const Value& v) {
       // An edge back to an enclosing node: BINGET once it is memoized. Lists, dicts and
       // objects are memoized before their items and state; a tuple is written again
       // from its (memoized) items, as CPython does.
-      if (auto it = node_memo_.find(v.node()); it != node_memo_.end()) {
-        get_memo(it->second);
+      if (const std::uint32_t* known = node_memo_.find(v.node())) {
+        get_memo(*known);
         return;
       }
       const Value target = v.ref_target();

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,6 +24,7 @@
 #include <unordered_set>
 
 #include "tensorseal/value.h"
+#include "util/ptr_map.h"
 
 namespace tensorseal::detail::pickle {
 
@@ -66,6 +68,9 @@ class Writer {
   // BINPUT of the object on top of the stack without remembering it (CPython's
   // memoize() of a temporary).
   void put_anonymous() { put_memo(); }
+  // A str value (UTF-8), with the memo rules of value(Value::str(utf8)), without
+  // making the Value.
+  void text(std::string_view utf8) { str(utf8); }
 
  private:
   std::uint32_t put_memo();
@@ -77,13 +82,38 @@ class Writer {
   void object(const Value& v);
   void appends(const std::vector<Value>& items);
   void setitems(const std::vector<std::pair<Value, Value>>& items);
+  // The memo of values memoized by value, keyed "s<str>" / "b<bytes>" / "g<mod>\n<name>":
+  // the keys in one buffer and an open-addressing table over them (a 10,000-tensor
+  // state dict makes 20,000 distinct strs; a map node and a string each cost more than
+  // writing them).
+  class ValueMemo {
+   public:
+    std::optional<std::uint32_t> find(std::string_view key) const;
+    void insert(std::string_view key, std::uint32_t memo);  // `key` must be absent
+
+   private:
+    struct Slot {
+      std::uint64_t hash = 0, offset = 0, size = 0;
+      std::uint32_t memo = kEmpty;
+    };
+    static constexpr std::uint32_t kEmpty = 0xFFFFFFFF;
+    std::size_t probe(std::string_view key, std::uint64_t hash) const;  // its slot, or the free slot for it
+    std::string keys_;
+    std::vector<Slot> slots_;
+    std::size_t size_ = 0;
+  };
+  // key_ = prefix + a [+ '\n' + b]: the lookup key of a memoized value (reused buffer).
+  std::string_view memo_key(char prefix, std::string_view a);
+  std::string_view memo_key(char prefix, std::string_view a, std::string_view b);
+
   Hooks hooks_;
   std::string out_;
   std::uint32_t next_memo_ = 0;
   std::uint32_t depth_ = 0;
-  std::unordered_map<const void*, std::uint32_t> node_memo_;
+  util::PtrMap<std::uint32_t> node_memo_;
   std::unordered_set<const void*> in_progress_;  // tuples, sets, objects whose items are being written
-  std::unordered_map<std::string, std::uint32_t> value_memo_;  // "s<str>" / "b<bytes>" / "g<mod>\n<name>"
+  ValueMemo value_memo_;
+  std::string key_;
 };
 
 }  // namespace tensorseal::detail::pickle

@@ -13,6 +13,7 @@
 // Storages outside tensors are not representable in safetensors (error).
 #include "safetensors/structure.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -31,14 +32,16 @@ bool is_flat(const Value& root) {
   if (!root.is(Value::Kind::kDict)) return false;
   const Dict& d = root.as_dict();
   if (d.kind != DictKind::kDict || (d.attrs && !d.attrs->items.empty())) return false;
-  std::set<const Storage*> storages;
+  std::vector<const Storage*> storages;  // of the non-empty tensors: flat when no two share one
+  storages.reserve(d.items.size());
   for (const auto& [k, v] : d.items) {
     if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor)) return false;
     const Tensor& t = *v.as_tensor();
     if (t.requires_grad || t.is_parameter || t.numpy != NumpyType::kNone || t.attributes) return false;
-    if (t.nbytes() > 0 && !storages.insert(t.storage.get()).second) return false;
+    if (t.nbytes() > 0) storages.push_back(t.storage.get());
   }
-  return true;
+  std::sort(storages.begin(), storages.end());
+  return std::adjacent_find(storages.begin(), storages.end()) == storages.end();
 }
 
 namespace {

@@ -10,6 +10,7 @@
 // with serde_json's escaping, so the header bytes match. torch.float4_e2m1fn_x2 is
 // written as F4 with the last dimension doubled, as safetensors' torch binding does.
 #include <algorithm>
+#include <charconv>
 
 #include "safetensors/format.h"
 #include "safetensors/constants.h"
@@ -30,7 +31,14 @@ int dtype_rank(std::string_view code) {
 void json_string(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   out += '"';
-  for (char ch : s) {
+  std::size_t plain = 0;  // the prefix without a character to escape goes in one append
+  while (plain < s.size()) {
+    const auto c = static_cast<unsigned char>(s[plain]);
+    if (c < 0x20 || c == '"' || c == '\\') break;
+    ++plain;
+  }
+  out.append(s.data(), plain);
+  for (char ch : s.substr(plain)) {
     auto c = static_cast<unsigned char>(ch);
     switch (c) {
       case '"': out += "\\\""; break;
@@ -49,6 +57,13 @@ void json_string(std::string& out, std::string_view s) {
     }
   }
   out += '"';
+}
+
+// Decimal digits of `x`, appended without a temporary string.
+void append_number(std::string& out, std::uint64_t x) {
+  char buf[24];
+  const auto end = std::to_chars(buf, buf + sizeof buf, x).ptr;
+  out.append(buf, end);
 }
 
 struct Item {
@@ -88,6 +103,7 @@ void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) 
     throw Error(rules::kNotFlat,
                 "safetensors holds a dict of named tensors; got " + std::string(kind_name(root.kind())));
   std::vector<Item> items;
+  items.reserve(root.as_dict().items.size());
   for (const auto& [k, v] : root.as_dict().items) {
     if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor))
       throw Error(rules::kNotFlat, "safetensors holds str -> tensor entries; got " + repr(k, 60) + " -> " +
@@ -109,6 +125,7 @@ void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) 
   });
 
   std::string header = "{";
+  header.reserve(64 * items.size() + 64);
   const bool has_metadata = !options.metadata.empty() || options.empty_metadata;
   if (has_metadata) {
     auto meta = options.metadata;
@@ -137,10 +154,14 @@ void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) 
       // torch.float4_e2m1fn_x2 packs two fp4 values per element; safetensors' torch
       // binding stores it as F4 with the last dimension doubled, and so do we.
       const bool x2_last = t.dtype == DType::kFloat4E2M1FNx2 && d + 1 == t.shape.size();
-      header += std::to_string(x2_last ? t.shape[d] * 2 : t.shape[d]);
+      append_number(header, static_cast<std::uint64_t>(x2_last ? t.shape[d] * 2 : t.shape[d]));
     }
     const std::uint64_t end = offset + t.nbytes();
-    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
+    header += "],\"data_offsets\":[";
+    append_number(header, offset);
+    header += ',';
+    append_number(header, end);
+    header += "]}";
     offset = end;
   }
   header += '}';
@@ -155,7 +176,10 @@ void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) 
   util::append_le<std::uint64_t>(prefix, header.size());
   sink.write(prefix);
   sink.write(header);
-  for (const Item& it : items) it.tensor->for_each_run([&](std::span<const std::byte> run) { sink.write(run); });
+  // The tensors' bytes are written from where they lie (root holds them until we return).
+  for (const Item& it : items)
+    it.tensor->for_each_run([&](std::span<const std::byte> run) { sink.write_borrowed(run); });
+  sink.flush();
 }
 
 }  // namespace

@@ -22,6 +22,9 @@
 // on any machine.
 #include "torch/emit.h"
 
+#include <algorithm>
+#include <span>
+
 #include "pickle/opcodes.h"
 #include "tensorseal/error.h"
 #include "torch/constants.h"
@@ -32,11 +35,11 @@ namespace {
 void persistent_id(pickle::Writer& w, StoragePlan& plan, PlannedStorage& s, bool legacy, bool typed) {
   const std::string& key = plan.use(s);
   w.mark();
-  w.value(Value::str("storage"));
+  w.text("storage");
   if (typed) w.global("torch", info(s.dtype).legacy_storage);
   else w.global("torch.storage", "UntypedStorage");
-  w.value(Value::str(key));
-  w.value(Value::str("cpu"));
+  w.text(key);
+  w.text("cpu");
   const std::uint64_t item = itemsize(s.dtype);
   w.value(Value(static_cast<std::int64_t>(typed && item ? s.nbytes / item : s.nbytes)));
   if (legacy) w.value(Value());
@@ -53,10 +56,25 @@ void empty_ordered_dict(pickle::Writer& w) {
 
 // Written item by item: a temporary tuple node must not be handed to value(), whose
 // memo is keyed by node identity (a later temporary could reuse the address).
-void int_tuple(pickle::Writer& w, const std::vector<std::int64_t>& xs) {
-  std::vector<Value> items;
-  for (auto x : xs) items.emplace_back(x);
-  w.tuple(std::span<const Value>(items));
+void int_tuple(pickle::Writer& w, std::span<const std::int64_t> xs) {
+  w.begin_tuple(xs.size());
+  for (auto x : xs) w.value(Value(x));
+  w.end_tuple(xs.size());
+}
+
+// The view's strides: its own, or the tensor's row-major strides (Tensor::
+// contiguous_strides) for a view planned contiguous, computed here without a vector.
+void stride_tuple(pickle::Writer& w, const PlannedView& v, const Tensor& t) {
+  if (!v.contiguous) return int_tuple(w, v.strides);
+  constexpr std::size_t kInline = 16;
+  if (t.shape.size() > kInline) return int_tuple(w, Tensor::contiguous_strides(t.shape));
+  std::int64_t strides[kInline];
+  std::int64_t acc = 1;
+  for (std::size_t i = t.shape.size(); i-- > 0;) {
+    strides[i] = acc;
+    acc *= std::max<std::int64_t>(t.shape[i], 1);
+  }
+  int_tuple(w, std::span<const std::int64_t>(strides, t.shape.size()));
 }
 
 // torch._utils._rebuild_qtensor(<typed storage pid>, offset, size, stride, params,
@@ -70,7 +88,7 @@ void quantized_tensor(pickle::Writer& w, StoragePlan& plan, const Tensor& t, boo
   persistent_id(w, plan, *v.storage, legacy, true);
   w.value(Value(v.offset));
   int_tuple(w, t.shape);
-  int_tuple(w, v.strides);
+  stride_tuple(w, v, t);
   if (q.per_channel()) {
     // torch writes per_channel_affine for float qparams too (the zero points' dtype
     // tells them apart when read), so the file loads in every torch that reads either.
@@ -114,7 +132,7 @@ void tensor_arguments(pickle::Writer& w, StoragePlan& plan, const Tensor& t, boo
   persistent_id(w, plan, *v.storage, legacy, typed);
   w.value(Value(v.offset));
   int_tuple(w, t.shape);
-  int_tuple(w, v.strides);
+  stride_tuple(w, v, t);
   w.value(Value(requires_grad));
   empty_ordered_dict(w);
   if (!typed) w.global("torch", name(t.dtype));
@@ -129,7 +147,7 @@ void tensor_arguments(pickle::Writer& w, StoragePlan& plan, const Tensor& t, boo
     const std::pair<const char*, bool> bits[] = {{"neg", t.lazy->neg}, {"conj", t.lazy->conj}};
     for (const auto& [key, on] : bits) {
       if (!on) continue;
-      w.value(Value::str(key));
+      w.text(key);
       w.value(Value(true));
     }
     w.raw(std::string(1, static_cast<char>(both ? pickle::op::kSetItems : pickle::op::kSetItem)));
@@ -202,7 +220,8 @@ void numpy_object(pickle::Writer& w, const Tensor& t) {
   w.global(multiarray, "_reconstruct");
   w.begin_tuple(3);
   w.global("numpy", "ndarray");
-  int_tuple(w, {0});
+  const std::int64_t zero[] = {0};
+  int_tuple(w, zero);
   w.value(Value::bytes("b"));
   w.end_tuple(3);
   w.reduce();

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <unordered_set>
+#include <map>
 
 #include "core/walk.h"
 #include "tensorseal/error.h"
@@ -15,12 +15,21 @@ namespace {
 bool dense(const Tensor& t) {
   // No stride-0 and no overlap: the elements can be laid out contiguously without
   // growing. Sort dims by stride and check each stride covers the dims inside it.
-  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, size)
+  constexpr std::size_t kInline = 8;  // dims kept on the stack (no allocation per tensor)
+  std::pair<std::int64_t, std::int64_t> inline_dims[kInline];
+  std::vector<std::pair<std::int64_t, std::int64_t>> more;
+  std::pair<std::int64_t, std::int64_t>* dims = inline_dims;  // (stride, size)
+  if (t.shape.size() > kInline) {
+    more.resize(t.shape.size());
+    dims = more.data();
+  }
+  std::size_t n = 0;
   for (std::size_t i = 0; i < t.shape.size(); ++i)
-    if (t.shape[i] > 1) dims.emplace_back(t.strides[i], t.shape[i]);
-  std::sort(dims.begin(), dims.end());
+    if (t.shape[i] > 1) dims[n++] = {t.strides[i], t.shape[i]};
+  std::sort(dims, dims + n);
   std::int64_t need = 1;
-  for (auto [stride, size] : dims) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto [stride, size] = dims[i];
     if (stride < need) return false;
     need = stride * size;
   }
@@ -42,17 +51,37 @@ class StorageCollector : public core::Visitor {
 
   bool enter(const Value& v, const std::string&) override { return first_time(v); }
   bool enter_state(const Value& state) override { return first_time(state); }
+  bool wants_paths() const override { return false; }
 
  private:
   bool first_time(const Value& v) {
     using K = Value::Kind;
     const void* node = v.node();
-    if (node && v.kind() != K::kStr && v.kind() != K::kBytes && !seen_.insert(node).second) return false;
+    if (node && v.kind() != K::kStr && v.kind() != K::kBytes && !seen_.insert(node)) return false;
     if (v.kind() == K::kStorage) storages.push_back(v.as_storage());
     if (v.kind() == K::kTensor) tensors.push_back(v.as_tensor().get());
     return true;
   }
-  std::unordered_set<const void*> seen_;
+  util::PtrSet seen_;
+};
+
+// The tensors in collect_tensors' order (each node once, the paths' walk), without
+// making their paths.
+class TensorOrder : public core::Visitor {
+ public:
+  std::vector<const Tensor*> tensors;
+
+  bool enter(const Value& v, const std::string&) override {
+    const void* node = v.node();
+    if (node != nullptr && !v.is(Value::Kind::kStr) && !v.is(Value::Kind::kBytes) && !seen_.insert(node))
+      return false;
+    if (v.is(Value::Kind::kTensor)) tensors.push_back(v.as_tensor().get());
+    return true;
+  }
+  bool wants_paths() const override { return false; }
+
+ private:
+  util::PtrSet seen_;
 };
 
 }  // namespace
@@ -60,27 +89,33 @@ class StorageCollector : public core::Visitor {
 StoragePlan::StoragePlan(const Value& root) {
   // Group tensors by the storage they view, in tree order.
   std::vector<const Storage*> order;
-  std::map<const Storage*, std::vector<const Tensor*>> groups;
+  util::PtrMap<std::vector<const Tensor*>> groups;
   StorageCollector reached;
   core::walk(root, reached, core::Reach::kEverything);
   const auto& bare = reached.storages;
   const auto& anywhere = reached.tensors;
   // collect_tensors' order first (it names the tensors), then any it does not reach.
+  TensorOrder named;
+  core::walk(root, named, core::Reach::kPaths);
   std::vector<const Tensor*> tensors;
-  std::unordered_set<const Tensor*> listed;
-  for (const auto& ref : collect_tensors(root))
-    if (listed.insert(ref.tensor.get()).second) tensors.push_back(ref.tensor.get());
+  tensors.reserve(anywhere.size());
+  util::PtrSet listed;
+  listed.reserve(anywhere.size());
+  for (const Tensor* t : named.tensors)
+    if (listed.insert(t)) tensors.push_back(t);
   for (const Tensor* t : anywhere)
-    if (listed.insert(t).second) tensors.push_back(t);
+    if (listed.insert(t)) tensors.push_back(t);
   // A quantized tensor's per-channel scales and zero points are tensors the writer
   // emits too (emit.cc), though they are not values of the tree.
   for (std::size_t i = 0; i < tensors.size(); ++i)
     if (const auto& q = tensors[i]->quantization; q && q->per_channel())
       for (const Tensor* p : {q->scales.get(), q->zero_points.get()})
-        if (listed.insert(p).second) tensors.push_back(p);
+        if (listed.insert(p)) tensors.push_back(p);
   // A conj/neg view is planned as its raw view, so it shares its base's storage as in
   // torch (the writer records the bits in the metadata argument).
   std::map<const Tensor*, const Tensor*> lazy_of;  // raw view -> its conj/neg view
+  groups.reserve(tensors.size());
+  views_.reserve(tensors.size());
   for (const Tensor* t : tensors) {
     t->validate();
     if (t->numpy != NumpyType::kNone) continue;  // numpy objects carry their bytes inline (emit.cc)
@@ -90,37 +125,41 @@ StoragePlan::StoragePlan(const Value& root) {
       member = raw_views_.back().get();
       lazy_of.emplace(member, t);
     }
-    auto& g = groups[member->storage.get()];
+    auto& g = *groups.emplace(member->storage.get(), {}).first;
     if (g.empty()) order.push_back(member->storage.get());
     g.push_back(member);
   }
   // torch cannot keep a storage viewed as two dtypes (z and z.conj().imag): such a
   // conj/neg view is planned by its values instead, over a storage of its own.
-  for (std::size_t i = 0, n = order.size(); i < n; ++i) {
-    auto& g = groups[order[i]];
+  for (std::size_t i = 0, n = order.size(); i < n && !lazy_of.empty(); ++i) {
+    auto& g = *groups.find(order[i]);
     const auto lead_it = std::find_if(g.begin(), g.end(), [&](const Tensor* m) { return !lazy_of.count(m); });
     const DType lead = (lead_it == g.end() ? g.front() : *lead_it)->dtype;
     std::vector<const Tensor*> kept;
+    std::vector<const Tensor*> moved;
     for (const Tensor* m : g) {
       const auto it = lazy_of.find(m);
       if (m->dtype == lead || it == lazy_of.end()) {
         kept.push_back(m);
         continue;
       }
-      const Tensor* view = it->second;
+      moved.push_back(it->second);
       lazy_of.erase(it);
-      order.push_back(view->storage.get());
-      groups[view->storage.get()].push_back(view);
     }
+    // (g is not touched after an emplace: that may move the table's entries.)
     g = std::move(kept);
+    for (const Tensor* view : moved) {
+      order.push_back(view->storage.get());
+      groups.emplace(view->storage.get(), {}).first->push_back(view);
+    }
   }
   for (const Storage* s : order) {
-    const auto& g = groups[s];
+    const auto& g = *groups.find(s);
     for (const Tensor* t : g)
       if (t->dtype != g.front()->dtype)
         throw Error(torch::rules::kCannotWrite, "a storage is viewed as both " + std::string(name(t->dtype)) + " and " +
                                                     std::string(name(g.front()->dtype)) + "; not supported");
-    auto ps = std::make_unique<PlannedStorage>();
+    PlannedStorage* ps = &storages_.emplace_back();
     ps->dtype = g.front()->dtype;
     const std::uint64_t item = itemsize(ps->dtype);
     const bool one_view = std::all_of(g.begin(), g.end(), [&](const Tensor* t) { return same_view(*t, *g.front()); });
@@ -128,7 +167,7 @@ StoragePlan::StoragePlan(const Value& root) {
       const Tensor& t = *g.front();
       ps->dense_source = &t;
       ps->nbytes = t.nbytes();
-      for (const Tensor* v : g) views_[v] = PlannedView{ps.get(), 0, Tensor::contiguous_strides(t.shape)};
+      for (const Tensor* v : g) views_.assign(v, PlannedView{ps, 0, {}, true});
     } else {
       // The span any view reaches; unreached bytes are zero.
       std::uint64_t lo = UINT64_MAX, hi = 0;
@@ -146,23 +185,22 @@ StoragePlan::StoragePlan(const Value& root) {
         t->for_each_run([&](std::span<const std::byte> run) {
           std::memcpy(ps->gathered.data() + (run.data() - base - lo), run.data(), run.size());
         });
-        views_[t] = PlannedView{ps.get(), t->storage_offset - static_cast<std::int64_t>(lo / item), t->strides};
+        views_.assign(t, PlannedView{ps, t->storage_offset - static_cast<std::int64_t>(lo / item), t->strides});
       }
     }
-    storages_.push_back(std::move(ps));
   }
   for (const auto& [raw, view] : lazy_of) {
-    views_[view] = views_.at(raw);
-    views_[view].lazy = true;
+    PlannedView v = at(views_, raw);
+    v.lazy = true;
+    views_.assign(view, std::move(v));
   }
   for (const auto& s : bare) {
-    if (bare_.count(s.get())) continue;
-    auto ps = std::make_unique<PlannedStorage>();
+    if (bare_.find(s.get()) != nullptr) continue;
+    PlannedStorage* ps = &storages_.emplace_back();
     ps->dtype = s->dtype;
     ps->nbytes = s->size();
     ps->whole = s;
-    bare_[s.get()] = ps.get();
-    storages_.push_back(std::move(ps));
+    bare_.assign(s.get(), ps);
   }
 }
 

@@ -12,13 +12,15 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <deque>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "tensorseal/value.h"
+#include "util/ptr_map.h"
 
 namespace tensorseal::detail::torch {
 
@@ -51,7 +53,10 @@ struct PlannedStorage {
 struct PlannedView {
   PlannedStorage* storage = nullptr;
   std::int64_t offset = 0;               // elements
-  std::vector<std::int64_t> strides;     // elements
+  // In elements; empty when `contiguous` (the tensor's row-major strides,
+  // Tensor::contiguous_strides, made by whoever needs them: most views are).
+  std::vector<std::int64_t> strides;
+  bool contiguous = false;
   bool lazy = false;  // a conj/neg view planned as its raw view: the writer records its bits
 };
 
@@ -59,18 +64,24 @@ class StoragePlan {
  public:
   // Plans every tensor and bare storage reachable from `root`.
   explicit StoragePlan(const Value& root);
-  const PlannedView& view(const Tensor& t) const { return views_.at(&t); }
-  PlannedStorage& bare(const Storage& s) { return *bare_.at(&s); }
+  const PlannedView& view(const Tensor& t) const { return at(views_, &t); }
+  PlannedStorage& bare(const Storage& s) { return *at(bare_, &s); }
   // Assigns the next key to `s` on first use; returns its key.
   const std::string& use(PlannedStorage& s);
   // Storages in key order (only those used).
   const std::vector<PlannedStorage*>& used() const { return used_; }
 
  private:
-  std::vector<std::unique_ptr<PlannedStorage>> storages_;
+  template <typename V>
+  static const V& at(const util::PtrMap<V>& m, const void* key) {
+    const V* v = m.find(key);
+    if (v == nullptr) throw std::out_of_range("StoragePlan: a tensor or storage that was not planned");
+    return *v;
+  }
+  std::deque<PlannedStorage> storages_;             // stable addresses, no allocation each
   std::vector<std::unique_ptr<Tensor>> raw_views_;  // of conj/neg views (dense sources may point here)
-  std::map<const Tensor*, PlannedView> views_;
-  std::map<const Storage*, PlannedStorage*> bare_;
+  util::PtrMap<PlannedView> views_;
+  util::PtrMap<PlannedStorage*> bare_;
   std::vector<PlannedStorage*> used_;
 };
 

@@ -30,10 +30,12 @@ namespace {
 
 constexpr std::string_view kPrefix = "archive/";
 
-// 40 decimal digits of the first 16 bytes of SHA-256 over the sorted records.
-std::string serialization_id(std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>> records) {
+// 40 decimal digits of the first 16 bytes of SHA-256 over the sorted records (sorts
+// `records` in place).
+std::string serialization_id(std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>>& records) {
   std::sort(records.begin(), records.end());
   std::string buf;
+  buf.reserve(records.size() * 40);
   for (const auto& [n, size, crc] : records) {
     buf += n;
     buf += '\0';
@@ -61,6 +63,7 @@ void write_torch_zip(const Value& root, const WriteOptions&, io::Sink& sink) {
   const std::string pkl = pw.finish(root);
 
   std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>> written;
+  written.reserve(plan.used().size() + 6);
   zip::Writer z(sink, zip::Profile::kTorch, 64);
   auto small = [&](std::string_view name, std::string_view data) {
     std::string full = std::string(kPrefix) + std::string(name);
@@ -72,12 +75,19 @@ void write_torch_zip(const Value& root, const WriteOptions&, io::Sink& sink) {
   small(".storage_alignment", "64");
   small("byteorder", "little");
   for (torch::PlannedStorage* s : plan.used()) {
-    std::string full = std::string(kPrefix) + "data/" + s->key;
+    std::string full;
+    full.reserve(kPrefix.size() + 5 + s->key.size());
+    full += kPrefix;
+    full += "data/";
+    full += s->key;
     // A record that is exactly a storage a reader verified (a whole torch zip record,
     // or its prefix) reuses the CRC32 computed while verifying: canon .pt -> .pt then
     // checksums the data once, not twice. Anything else (windows, gathers, owned or
     // borrowed memory) is checksummed as it is written.
-    const Storage* source = s->exact_source();
+    // (Only a storage with a verified CRC can be a source: most are not, and are not
+    // measured against the record.)
+    const Storage* candidate = s->whole ? s->whole.get() : s->dense_source ? s->dense_source->storage.get() : nullptr;
+    const Storage* source = candidate != nullptr && candidate->verified_crc32() ? s->exact_source() : nullptr;
     const std::optional<std::uint32_t> known =
         source != nullptr && s->nbytes > 0 ? source->verified_crc32() : std::nullopt;
     if (known) z.begin_record_known_crc(full, s->nbytes, *known);
@@ -88,15 +98,18 @@ void write_torch_zip(const Value& root, const WriteOptions&, io::Sink& sink) {
       if (known && (++runs > 1 || run.data() != source->bytes().data() || run.size() != source->size()))
         throw Error(tensorseal::rules::kInternal,
                     "canonical .pt writer: record '" + full + "' is not the verified storage's bytes");
-      z.write(run);
+      // Storage bytes (the tree holds them until we return) go without a copy; a
+      // gathered span lives in the plan, which also outlives the flush below.
+      z.write_borrowed(run);
     });
     z.end_record();
-    written.emplace_back(full, s->nbytes, z.last_crc());
+    written.emplace_back(std::move(full), s->nbytes, z.last_crc());
   }
   small("version", "3\n");
   const std::string id = serialization_id(written);
   z.record(std::string(kPrefix) + ".data/serialization_id", id);
   z.finish();
+  sink.flush();
 }
 
 }  // namespace tensorseal::detail::torch

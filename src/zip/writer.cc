@@ -65,8 +65,8 @@ void Writer::begin_record(std::string name, std::uint64_t size, std::optional<st
     throw Error(rules::kWriterName, "record name of " + std::to_string(name.size()) + " bytes is not a valid zip name");
   if (profile_ == Profile::kNumpy && !crc) misuse("the numpy profile needs the record's CRC32 up front");
   const u64 offset = sink_.position() - base_;
-  std::string h;
-  h.reserve(zip::kLocalHeaderSize + name.size() + 64);
+  std::string& h = scratch_;  // reused: no allocation per record
+  h.clear();
   u16 flags = 0;
   if (profile_ == Profile::kTorch) {
     // Flags: UTF-8 always; data descriptor only when there is data (miniz sets
@@ -74,7 +74,8 @@ void Writer::begin_record(std::string name, std::uint64_t size, std::optional<st
     // only when uncomp_size != 0).
     flags = zip::kFlagUtf8 | (size > 0 ? zip::kFlagDataDescriptor : 0);
     const bool zip64 = size >= kMinizLimit || offset >= kMinizLimit;
-    std::string extra;
+    std::string& extra = extra_;
+    extra.clear();
     if (zip64) {
       // Local zip64 field: usize and csize when the size needs it (csize is still 0
       // when miniz writes the header), then the header offset when that needs it.
@@ -140,13 +141,22 @@ void Writer::begin_record_known_crc(std::string name, std::uint64_t size, std::u
   known_crc_ = true;
 }
 
-void Writer::write(std::span<const std::byte> data) {
+void Writer::checksum(std::span<const std::byte> data) {
   if (!open_) misuse("write without begin_record");
   if (data.size() > current_.size - written_)
     misuse("record '" + current_.name + "' declared " + std::to_string(current_.size) + " bytes, got more");
   if (!known_crc_) crc_ = util::crc32(crc_, data);
   written_ += data.size();
+}
+
+void Writer::write(std::span<const std::byte> data) {
+  checksum(data);
   sink_.write(data);
+}
+
+void Writer::write_borrowed(std::span<const std::byte> data) {
+  checksum(data);
+  sink_.write_borrowed(data);
 }
 
 void Writer::end_record() {
@@ -158,7 +168,8 @@ void Writer::end_record() {
     misuse("record '" + current_.name + "': CRC32 given up front differs from the data's");
   current_.crc = crc_;
   if (profile_ == Profile::kTorch && current_.size > 0) {
-    std::string d;
+    std::string& d = scratch_;
+    d.clear();
     put32(d, zip::kDescriptorSig);
     put32(d, crc_);
     const bool zip64 = current_.size >= kMinizLimit || current_.local_offset >= kMinizLimit;
@@ -221,8 +232,12 @@ void Writer::finish() {
   finished_ = true;
   const u64 cd_offset = sink_.position() - base_;
   std::string cd;
+  std::size_t names = 0;
+  for (const Done& r : done_) names += r.name.size();
+  cd.reserve(done_.size() * (zip::kCentralHeaderSize + 28) + names);
   for (const Done& r : done_) {
-    std::string extra;
+    std::string& extra = extra_;
+    extra.clear();
     u16 made_by = 0, needed = 0;
     u32 ext_attr = 0, csize32, usize32, offset32;
     u16 date = 0;

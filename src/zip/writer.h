@@ -56,6 +56,9 @@ class Writer {
   // them again. Never pass a CRC read from a file without computing it.
   void begin_record_known_crc(std::string name, std::uint64_t size, std::uint32_t crc);
   void write(std::span<const std::byte> data);
+  // The same from memory that stays valid until the caller flushes the sink
+  // (io::Sink::write_borrowed): storage bytes, written without a copy.
+  void write_borrowed(std::span<const std::byte> data);
   void end_record();
   // CRC32 of the record last ended (what its descriptor and central entry say).
   std::uint32_t last_crc() const noexcept { return done_.empty() ? 0 : done_.back().crc; }
@@ -89,6 +92,8 @@ class Writer {
   std::optional<std::uint32_t> expected_crc_;
   bool known_crc_ = false;  // crc_ was given (begin_record_known_crc), not computed
   bool open_ = false, finished_ = false;
+  std::string scratch_, extra_;  // a record's header bytes and extra field, reused
+  void checksum(std::span<const std::byte> data);
 };
 
 }  // namespace tensorseal::detail::zip
