@@ -173,7 +173,9 @@ def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
     writable format of ``formats()``: "safetensors", "torch-zip" / "pt", "torch-legacy"
     / "legacy", "npz", "npy") or the file extension. The write
     is atomic (temp file, fsync, rename). Tensor data is read straight from the
-    tensors' memory (no copy through Python); the GIL is released while writing.
+    tensors' memory (no copy through Python, and no copy before the kernel's); the GIL
+    is released while writing. Python objects are released before save returns; the
+    C++ copy of the object tree is freed on a helper thread.
 
     ``max_shard_size`` (or ``format="hf-shards"``): ``path`` becomes a directory of
     Hugging Face safetensors shards (``model-0000N-of-0000M.safetensors`` +
