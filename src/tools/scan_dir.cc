@@ -93,12 +93,22 @@ class DirScanner {
     const fs::path real = fs::canonical(dir, ec);
     if (ec || !visited_.insert(real).second) return;  // a link back to a folder already walked
     std::vector<fs::path> entries;
-    for (const auto& e : fs::directory_iterator(dir)) {
+    fs::directory_iterator it(dir, ec), end;
+    if (ec) {
+      fail(Error(rules::kDirEntry, "cannot list '" + dir.string() + "': " + ec.message(), root_.string()));
+      return;
+    }
+    for (; !ec && it != end; it.increment(ec)) {
+      const auto& e = *it;
       if (++count_ > options_.limits.max_entries)
         throw Error(rules::kTooManyFiles,
                     "more than max_entries (" + std::to_string(options_.limits.max_entries) + ") files",
                     root_.string());
       entries.push_back(e.path());
+    }
+    if (ec) {
+      fail(Error(rules::kDirEntry, "cannot list '" + dir.string() + "': " + ec.message(), root_.string()));
+      return;
     }
     std::sort(entries.begin(), entries.end());
     // A DCP folder's items are read first and reported right after its .metadata.
