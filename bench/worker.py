@@ -38,6 +38,9 @@ import safetensors.torch as st
 import torch
 
 import tensorseal
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "py", "producers"))
+from deflate_bomb import write_bomb  # noqa: E402  (the tests' bomb, one builder)
 import tensorseal.torch as tseal_torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -117,74 +120,6 @@ def _np_view(t: torch.Tensor) -> np.ndarray:
     if t.dtype == torch.bfloat16:
         t = t.view(torch.int16)
     return t.numpy()
-
-
-def _crc32_combine(crc1: int, crc2: int, len2: int) -> int:
-    """zlib's crc32_combine: CRC-32 of a + b from those of a and b and len(b)."""
-    def times(mat: List[int], vec: int) -> int:
-        s, i = 0, 0
-        while vec:
-            if vec & 1:
-                s ^= mat[i]
-            vec, i = vec >> 1, i + 1
-        return s
-
-    def square(mat: List[int]) -> List[int]:
-        return [times(mat, mat[n]) for n in range(32)]
-
-    if len2 == 0:
-        return crc1
-    odd = [0xEDB88320] + [1 << n for n in range(31)]
-    even = square(odd)
-    odd = square(even)
-    while True:
-        even = square(odd)
-        if len2 & 1:
-            crc1 = times(even, crc1)
-        len2 >>= 1
-        if not len2:
-            break
-        odd = square(even)
-        if len2 & 1:
-            crc1 = times(odd, crc1)
-        len2 >>= 1
-        if not len2:
-            break
-    return crc1 ^ crc2
-
-
-def write_bomb(path: str, nbytes: int) -> None:
-    """A deflate bomb: an .npz whose member "w.npy" (float32 zeros) inflates to
-    `nbytes` + 128 bytes from about nbytes / 1000 (each MiB of zeros deflates to the same
-    block, repeated), true CRC-32, zip64 sizes (tests/py/test_inflate_limits.py)."""
-    import io
-    import struct
-    import zlib
-    head = io.BytesIO()
-    np.lib.format.write_array_header_1_0(head, {"descr": "<f4", "fortran_order": False, "shape": (nbytes // 4,)})
-    header = head.getvalue()
-    c = zlib.compressobj(9, zlib.DEFLATED, -15)
-    first = c.compress(header) + c.flush(zlib.Z_FULL_FLUSH)
-    block = c.compress(bytes(MiB)) + c.flush(zlib.Z_FULL_FLUSH)
-    stream = first + block * (nbytes // MiB - 1) + c.compress(bytes(MiB)) + c.flush()
-    crc, n = zlib.crc32(bytes(MiB)), MiB
-    while n < nbytes:
-        crc, n = _crc32_combine(crc, crc, n), 2 * n
-    crc = _crc32_combine(zlib.crc32(header), crc, nbytes)
-    size, name = len(header) + nbytes, b"w.npy"
-    extra = struct.pack("<HHQQ", 1, 16, size, len(stream))
-    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 45, 0, 8, 0, 0x21, crc, 0xFFFFFFFF, 0xFFFFFFFF, len(name),
-                        len(extra))
-    central = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 0x032D, 45, 0, 8, 0, 0x21, crc, 0xFFFFFFFF, 0xFFFFFFFF,
-                          len(name), len(extra), 0, 0, 0, 0o600 << 16, 0)
-    with open(path, "wb") as f:
-        f.write(local + name + extra + stream)
-        cd_offset = f.tell()
-        f.write(central + name + extra)
-        cd_size, end64 = f.tell() - cd_offset, f.tell()
-        f.write(struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, 1, 1, cd_size, cd_offset))
-        f.write(struct.pack("<IIQI", 0x07064B50, 0, end64, 1))
-        f.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, cd_size, cd_offset, 0))
 
 
 def generate(workload: str, d: str, size: str) -> Dict[str, Any]:
