@@ -153,6 +153,9 @@ StoragePlan::StoragePlan(const Value& root) {
       groups.emplace(view->storage.get(), {}).first->push_back(view);
     }
   }
+  // Every storage is planned below: reserved once, so the pointers into storages_
+  // (views_, bare_, used_) stay valid.
+  storages_.reserve(order.size() + bare.size());
   for (const Storage* s : order) {
     const auto& g = *groups.find(s);
     for (const Tensor* t : g)

@@ -12,7 +12,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -78,7 +77,9 @@ class StoragePlan {
     if (v == nullptr) throw std::out_of_range("StoragePlan: a tensor or storage that was not planned");
     return *v;
   }
-  std::deque<PlannedStorage> storages_;             // stable addresses, no allocation each
+  // Reserved to its final size before the first element (plan.cc): addresses are stable.
+  // (Not a std::deque: clang exports its iterator operators from the shared library.)
+  std::vector<PlannedStorage> storages_;
   std::vector<std::unique_ptr<Tensor>> raw_views_;  // of conj/neg views (dense sources may point here)
   util::PtrMap<PlannedView> views_;
   util::PtrMap<PlannedStorage*> bare_;
