@@ -163,19 +163,29 @@ class Value {
   std::string_view as_str() const;
   std::string_view as_bytes() const;
   bool is_bytearray() const;
-  List& as_list() const;
-  Tuple& as_tuple() const;
-  Dict& as_dict() const;
-  Set& as_set() const;
+  // Containers and objects: a const Value gives read-only access to its node, so a
+  // reader of a shared tree cannot mutate it through a `const Value&`. The node itself
+  // is shared (copies of a Value are handles to it); mutation needs a non-const Value.
+  const List& as_list() const;
+  List& as_list();
+  const Tuple& as_tuple() const;
+  Tuple& as_tuple();
+  const Dict& as_dict() const;
+  Dict& as_dict();
+  const Set& as_set() const;
+  Set& as_set();
   const std::shared_ptr<const Tensor>& as_tensor() const;
   const std::shared_ptr<const Storage>& as_storage() const;
-  Global& as_global() const;
-  Object& as_object() const;
+  const Global& as_global() const;
+  Global& as_global();
+  const Object& as_object() const;
+  Object& as_object();
   const Ref& as_ref() const;
   // The node a Ref points to, as a Value (null Value when it no longer exists).
   Value ref_target() const;
   // Items of a list or tuple.
-  std::vector<Value>& items() const;
+  const std::vector<Value>& items() const;
+  std::vector<Value>& items();
   // Identity of the node for reference kinds (containers, tensors, ...), else null.
   // A Ref's node is its target's: the same object.
   const void* node() const noexcept;

@@ -99,18 +99,24 @@ Complex Value::as_complex() const { return get<Complex>(v_, kind(), "complex"); 
 std::string_view Value::as_str() const { return *get<Str>(v_, kind(), "str").utf8; }
 std::string_view Value::as_bytes() const { return *get<Bytes>(v_, kind(), "bytes").data; }
 bool Value::is_bytearray() const { return get<Bytes>(v_, kind(), "bytes").bytearray; }
-List& Value::as_list() const { return *get<std::shared_ptr<List>>(v_, kind(), "list"); }
-Tuple& Value::as_tuple() const { return *get<std::shared_ptr<Tuple>>(v_, kind(), "tuple"); }
-Dict& Value::as_dict() const { return *get<std::shared_ptr<Dict>>(v_, kind(), "dict"); }
-Set& Value::as_set() const { return *get<std::shared_ptr<Set>>(v_, kind(), "set"); }
+const List& Value::as_list() const { return *get<std::shared_ptr<List>>(v_, kind(), "list"); }
+List& Value::as_list() { return *get<std::shared_ptr<List>>(v_, kind(), "list"); }
+const Tuple& Value::as_tuple() const { return *get<std::shared_ptr<Tuple>>(v_, kind(), "tuple"); }
+Tuple& Value::as_tuple() { return *get<std::shared_ptr<Tuple>>(v_, kind(), "tuple"); }
+const Dict& Value::as_dict() const { return *get<std::shared_ptr<Dict>>(v_, kind(), "dict"); }
+Dict& Value::as_dict() { return *get<std::shared_ptr<Dict>>(v_, kind(), "dict"); }
+const Set& Value::as_set() const { return *get<std::shared_ptr<Set>>(v_, kind(), "set"); }
+Set& Value::as_set() { return *get<std::shared_ptr<Set>>(v_, kind(), "set"); }
 const std::shared_ptr<const Tensor>& Value::as_tensor() const {
   return get<std::shared_ptr<const Tensor>>(v_, kind(), "tensor");
 }
 const std::shared_ptr<const Storage>& Value::as_storage() const {
   return get<std::shared_ptr<const Storage>>(v_, kind(), "storage");
 }
-Global& Value::as_global() const { return *get<std::shared_ptr<Global>>(v_, kind(), "global"); }
-Object& Value::as_object() const { return *get<std::shared_ptr<Object>>(v_, kind(), "object"); }
+const Global& Value::as_global() const { return *get<std::shared_ptr<Global>>(v_, kind(), "global"); }
+Global& Value::as_global() { return *get<std::shared_ptr<Global>>(v_, kind(), "global"); }
+const Object& Value::as_object() const { return *get<std::shared_ptr<Object>>(v_, kind(), "object"); }
+Object& Value::as_object() { return *get<std::shared_ptr<Object>>(v_, kind(), "object"); }
 const Ref& Value::as_ref() const { return get<Ref>(v_, kind(), "ref"); }
 
 Value Value::ref_to(const Value& target) {
@@ -135,7 +141,12 @@ Value Value::ref_target() const {
     return Value(std::move(p));
   }, as_ref().target);
 }
-std::vector<Value>& Value::items() const {
+const std::vector<Value>& Value::items() const {
+  if (kind() == Kind::kList) return as_list().items;
+  if (kind() == Kind::kTuple) return as_tuple().items;
+  wrong_kind(kind(), "list or tuple");
+}
+std::vector<Value>& Value::items() {
   if (kind() == Kind::kList) return as_list().items;
   if (kind() == Kind::kTuple) return as_tuple().items;
   wrong_kind(kind(), "list or tuple");

@@ -89,7 +89,7 @@ class Vm {
   Vm(const Vm&) = delete;
   Vm& operator=(const Vm&) = delete;
   ~Vm() {
-    for (const Value& v : late_nodes_) clear_node(v);  // only left when parsing failed
+    for (Value& v : late_nodes_) clear_node(v);  // only left when parsing failed
   }
 
   Parsed run();
@@ -212,13 +212,13 @@ class Vm {
   // the way (the ones recorded in slots may be stale after late changes) against
   // max_depth and max_alloc; each edge counts against max_pickle_ops. Returns the
   // nodes reached. Iterative: no recursion whatever the input.
-  std::unordered_set<const void*> untangle(const Value& root) {
+  std::unordered_set<const void*> untangle(Value& root) {
     struct Edge {
       Value* slot;
       bool fixed;  // may not become a Ref
     };
     struct Frame {
-      const Value* v;
+      Value* v;
       std::vector<Edge> edges;
       std::size_t next = 0;
       std::uint32_t height = 1;
@@ -229,7 +229,7 @@ class Vm {
       return v.is(K::kList) || v.is(K::kTuple) || v.is(K::kSet) || v.is(K::kDict) || v.is(K::kObject) ||
              (v.is(K::kTensor) && v.as_tensor()->attributes);
     };
-    auto edges_of = [](const Value& v) {
+    auto edges_of = [](Value& v) {
       std::vector<Edge> out;
       switch (v.kind()) {
         case K::kList: case K::kTuple: for (Value& x : v.items()) out.push_back({&x, false}); break;
@@ -338,7 +338,7 @@ class Vm {
 
   // Empties a node (breaking any cycle through it): for late-changed nodes that are
   // garbage at STOP, or all of them when parsing fails.
-  static void clear_node(const Value& v) {
+  static void clear_node(Value& v) {
     switch (v.kind()) {
       case Value::Kind::kList: v.as_list().items.clear(); break;
       case Value::Kind::kDict: v.as_dict().items.clear(); v.as_dict().attrs.reset(); break;
@@ -841,7 +841,7 @@ void Vm::step() {
       left_marks_ = marks_.size();
       if (late_) {  // untangle from the root, then drop what only the machine held
         const auto reached = untangle(out_.value);
-        for (const Value& v : late_nodes_)
+        for (Value& v : late_nodes_)
           if (!reached.count(v.node())) clear_node(v);
         late_nodes_.clear();
         stack_.clear();

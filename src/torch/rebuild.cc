@@ -752,22 +752,22 @@ struct Resolution {
     }
     if (auto it = done.find(node); it != done.end()) return it->second;
     if (!in_progress.insert(node).second) return v;  // a cycle: keep the node itself
-    Value out = v;
+    Value out = v;  // the same node: its children are replaced in place
     switch (v.kind()) {
       case K::kList: case K::kTuple:
-        for (auto& x : v.items()) x = visit(x, depth + 1);
+        for (auto& x : out.items()) x = visit(x, depth + 1);
         break;
       case K::kSet:
-        for (auto& x : v.as_set().items) x = visit(x, depth + 1);
+        for (auto& x : out.as_set().items) x = visit(x, depth + 1);
         break;
       case K::kDict: {
-        Dict& d = v.as_dict();
+        Dict& d = out.as_dict();
         for (auto& [k, x] : d.items) { k = visit(k, depth + 1); x = visit(x, depth + 1); }
         if (d.attrs) for (auto& [k, x] : d.attrs->items) x = visit(x, depth + 1);
         break;
       }
       case K::kObject: {
-        Object& o = v.as_object();
+        Object& o = out.as_object();
         for (auto* p : {&o.callable, &o.args, &o.kwargs, &o.state})
           if (*p) *p = std::make_shared<Value>(visit(**p, depth + 1));
         for (auto& x : o.list_items) x = visit(x, depth + 1);
