@@ -22,6 +22,10 @@
 #include "tensorseal/export.h"
 #include "tensorseal/dtype.h"
 
+namespace tensorseal::detail::core {
+struct StorageAccess;  // readers' setters (src/core/storage_access.h); not part of the API
+}  // namespace tensorseal::detail::core
+
 TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
@@ -119,12 +123,9 @@ class Storage {
   // checksum (torch zip records). Writers of zip records reuse it instead of computing
   // it again. Never inherited by slice() or copies; nullopt when unknown.
   std::optional<std::uint32_t> verified_crc32() const noexcept { return verified_crc32_; }
-  // For readers only: `crc` must have been computed over bytes() (not taken from a
-  // file unchecked).
-  void set_verified_crc32(std::uint32_t crc) noexcept { verified_crc32_ = crc; }
 
-  // A container checksum its reader was asked not to verify (a reader does this only
-  // for hash_file, which verifies while it hashes). `covered` starts at bytes().data()
+  // A container checksum its reader was asked not to verify while reading (only for a
+  // consumer that verifies it as it reads the bytes). `covered` starts at bytes().data()
   // and may reach past size() (slack a container keeps after a storage). Whoever reads
   // the bytes of a storage carrying one must compute CRC-32 of `covered` and call
   // check() with it before anything computed from them leaves the library. Several
@@ -134,7 +135,6 @@ class Storage {
     std::function<void(std::uint32_t crc32)> check;  // throws the reader's own error on a mismatch
   };
   const std::shared_ptr<const PendingChecksum>& pending_checksum() const noexcept { return pending_; }
-  void set_pending_checksum(std::shared_ptr<const PendingChecksum> p) noexcept { pending_ = std::move(p); }
 
   // Element type the producer declared (typed storages in torch; uint8 when untyped).
   // Data is always little-endian: readers convert big-endian data on read.
@@ -152,6 +152,7 @@ class Storage {
   explicit Storage(Key) {}
 
  private:
+  friend struct detail::core::StorageAccess;
   struct Pieced;
   std::span<const std::byte> joined() const;
   std::shared_ptr<Pieced> pieced_;         // set for pieced storages only

@@ -113,7 +113,7 @@ void write_canonical(const Checkpoint& c, const std::filesystem::path& out, cons
 }
 
 bool convert_file(const std::filesystem::path& in, const std::filesystem::path& out, const ConvertOptions& options) {
-  auto checks = std::make_shared<detail::io::LaterChecks>();
+  auto checks = std::make_shared<detail::io::LaterChecks>(detail::io::LaterChecks::Where::kListed);
   const Checkpoint c = detail::api::read_path(in, options.read, [&](detail::io::Input& input) {
     if (options.read.verify_checksums) input.checks_later = checks;
   });

@@ -64,7 +64,7 @@ Checkpoint detect_and_read(const io::Input& in);
 Checkpoint read_path(const std::filesystem::path& path, const ReadOptions& options,
                      const std::function<void(io::Input&)>& prepare);
 // read_file(path, options), leaving the container checksums of tensor data on the
-// storages (Input::defer_checksums): the caller must run content_hash over the root
+// storages (io::LaterChecks::Where::kOnStorages): the caller must run content_hash over the root
 // (which verifies each while it reads the bytes) before trusting any byte.
 Checkpoint read_file_deferred(const std::filesystem::path& path, const ReadOptions& options);
 

@@ -33,7 +33,9 @@ Checkpoint read_path(const std::filesystem::path& path, const ReadOptions& optio
 }
 
 Checkpoint read_file_deferred(const std::filesystem::path& path, const ReadOptions& options) {
-  return read_path(path, options, [](io::Input& in) { in.defer_checksums = true; });
+  return read_path(path, options, [](io::Input& in) {
+    in.checks_later = std::make_shared<io::LaterChecks>(io::LaterChecks::Where::kOnStorages);
+  });
 }
 
 }  // namespace detail::api

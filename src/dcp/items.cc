@@ -160,9 +160,10 @@ const io::Input& Items::file(const std::string& rel) {
   io::Input in = io::input_of(MappedFile::open(p), *meta_.options);
   in.nesting = meta_.nesting;
   in.read_nested = meta_.read_nested;
-  // Not defer_checksums: chunk storages are assembled into new ones that would not
-  // carry a pending checksum; a list of later checks survives assembly.
-  in.checks_later = meta_.checks_later;
+  // Chunk storages are assembled into new ones that would not carry a pending
+  // checksum: only a list of later checks survives assembly, else verified here.
+  if (meta_.checks_later && meta_.checks_later->where == io::LaterChecks::Where::kListed)
+    in.checks_later = meta_.checks_later;
   return files_.emplace(rel, std::move(in)).first->second;
 }
 

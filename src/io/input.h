@@ -18,15 +18,25 @@ namespace tensorseal::detail::io {
 
 struct Input;
 
-// Container checksums of tensor data a reader was asked to leave for later
-// (Input::checks_later): the consumer (convert_file's read-ahead) verifies every one
-// before anything written from the bytes is made visible. Readers of several files may
-// add from several threads.
+// Container checksums of tensor data a reader was asked to leave to the consumer
+// (Input::checks_later) instead of verifying them while reading. The consumer verifies
+// every one before anything computed from the bytes leaves the library.
 struct LaterChecks {
+  enum class Where : std::uint8_t {
+    // Each storage a checksum covers carries it (Storage::pending_checksum), checked
+    // as the consumer reads the bytes (hash_file). A reader whose storages do not
+    // survive as read (DCP chunks assembled into new storages) verifies instead.
+    kOnStorages,
+    // Added to `items` (readers of several files may add from several threads), all
+    // verified by the consumer before what it wrote is made visible (convert_file).
+    kListed,
+  };
+  explicit LaterChecks(Where w) : where(w) {}
   void add(std::shared_ptr<const Storage::PendingChecksum> c) {
     const std::lock_guard lock(mutex);
     items.push_back(std::move(c));
   }
+  const Where where;
   std::mutex mutex;
   std::vector<std::shared_ptr<const Storage::PendingChecksum>> items;
 };
@@ -43,14 +53,9 @@ struct Input {
   const ReadOptions* options = nullptr;
   std::uint32_t nesting = 0;             // depth of nested files (_load_from_bytes)
   ReadNested read_nested = nullptr;      // null: nested files are refused
-  // Leave the container checksums of tensor data to the consumer instead of verifying
-  // them while reading: each storage whose bytes a checksum covers carries it
-  // (Storage::pending_checksum) and must be checked before anything computed from its
-  // bytes leaves the library. Only the top-level file of hash_file sets this.
-  bool defer_checksums = false;
-  // When set (and defer_checksums is not), the container checksums of tensor data are
-  // added here instead of being verified while reading; copies of this Input (nested
-  // and sibling files) share it. Only convert_file sets this.
+  // Null: the reader verifies the container checksums of tensor data while reading.
+  // Set: it leaves them to the consumer as LaterChecks::where says. Copies of this
+  // Input (shards, npy members, DCP data files) share it.
   std::shared_ptr<LaterChecks> checks_later;
 
   std::span<const std::byte> bytes() const { return whole->bytes(); }

@@ -116,8 +116,7 @@ Checkpoint read_hf_shards(const io::Input& in) {
     sub.name = shard_name;
     sub.nesting = in.nesting;
     sub.read_nested = in.read_nested;
-    sub.defer_checksums = in.defer_checksums;  // a shard's storages are the checkpoint's own
-    sub.checks_later = in.checks_later;
+    sub.checks_later = in.checks_later;  // a shard's storages are the checkpoint's own
     // Checked before reading: a shard that is itself an index would recurse.
     const auto head = sub.bytes();
     if (!safetensors::detect_safetensors(head) && !torch::detect_torch_zip(head) && !torch::detect_torch_legacy(head))

@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "core/storage_access.h"
 #include "torch/format.h"
 #include "torch/constants.h"
 #include "torch/rebuild.h"
@@ -244,20 +245,19 @@ Checkpoint read_torch_zip(const io::Input& in) {
   // Storage records: the bulk of the file. Verified here on every core, in 8 MiB
   // pieces combined per record (zip::verify_crcs), and each storage that is a plain
   // window of its record keeps the CRC32 of its bytes, computed in the same pass, so
-  // that the canonical .pt writer need not compute it again. With in.defer_checksums
-  // each storage instead carries its record's checksum (Storage::pending_checksum) for
-  // the consumer to verify while it reads the bytes (hash_file); with in.checks_later
-  // the checksums are handed over for convert_file to verify while it writes.
+  // that the canonical .pt writer need not compute it again. With in.checks_later the
+  // checksums are left to the consumer instead (io::LaterChecks): carried by each
+  // storage, or listed.
   if (in.options->verify_checksums) {
-    if (in.defer_checksums || in.checks_later) {
+    if (in.checks_later) {
       for (const RecordUse& u : to_verify) {
         auto pending = std::make_shared<Storage::PendingChecksum>();
         pending->covered = file.subspan(u.entry->data_offset, u.entry->size);
         pending->check = [entry = *u.entry, name = in.name, keep = in.whole](std::uint32_t crc) {
           zip::check_crc(entry, crc, name);  // `keep` holds the covered bytes
         };
-        if (in.defer_checksums) {
-          for (Storage* s : u.storages) s->set_pending_checksum(pending);
+        if (in.checks_later->where == io::LaterChecks::Where::kOnStorages) {
+          for (Storage* s : u.storages) core::StorageAccess::set_pending_checksum(*s, pending);
         } else {
           in.checks_later->add(std::move(pending));
         }
@@ -270,7 +270,8 @@ Checkpoint read_torch_zip(const io::Input& in) {
       const std::vector<std::uint32_t> prefix_crcs = zip::verify_crcs(checks, in.name);
       for (std::size_t i = 0; i < to_verify.size(); ++i)
         for (Storage* s : to_verify[i].storages)
-          if (!big_endian && s->size() == to_verify[i].need) s->set_verified_crc32(prefix_crcs[i]);  // a window
+          if (!big_endian && s->size() == to_verify[i].need)  // else a window
+            core::StorageAccess::set_verified_crc32(*s, prefix_crcs[i]);
     }
   }
 

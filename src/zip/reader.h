@@ -106,7 +106,7 @@ void check_crc(const Entry& e, std::uint32_t got, const std::string& name);
 // record, so one huge record uses every core as well as many small ones. Throws
 // Error{zip/crc-mismatch} for the record of lowest index that fails (after all pieces
 // finished). Returns, per record, the CRC32 of data[0, cut): a checksum computed over
-// verified bytes, which callers may keep (e.g. Storage::set_verified_crc32).
+// verified bytes, which callers may keep (e.g. core::StorageAccess::set_verified_crc32).
 inline constexpr std::uint64_t kCrcPiece = std::uint64_t{8} << 20;
 struct CrcCheck {
   Entry entry;                        // expected CRC, name and offset for the message

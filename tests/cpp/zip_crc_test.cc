@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "core/storage_access.h"
 #include "test_util.h"
 #include "util/crc32.h"
 #include "zip/reader.h"
@@ -177,7 +178,7 @@ TEST_F(ZipCrcTest, OnlyWholeStoragesReuseTheCrcWindowsComputeTheirs) {
   std::vector<std::byte> bytes(4096);
   for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 7);
   auto storage = Storage::owned(bytes, DType::kFloat32);
-  storage->set_verified_crc32(detail::util::crc32(0, storage->bytes()) ^ 0xdeadbeef);  // deliberately wrong
+  detail::core::StorageAccess::set_verified_crc32(*storage, detail::util::crc32(0, storage->bytes()) ^ 0xdeadbeef);  // wrong
   auto make = [&](std::int64_t offset, std::int64_t n) {
     auto t = std::make_shared<Tensor>();
     t->dtype = DType::kFloat32;
