@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "util/hex.h"
 #include "util/utf8.h"
 
@@ -40,7 +42,7 @@ void Error::render() {
   file_ = printable(file_);
   message_.clear();
   if (!file_.empty()) message_ += file_ + ": ";
-  if (offset_ != kNoOffset) message_ += "byte " + std::to_string(offset_) + ": ";
+  if (offset_ != kNoOffset) message_ += fmt::format("byte {}: ", offset_);
   message_ += "[" + rule_ + "] " + detail_;
   message_ = printable(message_);
 }

@@ -6,6 +6,8 @@
 #include <string>
 #include <variant>
 
+#include <fmt/format.h>
+
 #include "tensorseal/error.h"
 
 namespace tensorseal {
@@ -60,9 +62,8 @@ void set_limit(Limits& limits, std::string_view name, std::uint64_t value) {
       [&](auto member) {
         using T = std::remove_reference_t<decltype(limits.*member)>;
         if (value > std::numeric_limits<T>::max())
-          throw Error(rules::kInvalidArgument, "limit " + std::string(name) + " = " + std::to_string(value) +
-                                                   " is above its largest value " +
-                                                   std::to_string(std::numeric_limits<T>::max()));
+          throw Error(rules::kInvalidArgument, fmt::format("limit {} = {} is above its largest value {}", name, value,
+                                                           std::numeric_limits<T>::max()));
         limits.*member = static_cast<T>(value);
       },
       entry(name).field);

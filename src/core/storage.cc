@@ -4,6 +4,8 @@
 #include <atomic>
 #include <mutex>
 
+#include <fmt/format.h>
+
 #include "tensorseal/error.h"
 
 namespace tensorseal {
@@ -50,8 +52,7 @@ bool Storage::is_streamed() const noexcept { return pieced_ && pieced_->read; }
 
 void Storage::stream(std::uint64_t offset, std::uint64_t size, const Sink& sink) const {
   if (offset > size_ || size > size_ - offset)
-    throw Error(rules::kInternal, "stream of " + std::to_string(size) + " bytes at " + std::to_string(offset) +
-                                      " outside a storage of " + std::to_string(size_));
+    throw Error(rules::kInternal, fmt::format("stream of {} bytes at {} outside a storage of {}", size, offset, size_));
   if (size == 0) return;
   if (pieced_ && pieced_->read && !pieced_->joined.load(std::memory_order_acquire))
     return pieced_->read(offset, size, sink);
@@ -82,8 +83,8 @@ std::span<const std::byte> Storage::joined() const {
   std::call_once(pieced_->once, [this] {
     auto whole = pieced_->join();
     if (!whole || whole->size() != size_)
-      throw Error(rules::kInternal, "a pieced storage joined into " + std::to_string(whole ? whole->size() : 0) +
-                                        " bytes instead of " + std::to_string(size_));
+      throw Error(rules::kInternal,
+                  fmt::format("a pieced storage joined into {} bytes instead of {}", whole ? whole->size() : 0, size_));
     pieced_->whole = std::move(whole);
     pieced_->joined.store(true, std::memory_order_release);
   });
@@ -103,10 +104,10 @@ std::shared_ptr<Storage> Storage::owned(std::vector<std::byte> bytes, DType dtyp
 std::shared_ptr<Storage> Storage::mapped(std::shared_ptr<const MappedFile> file, std::uint64_t offset,
                                          std::uint64_t size, DType dtype) {
   if (offset > file->size() || size > file->size() - offset)
-    throw Error(rules::kTruncated,
-                "storage of " + std::to_string(size) + " bytes at " + std::to_string(offset) +
-                    " runs past the end of the file (" + std::to_string(file->size()) + " bytes)",
-                file->path(), offset);
+    throw Error(
+        rules::kTruncated,
+        fmt::format("storage of {} bytes at {} runs past the end of the file ({} bytes)", size, offset, file->size()),
+        file->path(), offset);
   auto s = make();
   s->data_ = file->bytes().data() + offset;
   s->size_ = size;
@@ -130,10 +131,10 @@ std::shared_ptr<Storage> Storage::external(const std::byte* data, std::uint64_t 
 std::shared_ptr<Storage> Storage::slice(std::shared_ptr<const Storage> parent, std::uint64_t offset,
                                         std::uint64_t size) {
   if (offset > parent->size() || size > parent->size() - offset)
-    throw Error(rules::kTruncated,
-                "range of " + std::to_string(size) + " bytes at " + std::to_string(offset) +
-                    " runs past the end of its buffer (" + std::to_string(parent->size()) + " bytes)",
-                {}, offset);
+    throw Error(
+        rules::kTruncated,
+        fmt::format("range of {} bytes at {} runs past the end of its buffer ({} bytes)", size, offset, parent->size()),
+        {}, offset);
   if (parent->is_streamed()) {  // a window of the stream: still streamed, nothing joined
     auto read = [parent, offset](std::uint64_t at, std::uint64_t n, const Sink& sink) {
       parent->stream(offset + at, n, sink);

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include <fmt/format.h>
+
 #include "tensorseal/error.h"
 #include "util/checked.h"
 
@@ -42,15 +44,13 @@ bool Tensor::is_contiguous() const noexcept {
 
 void Tensor::validate() const {
   if (strides.size() != shape.size())
-    throw Error(rules::kBadShape, "tensor has " + std::to_string(shape.size()) + " dimensions but " +
-                                      std::to_string(strides.size()) + " strides");
+    throw Error(rules::kBadShape, fmt::format("tensor has {} dimensions but {} strides", shape.size(), strides.size()));
   if (!storage) throw Error(rules::kBadShape, "tensor has no storage");
-  if (storage_offset < 0)
-    throw Error(rules::kBadShape, "negative storage offset " + std::to_string(storage_offset));
+  if (storage_offset < 0) throw Error(rules::kBadShape, fmt::format("negative storage offset {}", storage_offset));
   std::uint64_t n = 1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] < 0) throw Error(rules::kBadShape, "negative dimension " + std::to_string(shape[i]));
-    if (strides[i] < 0) throw Error(rules::kBadShape, "negative stride " + std::to_string(strides[i]));
+    if (shape[i] < 0) throw Error(rules::kBadShape, fmt::format("negative dimension {}", shape[i]));
+    if (strides[i] < 0) throw Error(rules::kBadShape, fmt::format("negative stride {}", strides[i]));
     auto m = detail::util::mul(n, static_cast<std::uint64_t>(shape[i]));
     if (!m) throw Error(rules::kSizeOverflow, "element count overflows 64 bits");
     n = *m;
@@ -64,8 +64,8 @@ void Tensor::validate() const {
       throw Error(rules::kBadShape, std::string(name(dtype)) +
                                         " tensors must be contiguous, start at 0 and fill whole bytes");
     if (n * bits / 8 > storage->size())
-      throw Error(rules::kViewOutOfBounds, "tensor needs " + std::to_string(n * bits / 8) +
-                                               " bytes but its storage has " + std::to_string(storage->size()));
+      throw Error(rules::kViewOutOfBounds,
+                  fmt::format("tensor needs {} bytes but its storage has {}", n * bits / 8, storage->size()));
     return;
   }
   std::uint64_t last = static_cast<std::uint64_t>(storage_offset);
@@ -79,8 +79,8 @@ void Tensor::validate() const {
   auto end_bytes = end ? detail::util::mul(*end, bits / 8) : std::nullopt;
   if (!end_bytes) throw Error(rules::kSizeOverflow, "view extent overflows 64 bits");
   if (*end_bytes > storage->size())
-    throw Error(rules::kViewOutOfBounds, "view reaches byte " + std::to_string(*end_bytes) +
-                                             " of a storage of " + std::to_string(storage->size()) + " bytes");
+    throw Error(rules::kViewOutOfBounds,
+                fmt::format("view reaches byte {} of a storage of {} bytes", *end_bytes, storage->size()));
 }
 
 std::pair<std::uint64_t, std::uint64_t> Tensor::storage_extent() const noexcept {

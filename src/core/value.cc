@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <fmt/format.h>
+
 #include "core/python_key.h"
 #include "core/walk.h"
 #include "tensorseal/error.h"
@@ -453,7 +455,7 @@ void repr_into(const Value& v, std::string& out, std::size_t max_len, int depth)
       out += ")";
       return;
     }
-    case K::kStorage: out += "storage(" + std::to_string(v.as_storage()->size()) + " bytes)"; return;
+    case K::kStorage: out += fmt::format("storage({} bytes)", v.as_storage()->size()); return;
     case K::kGlobal: out += v.as_global().module + "." + v.as_global().name; return;
     case K::kObject: {
       const Object& o = v.as_object();
