@@ -1,5 +1,6 @@
 #include "dcp/manifest.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "dcp/constants.h"
@@ -46,7 +47,7 @@ Manifest read_manifest(std::span<const std::byte> bytes, const std::string& name
   }
   if (!j.is_object() || j.value("format", json()) != dcp::kManifestFormat) bad("not a tensorseal.dcp manifest");
   if (j.value("version", json()) != dcp::kManifestVersion)
-    bad("manifest version " + j.value("version", json()).dump() + " is not " + std::to_string(dcp::kManifestVersion));
+    bad(fmt::format("manifest version {} is not {}", j.value("version", json()).dump(), dcp::kManifestVersion));
   if (!j.contains("items") || !j["items"].is_array()) bad("no items list");
   Manifest out;
   for (const auto& row : j["items"]) {

@@ -6,6 +6,8 @@
 #include <map>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "dcp/constants.h"
 #include "dcp/format.h"
 #include "dcp/items.h"
@@ -168,8 +170,9 @@ std::vector<DcpRecord> write_items(const fs::path& target, std::uint32_t rank, s
   });
   for (std::size_t i = 1; i < items.size(); ++i)
     if (items[i].fqn == items[i - 1].fqn && items[i].offsets == items[i - 1].offsets)
-      throw Error(rules::kWritePlan, "rank " + std::to_string(rank) + " was given " +
-                                            item_text(items[i].fqn, items[i].offsets) + " twice", target.string());
+      throw Error(rules::kWritePlan,
+                  fmt::format("rank {} was given {} twice", rank, item_text(items[i].fqn, items[i].offsets)),
+                  target.string());
 
   std::vector<DcpRecord> out;
   std::unique_ptr<AtomicFileSink> sink;
@@ -192,7 +195,7 @@ std::vector<DcpRecord> write_items(const fs::path& target, std::uint32_t rank, s
       const Tensor& t = *it.value.as_tensor();
       if (t.shape.size() != it.offsets->size())
         throw Error(rules::kWritePlan,
-                    item_text(it.fqn, it.offsets) + " has " + std::to_string(t.shape.size()) + " dimensions",
+                    fmt::format("{} has {} dimensions", item_text(it.fqn, it.offsets), t.shape.size()),
                     target.string());
       r.sizes = t.shape;
       r.dtype = t.dtype;
@@ -383,7 +386,7 @@ PluginReader::BytesItem PluginReader::bytes_item(const std::string& fqn) {
   auto [bytes, value] = items_->bytes_item(e.storage[0], "bytes item '" + fqn + "'");
   BytesItem out;
   out.bytes.assign(reinterpret_cast<const char*>(bytes->bytes().data()), bytes->size());
-  out.read.file = items_->file(e.storage[0].relative_path).name + "@" + std::to_string(e.storage[0].offset);
+  out.read.file = fmt::format("{}@{}", items_->file(e.storage[0].relative_path).name, e.storage[0].offset);
   out.read.format = Format::kTorchZip;
   out.read.globals.assign(sink_.globals.begin() + static_cast<std::ptrdiff_t>(before), sink_.globals.end());
   return out;

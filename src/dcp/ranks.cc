@@ -4,6 +4,8 @@
 #include <map>
 #include <system_error>
 
+#include <fmt/format.h>
+
 #include "dcp/constants.h"
 #include "io/file_inside.h"
 #include "tensorseal/error.h"
@@ -80,7 +82,7 @@ Metadata read_rank_metadata(const fs::path& dir, const std::string& name, const 
     const std::string n = it->path().filename().string();
     if (auto r = metadata_rank(n)) {
       if (ranks.size() >= limits.max_entries)
-        throw Error(rules::kTooMany, "more than " + std::to_string(limits.max_entries) + " rank metadata files", name);
+        throw Error(rules::kTooMany, fmt::format("more than {} rank metadata files", limits.max_entries), name);
       ranks.emplace(*r, n);
     }
   }
@@ -91,9 +93,8 @@ Metadata read_rank_metadata(const fs::path& dir, const std::string& name, const 
     std::uint32_t missing = 0;
     while (ranks.count(missing)) ++missing;
     throw Error(rules::kRankMetadata,
-                std::string(dcp::kRankPrefix) + std::to_string(missing) + std::string(dcp::kMetadataFile) +
-                    " is missing: " + std::to_string(ranks.size()) + " rank metadata files up to rank " +
-                    std::to_string(ranks.rbegin()->first),
+                fmt::format("{}{}{} is missing: {} rank metadata files up to rank {}", dcp::kRankPrefix, missing,
+                            dcp::kMetadataFile, ranks.size(), ranks.rbegin()->first),
                 (dir / ranks.begin()->second).string());
   }
   if (n != nullptr) *n = static_cast<std::uint32_t>(ranks.size());

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "dcp/constants.h"
 #include "tensorseal/error.h"
 
@@ -47,8 +49,8 @@ std::vector<std::byte> unzstd(std::span<const std::byte> raw, std::uint64_t max_
   for (;;) {
     if (pos == out.size()) {
       if (out.size() >= max_alloc)
-        throw Error(rules::kMaxAlloc, "the item decompresses to more than max_alloc (" + std::to_string(max_alloc) +
-                                             " bytes)", file, offset);
+        throw Error(rules::kMaxAlloc, fmt::format("the item decompresses to more than max_alloc ({} bytes)", max_alloc),
+                    file, offset);
       out.resize(std::min<std::uint64_t>(max_alloc, out.size() * 2));
     }
     ZSTD_outBuffer o{out.data(), out.size(), pos};

@@ -59,6 +59,8 @@
 
 #include <unordered_set>
 
+#include <fmt/format.h>
+
 #include "hash/content_hash.h"
 #include "hash/digest.h"
 #include "tensorseal/error.h"
@@ -375,8 +377,8 @@ class ContentHasher {
     else l.tensor->for_each_run(feed);
     if (d && c < l.chunk_digests.size()) l.chunk_digests[c++] = d->finish();
     if (c != l.chunk_digests.size())
-      throw Error(rules::kInternal, "a streamed storage gave " + std::to_string(c) + " chunks instead of " +
-                                        std::to_string(l.chunk_digests.size()));
+      throw Error(rules::kInternal,
+                  fmt::format("a streamed storage gave {} chunks instead of {}", c, l.chunk_digests.size()));
     if (whole) {
       const std::string hex = detail::util::to_hex(whole->finish());
       const std::lock_guard lock(streamed_mutex_);
