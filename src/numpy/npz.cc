@@ -205,8 +205,7 @@ Checkpoint read_npz(const io::Input& in) {
       // Offsets inside inflated data do not map to file bytes: point at the member.
       throw in_member(
           Error(Rule{err.rule(), err.kind()},
-                err.detail() +
-                    (err.offset() == kNoOffset ? "" : " (inflated byte " + std::to_string(err.offset()) + ")")),
+                err.detail() + (err.offset() == kNoOffset ? "" : fmt::format(" (inflated byte {})", err.offset()))),
           e.name, in.name, e.data_offset);
     }
     if (!stored) {
@@ -218,9 +217,8 @@ Checkpoint read_npz(const io::Input& in) {
     // Keys are unique: the zip reader refuses duplicate member names.
     d.set(Value::str(key), Value(std::shared_ptr<const Tensor>(p.tensor)));
     c.facts.push_back(fact(topics::kVersion, e.name, std::to_string(p.major) + "." + std::to_string(p.minor)));
-    c.facts.push_back(
-        fact(topics::kHeaderPadding, e.name,
-             std::to_string(p.trailing_spaces) + " spaces, data at byte " + std::to_string(p.data_offset)));
+    c.facts.push_back(fact(topics::kHeaderPadding, e.name,
+                           fmt::format("{} spaces, data at byte {}", p.trailing_spaces, p.data_offset)));
     if (p.fortran_order) c.facts.push_back(fact(topics::kFortranOrder, e.name, "True"));
     if (p.big_endian) c.facts.push_back(fact(topics::kByteOrder, e.name, "big"));
   }

@@ -24,6 +24,8 @@
 #include <variant>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "numpy/constants.h"
 #include "numpy/npy.h"
 #include "tensorseal/error.h"
@@ -188,10 +190,8 @@ std::optional<std::uint64_t> pickled_data(std::span<const std::byte> head) {
   if (head.size() < kPrefixSizeV1) throw Error(rules::kTruncatedHeader, "file ends inside the header length", {}, 6);
   const int major = static_cast<int>(head[6]), minor = static_cast<int>(head[7]);
   if (!((major == 1 || major == 2 || major == 3) && minor == 0))
-    throw Error(
-        rules::kBadVersion,
-        "format version " + std::to_string(major) + "." + std::to_string(minor) + " (numpy reads 1.0, 2.0, 3.0)", {},
-        6);
+    throw Error(rules::kBadVersion, fmt::format("format version {}.{} (numpy reads 1.0, 2.0, 3.0)", major, minor), {},
+                6);
   const std::uint64_t prefix = major == 1 ? kPrefixSizeV1 : kPrefixSizeV2;
   if (head.size() < prefix) throw Error(rules::kTruncatedHeader, "file ends inside the header length", {}, 8);
   const std::uint64_t hlen =

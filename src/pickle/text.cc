@@ -1,5 +1,7 @@
 #include "pickle/text.h"
 
+#include <fmt/format.h>
+
 #include "pickle/constants.h"
 #include "util/hex.h"
 #include "util/text.h"
@@ -74,8 +76,7 @@ std::string raw_unicode_escape_decode(std::string_view s) {
     }
     if (cp > 0x10FFFF) throw Error(rules::kBadStringLiteral, "UNICODE escape is beyond U+10FFFF");
     if (cp >= 0xD800 && cp <= 0xDFFF)
-      throw Error(rules::kSurrogate,
-                  "UNICODE holds the surrogate code point " + std::to_string(cp) + " (not representable)");
+      throw Error(rules::kSurrogate, fmt::format("UNICODE holds the surrogate code point {} (not representable)", cp));
     util::append_utf8(out, cp);
     i = after + 1 + count;
   }

@@ -24,6 +24,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "pickle/compat.h"
 #include "pickle/constants.h"
 #include "pickle/longs.h"
@@ -46,8 +48,8 @@ struct DepthGuard {
   std::uint32_t& d;
   explicit DepthGuard(std::uint32_t& depth) : d(depth) {
     if (++d > kMaxWriteDepth)
-      fail(rules::kWriteTooDeep, "value tree is nested deeper than " + std::to_string(kMaxWriteDepth) +
-                                     " levels (or is recursive)");
+      fail(rules::kWriteTooDeep,
+           fmt::format("value tree is nested deeper than {} levels (or is recursive)", kMaxWriteDepth));
   }
   ~DepthGuard() { --d; }
 };
@@ -229,7 +231,7 @@ void Writer::str(std::string_view utf8) {
   }
   if (util::first_invalid_utf8(utf8)) fail(rules::kWriteBadValue, "str value is not valid UTF-8");
   if (utf8.size() > 0xFFFFFFFFull)
-    fail(rules::kWriteTooLarge, "str of " + std::to_string(utf8.size()) + " bytes does not fit BINUNICODE");
+    fail(rules::kWriteTooLarge, fmt::format("str of {} bytes does not fit BINUNICODE", utf8.size()));
   emit(out_, op::kBinUnicode);
   util::append_le<std::uint32_t>(out_, static_cast<std::uint32_t>(utf8.size()));
   out_ += utf8;

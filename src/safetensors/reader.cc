@@ -2,6 +2,7 @@
 // into a Value tree. Tensors are zero-copy windows of the input, in data order; a whole
 // checkpoint written by tensorseal (__metadata__["tensorseal.structure"]) gets its tree
 // back (structure.h).
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "safetensors/constants.h"
@@ -74,7 +75,7 @@ Checkpoint read_safetensors(const io::Input& in) {
 
   // Facts that shape the bytes without being content, for `explain`.
   c.facts.push_back(fact(topics::kHeaderLength, "byte 0", std::to_string(idx.header_length)));
-  c.facts.push_back(fact(topics::kHeaderPadding, "header end", std::to_string(idx.header_padding) + " spaces"));
+  c.facts.push_back(fact(topics::kHeaderPadding, "header end", fmt::format("{} spaces", idx.header_padding)));
   c.facts.push_back(fact(topics::kKeyOrder, "header", key_order));
   std::string meta_order;
   for (const auto& [k, v] : c.metadata) meta_order += (meta_order.empty() ? "" : ",") + k;

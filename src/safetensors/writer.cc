@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include <fmt/format.h>
+
 #include "safetensors/format.h"
 #include "safetensors/constants.h"
 #include "safetensors/structure.h"
@@ -166,8 +168,8 @@ void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) 
   }
   header += '}';
   if (header.size() > safetensors::kMaxHeaderSize)  // safetensors' serialize() refuses it too
-    throw Error(rules::kHeaderTooLarge, "header of " + std::to_string(header.size()) + " bytes exceeds " +
-                                                std::to_string(safetensors::kMaxHeaderSize));
+    throw Error(rules::kHeaderTooLarge,
+                fmt::format("header of {} bytes exceeds {}", header.size(), safetensors::kMaxHeaderSize));
   header.append(
       (safetensors::kHeaderAlignment - header.size() % safetensors::kHeaderAlignment) % safetensors::kHeaderAlignment,
       ' ');

@@ -5,6 +5,7 @@
 #include "shards/index.h"
 
 #include <cmath>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
@@ -30,7 +31,7 @@ std::string formatting_of(std::string_view text) {
   else {
     std::size_t i = nl + 1, n = 0;
     while (i < text.size() && text[i] == ' ') ++i, ++n;
-    out = "indent " + std::to_string(n);
+    out = fmt::format("indent {}", n);
   }
   out += text.ends_with('\n') ? ", trailing newline" : ", no trailing newline";
   return out;

@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -80,14 +81,14 @@ std::vector<std::vector<std::size_t>> plan(const std::vector<Entry>& entries, co
     std::size_t next = 0;
     for (const std::uint64_t n : options.shard_counts) {
       if (n == 0 || n > entries.size() - next)
-        throw Error(rules::kBadSplit, "shard_counts do not add up to the " + std::to_string(entries.size()) +
-                                              " tensors (or name an empty shard)");
+        throw Error(
+            rules::kBadSplit,
+            fmt::format("shard_counts do not add up to the {} tensors (or name an empty shard)", entries.size()));
       auto& s = shards.emplace_back();
       for (std::uint64_t i = 0; i < n; ++i) s.push_back(next++);
     }
     if (next != entries.size())
-      throw Error(rules::kBadSplit, "shard_counts cover " + std::to_string(next) + " of " +
-                                            std::to_string(entries.size()) + " tensors");
+      throw Error(rules::kBadSplit, fmt::format("shard_counts cover {} of {} tensors", next, entries.size()));
     return shards;
   }
   const std::uint64_t max = options.max_shard_size ? options.max_shard_size : shards::kDefaultMaxShardSize;

@@ -16,6 +16,8 @@
 #include <map>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "torch/format.h"
 #include "pickle/vm.h"
 #include "torch/constants.h"
@@ -117,9 +119,10 @@ Checkpoint read_torch_legacy(const io::Input& in) {
     const std::uint64_t item = ref.typed ? itemsize(ref.dtype) : 1;
     auto nbytes = util::mul(numel, item);
     if (!nbytes || *nbytes > file.size() - pos - 8)
-      throw Error(rules::kLegacyStorageHeader, "storage '" + key + "' claims " + std::to_string(numel) +
-                                                " elements, more than the " + std::to_string(file.size() - pos - 8) +
-                                                " bytes left in the file", in.name, pos);
+      throw Error(rules::kLegacyStorageHeader,
+                  fmt::format("storage '{}' claims {} elements, more than the {} bytes left in the file", key, numel,
+                              file.size() - pos - 8),
+                  in.name, pos);
     std::shared_ptr<Storage> s = in.window(pos + 8, *nbytes);
     s->dtype = ref.dtype;
     if (!little) {
@@ -129,7 +132,7 @@ Checkpoint read_torch_legacy(const io::Input& in) {
     pos += 8 + *nbytes;
   }
   if (pos != file.size())
-    throw Error(rules::kLegacyTrailing, std::to_string(file.size() - pos) + " bytes after the last storage", in.name,
+    throw Error(rules::kLegacyTrailing, fmt::format("{} bytes after the last storage", file.size() - pos), in.name,
                 pos);
   c.facts.push_back(fact(topics::kByteorder, "sys_info", little ? "little" : "big"));
 
@@ -150,12 +153,13 @@ Checkpoint read_torch_legacy(const io::Input& in) {
       throw Error(rules::kMissingStorage, "storage '" + ref.key + "' has no data in the file", in.name, offset);
     if (!seen[ref.key]) {
       seen[ref.key] = true;
-      c.facts.push_back(fact(topics::kStorageKey, "storage #" + std::to_string(first_use++), ref.key));
+      c.facts.push_back(fact(topics::kStorageKey, fmt::format("storage #{}", first_use++), ref.key));
     }
     if (ref.view_metadata.is_none()) {
       if (ref.nbytes() > it->second->size())
-        throw Error(rules::kStorageTooSmall, "storage '" + ref.key + "' needs " + std::to_string(ref.nbytes()) +
-                                              " bytes but has " + std::to_string(it->second->size()), in.name, offset);
+        throw Error(rules::kStorageTooSmall,
+                    fmt::format("storage '{}' needs {} bytes but has {}", ref.key, ref.nbytes(), it->second->size()),
+                    in.name, offset);
       return Value(it->second);
     }
     // Legacy storage views: (view_key, offset, size) in elements of the root storage.

@@ -1,6 +1,8 @@
 // Plain pickle streams: what pickle.dumps(tensor | storage | state_dict | module)
 // writes. Storages inside are torch.storage._load_from_bytes(<bytes>) whose payload is
 // a complete torch file (legacy or zip); those are parsed as nested files, never run.
+#include <fmt/format.h>
+
 #include "torch/format.h"
 #include "torch/constants.h"
 #include "torch/rebuild.h"
@@ -13,8 +15,8 @@ Checkpoint read_pickle_file(const io::Input& in) {
   std::uint64_t end = 0;
   c.root = torch::unpickle(in, in.bytes(), 0, "pickle", {}, c, &end);
   if (end != in.size())
-    throw Error(torch::rules::kPickleTrailing,
-                std::to_string(in.size() - end) + " bytes follow the pickle's STOP opcode", in.name, end);
+    throw Error(torch::rules::kPickleTrailing, fmt::format("{} bytes follow the pickle's STOP opcode", in.size() - end),
+                in.name, end);
   return c;
 }
 

@@ -4,6 +4,8 @@
 #include <set>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "zip/constants.h"
 
 namespace tensorseal::detail::zip {
@@ -71,8 +73,8 @@ std::vector<Fact> describe(const Archive& ar, std::string_view prefix) {
   facts.push_back(fact(topics::kCompression, "entries", joined(methods)));
   facts.push_back(fact(topics::kZip64, "end records", ar.zip64 ? "present" : "absent"));
   if (ar.prefix_size != 0 || ar.unaccounted_bytes != 0)
-    facts.push_back(fact(topics::kUnaccountedBytes, "byte 0",
-                         std::to_string(ar.unaccounted_bytes) + " (prefix " + std::to_string(ar.prefix_size) + ")"));
+    facts.push_back(
+        fact(topics::kUnaccountedBytes, "byte 0", fmt::format("{} (prefix {})", ar.unaccounted_bytes, ar.prefix_size)));
   return facts;
 }
 

@@ -10,6 +10,8 @@
 // then central headers, [zip64 end record, locator], end record.
 #include "zip/writer.h"
 
+#include <fmt/format.h>
+
 #include "tensorseal/error.h"
 #include "util/crc32.h"
 #include "util/endian.h"
@@ -56,13 +58,13 @@ Writer::Writer(io::Sink& sink, Profile profile, std::uint32_t alignment)
   // The padding (< alignment) plus a zip64 field (<= 28) and the "FB" header must fit
   // the u16 extra length.
   if (profile_ == Profile::kTorch && (alignment_ == 0 || alignment_ > 32768))
-    throw Error(rules::kWriterMisuse, "alignment " + std::to_string(alignment_) + " must be in 1..32768");
+    throw Error(rules::kWriterMisuse, fmt::format("alignment {} must be in 1..32768", alignment_));
 }
 
 void Writer::begin_record(std::string name, std::uint64_t size, std::optional<std::uint32_t> crc) {
   if (open_ || finished_) misuse("begin_record while a record is open or after finish");
   if (name.empty() || name.size() > zip::kMaxNameLength || name.find('\0') != std::string::npos || name[0] == '/')
-    throw Error(rules::kWriterName, "record name of " + std::to_string(name.size()) + " bytes is not a valid zip name");
+    throw Error(rules::kWriterName, fmt::format("record name of {} bytes is not a valid zip name", name.size()));
   if (profile_ == Profile::kNumpy && !crc) misuse("the numpy profile needs the record's CRC32 up front");
   const u64 offset = sink_.position() - base_;
   std::string& h = scratch_;  // reused: no allocation per record
@@ -144,7 +146,7 @@ void Writer::begin_record_known_crc(std::string name, std::uint64_t size, std::u
 void Writer::checksum(std::span<const std::byte> data) {
   if (!open_) misuse("write without begin_record");
   if (data.size() > current_.size - written_)
-    misuse("record '" + current_.name + "' declared " + std::to_string(current_.size) + " bytes, got more");
+    misuse(fmt::format("record '{}' declared {} bytes, got more", current_.name, current_.size));
   if (!known_crc_) crc_ = util::crc32(crc_, data);
   written_ += data.size();
 }
@@ -162,8 +164,7 @@ void Writer::write_borrowed(std::span<const std::byte> data) {
 void Writer::end_record() {
   if (!open_) misuse("end_record without begin_record");
   if (written_ != current_.size)
-    misuse("record '" + current_.name + "' declared " + std::to_string(current_.size) + " bytes, got " +
-           std::to_string(written_));
+    misuse(fmt::format("record '{}' declared {} bytes, got {}", current_.name, current_.size, written_));
   if (expected_crc_ && *expected_crc_ != crc_)
     misuse("record '" + current_.name + "': CRC32 given up front differs from the data's");
   current_.crc = crc_;
@@ -199,7 +200,7 @@ void Writer::record_deflated(std::string name, std::uint64_t size, std::uint32_t
   if (profile_ != Profile::kNumpy) misuse("DEFLATED records are written in the numpy profile only");
   if (open_ || finished_) misuse("record_deflated while a record is open or after finish");
   if (name.empty() || name.size() > zip::kMaxNameLength || name.find('\0') != std::string::npos || name[0] == '/')
-    throw Error(rules::kWriterName, "record name of " + std::to_string(name.size()) + " bytes is not a valid zip name");
+    throw Error(rules::kWriterName, fmt::format("record name of {} bytes is not a valid zip name", name.size()));
   const u64 offset = sink_.position() - base_;
   const u16 flags = is_ascii(name) ? 0 : zip::kFlagUtf8;
   std::string h;
