@@ -5,6 +5,8 @@
 #include <cstring>
 #include <unordered_set>
 
+#include <fmt/format.h>
+
 #include "core/walk.h"
 #include "tensorseal/hash.h"
 
@@ -54,7 +56,7 @@ class Flattener : public detail::core::Visitor {
       case K::kStorage: {
         const Storage& s = *v.as_storage();
         const std::string sha = sha256_hex(s.bytes());
-        const std::string d = "storage(" + std::string(name(s.dtype)) + ", " + std::to_string(s.size()) + " bytes)";
+        const std::string d = fmt::format("storage({}, {} bytes)", name(s.dtype), s.size());
         leaf(path, "R" + std::string(name(s.dtype)) + sha, d);
         return false;
       }

@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <fmt/format.h>
+
 #include "api/formats.h"
 #include "tensorseal/diff.h"
 #include "tensorseal/hash.h"
@@ -32,7 +34,7 @@ constexpr std::string_view kGeneric = "the files differ in this container proper
 std::string join_paths(const std::vector<std::string>& v, std::size_t max = 8) {
   std::string s;
   for (std::size_t i = 0; i < v.size() && i < max; ++i) s += (i ? ", " : "") + v[i];
-  if (v.size() > max) s += ", ... (" + std::to_string(v.size()) + " in all)";
+  if (v.size() > max) s += fmt::format(", ... ({} in all)", v.size());
   return s;
 }
 
@@ -125,8 +127,8 @@ void compare_order(const Checkpoint& a, const Checkpoint& b, ExplainReport& r) {
   if (oa == ob) return;
   std::size_t i = 0;
   while (i < oa.size() && i < ob.size() && oa[i] == ob[i]) ++i;
-  r.differences.push_back({std::string(kOrderTensors.id), "tensor #" + std::to_string(i), join_paths(oa),
-                           join_paths(ob), std::string(kOrderTensors.sentence)});
+  r.differences.push_back({std::string(kOrderTensors.id), fmt::format("tensor #{}", i), join_paths(oa), join_paths(ob),
+                           std::string(kOrderTensors.sentence)});
 }
 
 }  // namespace
@@ -174,9 +176,8 @@ ExplainReport explain(const Checkpoint& a, const Checkpoint& b) {
   if (!r.same_content) {
     const DiffReport d = diff(a, b);
     r.differing_tensors = d.differing_tensors();
-    std::string what = std::to_string(d.differing_tensors()) + " of " + std::to_string(d.total_tensors()) +
-                       " tensors differ";
-    if (!d.values.empty()) what += ", " + std::to_string(d.values.size()) + " other values differ";
+    std::string what = fmt::format("{} of {} tensors differ", d.differing_tensors(), d.total_tensors());
+    if (!d.values.empty()) what += fmt::format(", {} other values differ", d.values.size());
     r.differences.push_back({std::string(kData.id), "content", r.content_hash_a, r.content_hash_b,
                              std::string(kData.sentence) + ": " + what});
   }

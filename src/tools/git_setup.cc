@@ -15,6 +15,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "io/sink.h"
 
 extern char** environ;
@@ -73,8 +75,7 @@ std::string git_or_throw(const std::filesystem::path& dir, const std::vector<std
     std::string cmd = "git";
     for (const auto& a : args) cmd += " " + a;
     std::string why = r.out.substr(0, r.out.find('\n'));
-    throw Error(rules::kGitCommand, "'" + cmd + "' failed (exit " + std::to_string(r.status) + "): " + why,
-                dir.string());
+    throw Error(rules::kGitCommand, fmt::format("'{}' failed (exit {}): {}", cmd, r.status, why), dir.string());
   }
   while (!r.out.empty() && (r.out.back() == '\n' || r.out.back() == '\r')) r.out.pop_back();
   return r.out;

@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <fmt/format.h>
+
 #include "core/walk.h"
 #include "hash/content_hash.h"
 #include "tensorseal/error.h"
@@ -51,20 +53,20 @@ class ValueCollector final : public detail::core::Visitor {
       case K::kStorage: {
         const Storage& s = *v.as_storage();
         const auto b = s.bytes();
-        out_.push_back({path, "storage " + std::string(name(s.dtype)) + " " + std::to_string(b.size()) + " bytes " +
-                                  digest_of({reinterpret_cast<const char*>(b.data()), b.size()})});
+        out_.push_back({path, fmt::format("storage {} {} bytes {}", name(s.dtype), b.size(),
+                                          digest_of({reinterpret_cast<const char*>(b.data()), b.size()}))});
         return false;
       }
       case K::kStr:
         if (v.as_str().size() > kShortText) {
-          out_.push_back({path, "str[" + std::to_string(v.as_str().size()) + "] " + digest_of(v.as_str())});
+          out_.push_back({path, fmt::format("str[{}] {}", v.as_str().size(), digest_of(v.as_str()))});
           return false;
         }
         break;
       case K::kBytes:
         if (v.as_bytes().size() > kShortText) {
-          out_.push_back({path, std::string(v.is_bytearray() ? "bytearray[" : "bytes[") +
-                                    std::to_string(v.as_bytes().size()) + "] " + digest_of(v.as_bytes())});
+          out_.push_back({path, fmt::format("{}[{}] {}", v.is_bytearray() ? "bytearray" : "bytes", v.as_bytes().size(),
+                                            digest_of(v.as_bytes()))});
           return false;
         }
         break;

@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include <fmt/format.h>
+
 #include "tensorseal/hash.h"
 #include "tensorseal/tensor.h"
 #include "tensorseal/value.h"
@@ -13,9 +15,9 @@ namespace tensorseal::detail::tools {
 
 inline std::string quantization_line(const Quantization& q) {
   std::string s(scheme_name(q.scheme));
-  if (!q.per_channel()) return s + " scale=" + repr(Value(q.scale)) + " zero_point=" + std::to_string(q.zero_point);
-  return s + " axis=" + std::to_string(q.axis) + " scales sha256:" + tensor_sha256(*q.scales) +
-         " zero_points sha256:" + tensor_sha256(*q.zero_points);
+  if (!q.per_channel()) return fmt::format("{} scale={} zero_point={}", s, repr(Value(q.scale)), q.zero_point);
+  return fmt::format("{} axis={} scales sha256:{} zero_points sha256:{}", s, q.axis, tensor_sha256(*q.scales),
+                     tensor_sha256(*q.zero_points));
 }
 
 }  // namespace tensorseal::detail::tools

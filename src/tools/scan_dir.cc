@@ -31,6 +31,8 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "dcp/constants.h"
 #include "dcp/metadata.h"
 #include "dcp/transform.h"
@@ -101,8 +103,7 @@ class DirScanner {
     for (; !ec && it != end; it.increment(ec)) {
       const auto& e = *it;
       if (++count_ > options_.limits.max_entries)
-        throw Error(rules::kTooManyFiles,
-                    "more than max_entries (" + std::to_string(options_.limits.max_entries) + ") files",
+        throw Error(rules::kTooManyFiles, fmt::format("more than max_entries ({}) files", options_.limits.max_entries),
                     root_.string());
       entries.push_back(e.path());
     }
@@ -192,12 +193,11 @@ class DirScanner {
                                                      "storage file", meta.string());
           files.insert(f);
           const auto bytes = open(f)->bytes();
-          const std::string where = f.string() + "@" + std::to_string(st.offset);
+          const std::string where = fmt::format("{}@{}", f.string(), st.offset);
           if (st.offset > bytes.size() || st.length > bytes.size() - st.offset)
-            throw Error(
-                rules::kDirEntry,
-                "item '" + e.fqn + "' lies past the end of its file (" + std::to_string(bytes.size()) + " bytes)",
-                f.string(), st.offset);
+            throw Error(rules::kDirEntry,
+                        fmt::format("item '{}' lies past the end of its file ({} bytes)", e.fqn, bytes.size()),
+                        f.string(), st.offset);
           const auto plain = detail::dcp::undo_transforms(bytes.subspan(st.offset, st.length), st.transforms,
                                                           options_.limits.max_alloc, f.string(), st.offset);
           reports.push_back(scan_image(plain->bytes(), f.string(), where, options_));

@@ -37,6 +37,8 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "api/formats.h"
 #include "dcp/constants.h"
 #include "dcp/transform.h"
@@ -179,7 +181,7 @@ class Scanner {
 
   // A finding that is not a global: module `marker` (tools/scan.h), name `what`.
   void finding(std::string_view marker, std::string what, const std::string& where, std::uint64_t off) {
-    refs.push_back(GlobalRef{std::string(marker), std::move(what), where + " @ " + std::to_string(off)});
+    refs.push_back(GlobalRef{std::string(marker), std::move(what), fmt::format("{} @ {}", where, off)});
   }
 
   // torch.storage._load_from_bytes(*args): the payload scanned as a nested file.
@@ -189,16 +191,16 @@ class Scanner {
       return;
     }
     if (depth >= limits_.max_nested_files)
-      throw Error(detail::torch::rules::kNestingTooDeep,
-                  "_load_from_bytes payloads nested deeper than max_nested_files (" +
-                      std::to_string(limits_.max_nested_files) + ")",
-                  file_, off);
+      throw Error(
+          detail::torch::rules::kNestingTooDeep,
+          fmt::format("_load_from_bytes payloads nested deeper than max_nested_files ({})", limits_.max_nested_files),
+          file_, off);
     const std::string_view b = args[0].as_bytes();
     std::optional<Error> nested_error;
     const auto* records = std::exchange(records_, nullptr);  // the payload is a file of its own
     const RestoreRecords restore{records_, records};
     blob(Bytes(reinterpret_cast<const std::byte*>(b.data()), b.size()),
-         where + "/_load_from_bytes#" + std::to_string(++nested_), depth + 1, false, nested_error);
+         fmt::format("{}/_load_from_bytes#{}", where, ++nested_), depth + 1, false, nested_error);
     if (nested_error) throw *nested_error;
   }
 
@@ -337,8 +339,8 @@ class Scanner {
     const auto bytes = detail::util::mul(static_cast<std::uint64_t>(p[4].as_int()), itemsize(*dt));
     if (bytes && *bytes <= rec->second) return;
     finding(detail::tools::kLatentModule,
-            "<storage '" + std::string(p[2].as_str()) + "' declares " + std::to_string(p[4].as_int()) +
-                " elements, more than its " + std::to_string(rec->second) + "-byte record (CVE-2026-24747)>",
+            fmt::format("<storage '{}' declares {} elements, more than its {}-byte record (CVE-2026-24747)>",
+                        p[2].as_str(), p[4].as_int(), rec->second),
             where, off);
   }
 
@@ -390,7 +392,7 @@ class Scanner {
       const std::size_t before = refs.size();
       try {
         const detail::pickle::Parsed p =
-            parse_one(data.subspan(pos), where + "#stacked" + std::to_string(n + 1), base + pos, h);
+            parse_one(data.subspan(pos), fmt::format("{}#stacked{}", where, n + 1), base + pos, h);
         if (p.end == 0) break;
         pos += p.end;
       } catch (const Error&) {
@@ -444,7 +446,7 @@ class Scanner {
     scratch = std::move(in.data);
     if (in.over && cap == limits_.max_pickle_inflate)
       throw Error(detail::zip::rules::kEntryTooLarge,
-                  "entry '" + e.name + "' inflates past max_pickle_inflate (" + std::to_string(cap) + " bytes)", file_,
+                  fmt::format("entry '{}' inflates past max_pickle_inflate ({} bytes)", e.name, cap), file_,
                   e.data_offset);
     return {scratch.data(), scratch.size()};
   }
@@ -498,8 +500,8 @@ class Scanner {
       guard(false, [&] {
         if (depth >= limits_.max_nested_files)
           throw Error(detail::torch::rules::kNestingTooDeep,
-                      "archive member '" + e.name + "' nests archives deeper than max_nested_files (" +
-                          std::to_string(limits_.max_nested_files) + ")",
+                      fmt::format("archive member '{}' nests archives deeper than max_nested_files ({})", e.name,
+                                  limits_.max_nested_files),
                       file_, e.data_offset);
         std::vector<std::byte> whole;
         const Bytes data = complete ? head : member(file, e, limits_.max_pickle_inflate, whole, complete);
@@ -700,7 +702,7 @@ ScanReport scan_records(const std::filesystem::path& path, const ReadOptions& op
       const auto plain =
           detail::dcp::undo_transforms(bytes.subspan(offset, frame), {std::string(detail::dcp::kZstdTransform) + "/1"},
                                        options.limits.max_alloc, path.string(), offset);
-      s.records(plain->bytes(), path.string() + "@" + std::to_string(offset));
+      s.records(plain->bytes(), fmt::format("{}@{}", path.string(), offset));
     } catch (const Error&) {
       ++at;
       continue;

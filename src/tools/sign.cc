@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fmt/format.h>
 #include <map>
 #include <optional>
 #include <memory>
@@ -47,9 +48,7 @@ std::string read_small_file(const fs::path& p, std::uint64_t max, const Rule& ru
   std::error_code ec;
   const auto size = fs::file_size(p, ec);
   if (ec) throw Error(rule, "cannot read the " + std::string(what) + ": " + ec.message(), p.string());
-  if (size > max)
-    throw Error(rule, "the " + std::string(what) + " is " + std::to_string(size) + " bytes, more than " +
-                          std::to_string(max), p.string());
+  if (size > max) throw Error(rule, fmt::format("the {} is {} bytes, more than {}", what, size, max), p.string());
   std::FILE* f = std::fopen(p.c_str(), "rb");
   if (f == nullptr) throw Error(rule, "cannot open the " + std::string(what), p.string());
   std::string out(size, '\0');
@@ -328,8 +327,8 @@ SignatureCheck verify_signature(const InspectReport& actual, std::string_view bu
   std::string list;
   for (std::size_t i = 0; i < diffs.size() && i < 8; ++i) list += (i ? ", " : "") + diffs[i];
   if (diffs.size() > 8) list += ", ...";
-  throw Error(rules::kSignContent,
-              std::to_string(diffs.size()) + " tensor(s) differ from the signed manifest: " + list, actual.file);
+  throw Error(rules::kSignContent, fmt::format("{} tensor(s) differ from the signed manifest: {}", diffs.size(), list),
+              actual.file);
 }
 
 }  // namespace tensorseal
