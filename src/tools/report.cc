@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "io/sink.h"
 #include "tensorseal/diff.h"
 
@@ -204,13 +206,13 @@ std::string html_report(const DiffReport& r) {
   const bool eq = r.equal();
   std::string verdict;
   if (eq && r.bit_different_tensors() == 0)
-    verdict = "content identical: " + std::to_string(r.total_tensors()) + " tensors, 0 differ";
+    verdict = fmt::format("content identical: {} tensors, 0 differ", r.total_tensors());
   else if (eq)
-    verdict = "equal within tolerance: " + std::to_string(r.total_tensors()) + " tensors, " +
-              std::to_string(r.bit_different_tensors()) + " not bit-identical";
+    verdict = fmt::format("equal within tolerance: {} tensors, {} not bit-identical", r.total_tensors(),
+                          r.bit_different_tensors());
   else
-    verdict = std::to_string(r.differing_tensors()) + " of " + std::to_string(r.total_tensors()) + " tensors differ" +
-              (r.values.empty() ? "" : ", " + std::to_string(r.values.size()) + " other values differ");
+    verdict = fmt::format("{} of {} tensors differ", r.differing_tensors(), r.total_tensors()) +
+              (r.values.empty() ? "" : fmt::format(", {} other values differ", r.values.size()));
   h += "<div id=\"summary\" class=\"" + std::string(eq ? "equal" : "differ") + "\"><b>" + esc(verdict) +
        "</b><div class=\"cards\">";
   std::size_t counts[6] = {};
