@@ -8,10 +8,12 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/memory_copy.h"
 #include "tensorseal/checkpoint.h"
+#include "tensorseal/error.h"
 #include "tensorseal/storage.h"
 
 namespace tensorseal::detail::io {
@@ -65,6 +67,12 @@ struct Input {
     return Storage::slice(whole, offset, size);
   }
 };
+
+// Throws Error(rule, detail) at byte `offset` of the file `in` names: the Input
+// overload of core/fail.h's fail(), for readers that hold the Input.
+[[noreturn]] inline void fail(const Rule& rule, std::string detail, const Input& in, std::uint64_t offset = kNoOffset) {
+  throw Error(rule, std::move(detail), in.name, offset);
+}
 
 // The Input of a whole mapped file, named by its path.
 inline Input input_of(const std::shared_ptr<const MappedFile>& file, const ReadOptions& options) {

@@ -49,10 +49,6 @@ namespace {
 constexpr std::uint64_t kAt = safetensors::kLengthPrefixSize;  // entry and metadata errors point at the header
 constexpr std::size_t kAbsent = SafetensorsIndex::kAbsent;
 
-[[noreturn]] void fail(const Rule& r, std::string detail, const io::Input& in, std::uint64_t offset) {
-  throw Error(r, std::move(detail), in.name, offset);
-}
-
 // ---- the header's values, before any rule -------------------------------------------
 
 // A field of an entry: absent, in the form the rules expect, or any other JSON value.

@@ -15,10 +15,6 @@
 namespace tensorseal::detail::safetensors {
 using core::fact;
 
-[[noreturn]] static void fail(const Rule& r, std::string detail, const io::Input& in, std::uint64_t offset) {
-  throw Error(r, std::move(detail), in.name, offset);
-}
-
 bool detect_safetensors(std::span<const std::byte> b) noexcept {
   if (b.size() < 9) return false;
   const std::uint64_t n = util::load_le<std::uint64_t>(b.data());
