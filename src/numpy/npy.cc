@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "core/fail.h"
 #include "numpy/format.h"
 #include "numpy/constants.h"
 #include "tensorseal/error.h"
@@ -33,8 +34,6 @@ namespace tensorseal::detail::numpy {
 namespace {
 
 using u64 = std::uint64_t;
-
-[[noreturn]] void fail(const Rule& r, std::string detail, u64 offset) { throw Error(r, std::move(detail), {}, offset); }
 
 struct Tuple {
   std::vector<std::int64_t> items;
@@ -62,7 +61,7 @@ class HeaderParser {
       ws();
       Literal v = value(key);
       if (!out.emplace(key, std::move(v)).second)
-        fail(numpy::rules::kBadHeader, "key '" + key + "' appears twice", base_ + key_at);
+        fail(numpy::rules::kBadHeader, "key '" + key + "' appears twice", {}, base_ + key_at);
       ws();
       if (peek() == ',') {
         ++i_;
@@ -82,7 +81,7 @@ class HeaderParser {
     std::string near(s_.substr(i_, 24));
     for (char& c : near)
       if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-    fail(numpy::rules::kBadHeader, fmt::format("header literal: {} at \"{}\"", what, near), base_ + i_);
+    fail(numpy::rules::kBadHeader, fmt::format("header literal: {} at \"{}\"", what, near), {}, base_ + i_);
   }
   char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
   void expect(char c) {
@@ -110,12 +109,12 @@ class HeaderParser {
     if (s_.substr(i_, 5) == "False") return i_ += 5, false;
     if (c == '[') {
       if (key == "descr")
-        fail(numpy::rules::kStructured, "structured dtypes (a list descr) are not supported", base_ + i_);
+        fail(numpy::rules::kStructured, "structured dtypes (a list descr) are not supported", {}, base_ + i_);
       bad("unexpected list");
     }
     if (c == '(') {
       if (key == "descr")
-        fail(numpy::rules::kStructured, "subarray dtypes (a tuple descr) are not supported", base_ + i_);
+        fail(numpy::rules::kStructured, "subarray dtypes (a tuple descr) are not supported", {}, base_ + i_);
       return tuple();
     }
     bad("expected a string, True, False or a tuple");
@@ -144,7 +143,7 @@ class HeaderParser {
   }
   std::int64_t integer() {
     const u64 at = i_;
-    if (peek() == '-') fail(numpy::rules::kBadShape, "negative dimension in the shape", base_ + at);
+    if (peek() == '-') fail(numpy::rules::kBadShape, "negative dimension in the shape", {}, base_ + at);
     if (peek() < '0' || peek() > '9') bad("expected a dimension");
     if (peek() == '0' && i_ + 1 < s_.size() && s_[i_ + 1] >= '0' && s_[i_ + 1] <= '9')
       bad("leading zero in an integer");
@@ -153,7 +152,7 @@ class HeaderParser {
       auto m = util::mul(v, 10);
       auto a = m ? util::add(*m, static_cast<u64>(peek() - '0')) : std::nullopt;
       if (!a || *a > static_cast<u64>(INT64_MAX))
-        fail(numpy::rules::kShapeOverflow, "dimension does not fit in 64 bits", base_ + at);
+        fail(numpy::rules::kShapeOverflow, "dimension does not fit in 64 bits", {}, base_ + at);
       v = *a;
       ++i_;
     }
@@ -185,23 +184,25 @@ struct RawHeader {
 RawHeader read_raw_header(std::span<const std::byte> b) {
   const u64 size = b.size();
   if (size < numpy::kMagic.size() || util::as_chars(b.first(numpy::kMagic.size())) != numpy::kMagic)
-    fail(numpy::rules::kBadMagic, "not a .npy file (no \\x93NUMPY magic)", 0);
+    fail(numpy::rules::kBadMagic, "not a .npy file (no \\x93NUMPY magic)", {}, 0);
   if (size < numpy::kMagic.size() + 2)
-    fail(numpy::rules::kTruncatedHeader, "file ends inside the format version", size);
+    fail(numpy::rules::kTruncatedHeader, "file ends inside the format version", {}, size);
   RawHeader p;
   p.major = static_cast<int>(b[6]);
   p.minor = static_cast<int>(b[7]);
   if (!((p.major == 1 || p.major == 2 || p.major == 3) && p.minor == 0))
-    fail(numpy::rules::kBadVersion, fmt::format("format version {}.{} (known: 1.0, 2.0, 3.0)", p.major, p.minor), 6);
+    fail(numpy::rules::kBadVersion, fmt::format("format version {}.{} (known: 1.0, 2.0, 3.0)", p.major, p.minor), {},
+         6);
   const u64 prefix = p.major == 1 ? numpy::kPrefixSizeV1 : numpy::kPrefixSizeV2;
-  if (size < prefix) fail(numpy::rules::kTruncatedHeader, "file ends inside the header length", 8);
+  if (size < prefix) fail(numpy::rules::kTruncatedHeader, "file ends inside the header length", {}, 8);
   const u64 hlen =
       p.major == 1 ? util::load_le<std::uint16_t>(b.data() + 8) : util::load_le<std::uint32_t>(b.data() + 8);
   if (hlen > numpy::kMaxHeaderSize)
-    fail(numpy::rules::kHeaderTooLarge, fmt::format("header of {} bytes exceeds {}", hlen, numpy::kMaxHeaderSize), 8);
+    fail(numpy::rules::kHeaderTooLarge, fmt::format("header of {} bytes exceeds {}", hlen, numpy::kMaxHeaderSize), {},
+         8);
   if (hlen > size - prefix)
     fail(numpy::rules::kTruncatedHeader,
-         fmt::format("header of {} bytes runs past the end ({} bytes left)", hlen, size - prefix), 8);
+         fmt::format("header of {} bytes runs past the end ({} bytes left)", hlen, size - prefix), {}, 8);
   const std::string_view text = util::as_chars(b.subspan(prefix, hlen));
   // Versions 1.0 and 2.0 are latin-1, 3.0 UTF-8; the parser accepts only ASCII inside
   // strings and the keys are ASCII, so the encodings need no decoding here.
@@ -210,7 +211,8 @@ RawHeader read_raw_header(std::span<const std::byte> b) {
   p.dict = HeaderParser(text, prefix, p.major <= 2).parse();
   for (const auto& [k, v] : p.dict)
     if (k != "descr" && k != "fortran_order" && k != "shape")
-      fail(numpy::rules::kBadHeader, "unexpected key '" + k + "' (numpy writes descr, fortran_order, shape)", prefix);
+      fail(numpy::rules::kBadHeader, "unexpected key '" + k + "' (numpy writes descr, fortran_order, shape)", {},
+           prefix);
   return p;
 }
 
@@ -220,7 +222,7 @@ std::optional<std::uint64_t> object_array_data(std::span<const std::byte> head) 
   RawHeader h = read_raw_header(head);
   auto it = h.dict.find("descr");
   if (it == h.dict.end() || !std::holds_alternative<std::string>(it->second))
-    fail(numpy::rules::kBadHeader, "header has no string 'descr'", h.prefix);
+    fail(numpy::rules::kBadHeader, "header has no string 'descr'", {}, h.prefix);
   std::string_view code = std::get<std::string>(it->second);
   if (!code.empty() && (code[0] == '<' || code[0] == '>' || code[0] == '|' || code[0] == '=')) code.remove_prefix(1);
   if (code.starts_with("O")) return h.data_offset;
@@ -236,17 +238,17 @@ Parsed parse_header(std::span<const std::byte> b, std::uint64_t size, const Limi
   auto& dict = raw.dict;
   auto get = [&](const char* key) -> const Literal& {
     auto it = dict.find(key);
-    if (it == dict.end()) fail(numpy::rules::kBadHeader, fmt::format("header has no '{}'", key), prefix);
+    if (it == dict.end()) fail(numpy::rules::kBadHeader, fmt::format("header has no '{}'", key), {}, prefix);
     return it->second;
   };
   const Literal& descr = get("descr");
   const Literal& fortran = get("fortran_order");
   const Literal& shape_lit = get("shape");
-  if (!std::holds_alternative<std::string>(descr)) fail(numpy::rules::kBadHeader, "descr is not a string", prefix);
+  if (!std::holds_alternative<std::string>(descr)) fail(numpy::rules::kBadHeader, "descr is not a string", {}, prefix);
   if (!std::holds_alternative<bool>(fortran))
-    fail(numpy::rules::kBadHeader, "fortran_order is not True or False", prefix);
+    fail(numpy::rules::kBadHeader, "fortran_order is not True or False", {}, prefix);
   if (!std::holds_alternative<Tuple>(shape_lit))
-    fail(numpy::rules::kBadShape, "shape is not a tuple of integers", prefix);
+    fail(numpy::rules::kBadShape, "shape is not a tuple of integers", {}, prefix);
   p.descr = std::get<std::string>(descr);
   p.fortran_order = std::get<bool>(fortran);
   const auto& shape = std::get<Tuple>(shape_lit).items;
@@ -255,14 +257,14 @@ Parsed parse_header(std::span<const std::byte> b, std::uint64_t size, const Limi
   if (!code.empty() && (code[0] == '<' || code[0] == '>' || code[0] == '|' || code[0] == '=')) code.remove_prefix(1);
   if (code.starts_with("O"))
     fail(numpy::rules::kObjectArray,
-         fmt::format("object arrays ('{}') hold pickled Python objects and are not supported", p.descr), prefix);
+         fmt::format("object arrays ('{}') hold pickled Python objects and are not supported", p.descr), {}, prefix);
   bool big = false;
   const auto dtype = dtype_from_numpy(p.descr, &big);
   if (!dtype || itemsize(*dtype) == 0)
-    fail(numpy::rules::kDtypeUnsupported, "dtype '" + p.descr + "' has no tensorseal equivalent", prefix);
+    fail(numpy::rules::kDtypeUnsupported, "dtype '" + p.descr + "' has no tensorseal equivalent", {}, prefix);
   if (shape.size() > limits.max_ndim)
-    fail(numpy::rules::kTooManyDims,
-         fmt::format("{} dimensions exceed the limit of {}", shape.size(), limits.max_ndim), prefix);
+    fail(numpy::rules::kTooManyDims, fmt::format("{} dimensions exceed the limit of {}", shape.size(), limits.max_ndim),
+         {}, prefix);
 
   // Element count, and the product of the non-zero dimensions (strides of a
   // zero-size array still have to be representable).
@@ -271,26 +273,27 @@ Parsed parse_header(std::span<const std::byte> b, std::uint64_t size, const Limi
     auto n = util::mul(numel, static_cast<u64>(d));
     auto s = util::mul(span, static_cast<u64>(std::max<std::int64_t>(d, 1)));
     if (!n || !s || *s > static_cast<u64>(INT64_MAX))
-      fail(numpy::rules::kShapeOverflow, "shape " + python_repr_shape(shape) + " overflows 64-bit arithmetic", prefix);
+      fail(numpy::rules::kShapeOverflow, "shape " + python_repr_shape(shape) + " overflows 64-bit arithmetic", {},
+           prefix);
     numel = *n;
     span = *s;
   }
   const auto nbytes = util::mul(numel, itemsize(*dtype));
   if (!nbytes)
     fail(numpy::rules::kShapeOverflow,
-         fmt::format("shape {} of {} overflows 64-bit byte counts", python_repr_shape(shape), p.descr), prefix);
+         fmt::format("shape {} of {} overflows 64-bit byte counts", python_repr_shape(shape), p.descr), {}, prefix);
   p.data_offset = prefix + hlen;
   const u64 available = size - p.data_offset;
   if (*nbytes > available)
     fail(numpy::rules::kTruncatedData,
-         fmt::format("shape {} of {} needs {} bytes, {} follow the header", python_repr_shape(shape), p.descr,
-                     *nbytes, available),
-         size);
+         fmt::format("shape {} of {} needs {} bytes, {} follow the header", python_repr_shape(shape), p.descr, *nbytes,
+                     available),
+         {}, size);
   // numpy's np.load ignores bytes after the array; they can only be a second payload
   // (polyglot), so tensorseal refuses them.
   if (*nbytes < available)
     fail(numpy::rules::kTrailingData,
-         fmt::format("{} bytes follow the {} bytes of array data", available - *nbytes, *nbytes),
+         fmt::format("{} bytes follow the {} bytes of array data", available - *nbytes, *nbytes), {},
          p.data_offset + *nbytes);
 
   // Padding: the spaces between '}' and the final newline, for `explain`.
@@ -325,8 +328,8 @@ Parsed parse(const std::shared_ptr<const Storage>& image, const Limits& limits) 
   std::shared_ptr<Storage> storage;
   if (p.big_endian) {
     if (*nbytes > limits.max_alloc)
-      fail(numpy::rules::kTooLarge,
-           fmt::format("big-endian data of {} bytes exceeds the allocation limit", *nbytes), p.data_offset);
+      fail(numpy::rules::kTooLarge, fmt::format("big-endian data of {} bytes exceeds the allocation limit", *nbytes),
+           {}, p.data_offset);
     const auto src = b.subspan(p.data_offset, *nbytes);
     std::vector<std::byte> owned(src.begin(), src.end());
     util::byteswap_inplace(owned, swap_unit(*dtype));
