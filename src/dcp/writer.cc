@@ -27,6 +27,7 @@
 #include <map>
 #include <set>
 
+#include "core/fail.h"
 #include "dcp/constants.h"
 #include "dcp/format.h"
 #include "dcp/metadata.h"
@@ -48,8 +49,6 @@ struct Leaf {
   Value value;
 };
 
-[[noreturn]] void refuse(const Rule& r, const std::string& what) { throw Error(r, what); }
-
 std::string path_text(const std::vector<Value>& path) {
   std::string s;
   for (const auto& p : path)
@@ -70,11 +69,11 @@ bool is_terminal(const Value& v) {
 void flatten(const Value& v, std::vector<Value>& path, std::vector<Leaf>& out, std::set<std::string>& seen) {
   if (v.is(Value::Kind::kDict)) {
     if (v.as_dict().items.empty() && !path.empty())
-      refuse(rules::kWriteUnrepresentable, "'" + path_text(path) + "' is an empty dict, which DCP does not store");
+      fail(rules::kWriteUnrepresentable, "'" + path_text(path) + "' is an empty dict, which DCP does not store");
     for (const auto& [k, x] : v.as_dict().items) {
       if (!k.is(Value::Kind::kStr))
-        refuse(rules::kWriteUnrepresentable, "key " + repr(k, 40) + " under '" + path_text(path) +
-                                                    "' is not a str (DCP would give it back as str)");
+        fail(rules::kWriteUnrepresentable,
+             "key " + repr(k, 40) + " under '" + path_text(path) + "' is not a str (DCP would give it back as str)");
       path.push_back(k);
       flatten(x, path, out, seen);
       path.pop_back();
@@ -90,18 +89,18 @@ void flatten(const Value& v, std::vector<Value>& path, std::vector<Leaf>& out, s
     return;
   }
   const std::string fqn = path_text(path);
-  if (!seen.insert(fqn).second) refuse(rules::kWriteUnrepresentable, "two paths flatten to '" + fqn + "'");
+  if (!seen.insert(fqn).second) fail(rules::kWriteUnrepresentable, "two paths flatten to '" + fqn + "'");
   if (v.is(Value::Kind::kTensor)) {
     const auto& t = *v.as_tensor();
     if (t.is_parameter || t.requires_grad)
-      refuse(rules::kWriteUnrepresentable,
-             "tensor '" + fqn + "' is a Parameter or requires grad; DCP stores plain tensors");
+      fail(rules::kWriteUnrepresentable,
+           "tensor '" + fqn + "' is a Parameter or requires grad; DCP stores plain tensors");
     if (t.numpy != NumpyType::kNone)
-      refuse(rules::kWriteUnrepresentable, "'" + fqn + "' is a numpy object; DCP stores plain tensors");
+      fail(rules::kWriteUnrepresentable, "'" + fqn + "' is a numpy object; DCP stores plain tensors");
     if (t.quantization)
-      refuse(rules::kWriteUnrepresentable, "tensor '" + fqn + "' is quantized; DCP stores plain tensors");
+      fail(rules::kWriteUnrepresentable, "tensor '" + fqn + "' is quantized; DCP stores plain tensors");
     if (t.attributes)
-      refuse(rules::kWriteUnrepresentable, "tensor '" + fqn + "' has Python attributes; DCP stores plain tensors");
+      fail(rules::kWriteUnrepresentable, "tensor '" + fqn + "' has Python attributes; DCP stores plain tensors");
   }
   out.push_back({fqn, path, v});
 }
@@ -147,8 +146,8 @@ void check_dcp_target(const fs::path& target) {
 
 void write_dcp(const Value& root, const WriteOptions& options, const fs::path& dir) {
   if (!root.is(Value::Kind::kDict))
-    refuse(rules::kWriteUnrepresentable,
-           "a DCP checkpoint holds a state dict; got " + std::string(kind_name(root.kind())));
+    fail(rules::kWriteUnrepresentable,
+         "a DCP checkpoint holds a state dict; got " + std::string(kind_name(root.kind())));
   const std::uint32_t world = options.world_size == 0 ? 1 : options.world_size;
   std::vector<Leaf> leaves;
   std::vector<Value> path;
