@@ -216,7 +216,7 @@ Checkpoint read_npz(const io::Input& in) {
     }
     // Keys are unique: the zip reader refuses duplicate member names.
     d.set(Value::str(key), Value(std::shared_ptr<const Tensor>(p.tensor)));
-    c.facts.push_back(fact(topics::kVersion, e.name, std::to_string(p.major) + "." + std::to_string(p.minor)));
+    c.facts.push_back(fact(topics::kVersion, e.name, fmt::format("{}.{}", p.major, p.minor)));
     c.facts.push_back(fact(topics::kHeaderPadding, e.name,
                            fmt::format("{} spaces, data at byte {}", p.trailing_spaces, p.data_offset)));
     if (p.fortran_order) c.facts.push_back(fact(topics::kFortranOrder, e.name, "True"));
