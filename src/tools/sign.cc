@@ -20,6 +20,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <tuple>
+#include <fmt/format.h>
 
 #include "tensorseal/hash.h"
 #include "tools/json.h"
@@ -246,6 +247,9 @@ SignatureCheck verify_signature(const InspectReport& actual, std::string_view bu
   out.key_type = key_type(key.get(), public_key);
   out.key_id = key_id(key.get());
 
+  if (bundle_text.size() > kMaxBundle)
+    throw Error(rules::kSignBundle, fmt::format("the signature bundle is {} bytes, over the {} a manifest needs",
+                                                bundle_text.size(), kMaxBundle));
   const auto bundle = nlohmann::json::parse(bundle_text, nullptr, false);
   if (bundle.is_discarded()) throw Error(rules::kSignBundle, "the signature is not JSON");
   const std::string media = string_member(bundle, "mediaType", rules::kSignBundle, "the bundle");

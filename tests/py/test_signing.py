@@ -153,6 +153,12 @@ def test_every_broken_signature_fails_by_its_rule(keys, model, tmp_path):
                    {**bundle, "dsseEnvelope": {**bundle["dsseEnvelope"], "payloadType": "text/plain"}}):
         rc, out = verify_with(broken)
         assert rc == 1 and "[sign/bundle]" in out, out
+    # A bundle over 1 GiB (sparse: no disk used) is refused before any JSON parse.
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as f:
+        f.truncate((1 << 30) + 1)
+    r = run_tseal("verify", d / "model.pt", "--signature", huge, "--pub", pub)
+    assert r.returncode == 1 and "[sign/bundle]" in r.stderr + r.stdout and "1073741825 bytes" in r.stderr + r.stdout
     # Keys tensorseal does not sign with, and encrypted keys: refused, exit 2, nothing written.
     rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     (tmp_path / "rsa.pem").write_bytes(rsa_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
