@@ -3,6 +3,7 @@
 // 1 different, 2 error.
 #include <algorithm>
 #include <cmath>
+#include <fmt/format.h>
 
 #include "common.h"
 #include "progress.h"
@@ -13,17 +14,16 @@ namespace {
 std::string num(double v, int digits = 4) { return tensorseal::number_text(v, digits); }
 
 std::string summary_line(const tensorseal::DiffReport& r) {
-  const auto total = std::to_string(r.total_tensors());
-  if (r.equal() && r.bit_different_tensors() == 0) return "content identical: " + total + " tensors, 0 differ";
+  const auto total = r.total_tensors();
+  if (r.equal() && r.bit_different_tensors() == 0) return fmt::format("content identical: {} tensors, 0 differ", total);
   if (r.equal())
-    return "equal within tolerance: " + total + " tensors, " + std::to_string(r.bit_different_tensors()) +
-           " not bit-identical";
-  std::string s = std::to_string(r.differing_tensors()) + " of " + total + " tensors differ";
+    return fmt::format("equal within tolerance: {} tensors, {} not bit-identical", total, r.bit_different_tensors());
+  std::string s = fmt::format("{} of {} tensors differ", r.differing_tensors(), total);
   std::vector<std::string> parts;
-  if (!r.only_in_a.empty()) parts.push_back(std::to_string(r.only_in_a.size()) + " only in A");
-  if (!r.only_in_b.empty()) parts.push_back(std::to_string(r.only_in_b.size()) + " only in B");
-  if (!r.renamed.empty()) parts.push_back(std::to_string(r.renamed.size()) + " renamed");
-  if (!r.values.empty()) parts.push_back(std::to_string(r.values.size()) + " other values differ");
+  if (!r.only_in_a.empty()) parts.push_back(fmt::format("{} only in A", r.only_in_a.size()));
+  if (!r.only_in_b.empty()) parts.push_back(fmt::format("{} only in B", r.only_in_b.size()));
+  if (!r.renamed.empty()) parts.push_back(fmt::format("{} renamed", r.renamed.size()));
+  if (!r.values.empty()) parts.push_back(fmt::format("{} other values differ", r.values.size()));
   for (std::size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : " (") + parts[i] + (i + 1 == parts.size() ? ")" : "");
   return s;
 }
@@ -49,19 +49,19 @@ void print_human(const tensorseal::DiffReport& r, bool all) {
               " vs " + t.first->b + (same_text ? " (" + t.first->b_bits + ")" : "");
     }
     std::vector<std::string> notes;
-    if (t.nan_payload) notes.push_back(std::to_string(t.nan_payload) + " NaN payloads differ (numerically equal)");
-    if (t.nan_mismatch) notes.push_back(std::to_string(t.nan_mismatch) + " NaN mismatches");
-    if (t.inf_mismatch) notes.push_back(std::to_string(t.inf_mismatch) + " inf mismatches");
+    if (t.nan_payload) notes.push_back(fmt::format("{} NaN payloads differ (numerically equal)", t.nan_payload));
+    if (t.nan_mismatch) notes.push_back(fmt::format("{} NaN mismatches", t.nan_mismatch));
+    if (t.inf_mismatch) notes.push_back(fmt::format("{} inf mismatches", t.inf_mismatch));
     if (t.status == TensorStatus::kIncomparable) notes.push_back("raw dtype changed: not compared");
     if (t.numeric && !t.dtype_changed() && t.bit_different > t.value_different + t.nan_payload)
-      notes.push_back(std::to_string(t.bit_different - t.value_different - t.nan_payload) +
-                      " signed zeros differ (numerically equal)");
+      notes.push_back(fmt::format("{} signed zeros differ (numerically equal)",
+                                  t.bit_different - t.value_different - t.nan_payload));
     std::string note;
     for (std::size_t i = 0; i < notes.size(); ++i) note += (i ? "; " : "") + notes[i];
     rows.push_back({std::string(status_name(t.status)), t.path, dtype, shape,
                     t.status == TensorStatus::kShapeChanged || t.status == TensorStatus::kIncomparable
                         ? "-"
-                        : std::to_string(t.value_different) + "/" + std::to_string(t.numel),
+                        : fmt::format("{}/{}", t.value_different, t.numel),
                     numbers ? num(t.max_abs) : "-", numbers ? num(t.max_rel) : "-", ulp, first,
                     note.empty() ? "-" : note});
   }

@@ -4,6 +4,8 @@
 // (docs/content-hash.md "Training directories"). A file that cannot be hashed is
 // reported on stderr ("tseal: error: ...") and the others are still hashed; the exit
 // status is then 2.
+#include <fmt/format.h>
+
 #include "common.h"
 #include "progress.h"
 
@@ -27,7 +29,7 @@ Runner add_hash(CLI::App& app) {
     o.limits = *limits;
     o.format = *format;
     ProgressBar bar(
-        files->size() == 1 ? "hashing " + files->front() : "hashing " + std::to_string(files->size()) + " files",
+        files->size() == 1 ? "hashing " + files->front() : fmt::format("hashing {} files", files->size()),
         *quiet);
     o.progress = bar.callback();
     // hash_files == hash_file of each (zip CRCs verified while hashing), all cores

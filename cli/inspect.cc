@@ -1,6 +1,8 @@
 // tseal inspect FILE [--json | --textconv]: format, every tensor with its per-tensor
 // SHA-256, and the content hash (tensorseal/inspect.h). --textconv prints the stable
 // text git's diff driver compares (tensorseal::to_textconv), values included.
+#include <fmt/format.h>
+
 #include "common.h"
 #include "progress.h"
 
@@ -52,7 +54,7 @@ Runner add_inspect(CLI::App& app) {
     std::printf("file:          %s\nformat:        %s\ntensors:       %zu (%llu bytes)%s\ncontent hash:  %s\n",
                 r.file.c_str(), std::string(format_name(r.format)).c_str(), unique,
                 static_cast<unsigned long long>(total),
-                aliases ? (", and " + std::to_string(aliases) + " more path(s) to the same tensors").c_str() : "",
+                aliases ? fmt::format(", and {} more path(s) to the same tensors", aliases).c_str() : "",
                 r.content_hash.c_str());
     for (const auto& [k, v] : r.metadata) std::printf("metadata:      %s = %s\n", k.c_str(), v.c_str());
     std::printf("\n");
@@ -62,8 +64,8 @@ Runner add_inspect(CLI::App& app) {
       return {t.path, std::string(name(t.dtype)), shape_text(t.shape),
               !t.alias_of.empty() ? "(same tensor as " + t.alias_of + ")"
               : t.parts.empty()   ? t.sha256
-                                  : "(" + t.layout + " of " + std::to_string(t.parts.size()) +
-                                        (t.parts.size() == 1 ? " tensor" : " tensors") + ": see --json)"};
+                                  : fmt::format("({} of {} {}: see --json)", t.layout, t.parts.size(),
+                                                t.parts.size() == 1 ? "tensor" : "tensors")};
     });
     return kExitOk;
   };
