@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -18,20 +19,73 @@
 
 namespace tensorseal::detail::torch {
 
+// A class torch.save names by module and name (a pickle global).
+struct TorchClass {
+  std::string_view module, name;
+};
+
+// DTensor at each module it has lived in; torch >= 2.4's first, the only one torch's
+// weights_only loader allows (it names a class by its own __module__).
+inline constexpr TorchClass kDTensorTypes[] = {
+    {"torch.distributed.tensor", "DTensor"},
+    {"torch.distributed.tensor._api", "DTensor"},
+    {"torch.distributed._tensor.api", "DTensor"},
+    {"torch.distributed._tensor", "DTensor"},
+};
+
+// The classes of a DTensor's spec that torch.save pickles (NEWOBJ, then BUILD with
+// their state) and torch's weights_only loader allows once torch.distributed.tensor is
+// imported. The one list: scan (tools/scan.cc) and the Python glue (through the
+// binding) read it.
+inline constexpr TorchClass kDTensorSpecClasses[] = {
+    {"torch.distributed.device_mesh", "DeviceMesh"},
+    {"torch.distributed._mesh_layout", "_MeshLayout"},
+    {"torch.distributed._mesh_layout", "_FlatLayout"},
+    {"torch.distributed.tensor._dtensor_spec", "DTensorSpec"},
+    {"torch.distributed.tensor._dtensor_spec", "TensorMeta"},
+    {"torch.distributed.tensor._dtensor_spec", "ShardOrderEntry"},
+    {"torch.distributed.tensor.placement_types", "Shard"},
+    {"torch.distributed.tensor.placement_types", "Replicate"},
+    {"torch.distributed.tensor.placement_types", "Partial"},
+    {"torch.distributed.tensor.placement_types", "_StridedShard"},
+};
+
+// Whether `g` is one of kDTensorTypes; whether module.name is one of kDTensorSpecClasses.
+bool is_dtensor_type(const Global& g);
+bool is_dtensor_spec_class(std::string_view module, std::string_view name);
+
+// The sparse layouts, as torch names them after "torch." (_get_layout's argument).
+inline constexpr std::string_view kSparseLayouts[] = {"sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr",
+                                                      "sparse_bsc"};
+
+// One tensor torch rebuilds from other tensors: decoded from the rebuild call by
+// composite_of, encoded back into torch's own form of that call by encode. The fields
+// after `parts` are what the call holds besides the parts, kept so that encode writes
+// what torch.save wrote.
 struct Composite {
-  std::string layout;                  // "sparse_coo", "sparse_csr", ..., "nested", "jagged", "dtensor"
-  DType dtype = DType::kFloat32;       // the element type (the values' / buffer's)
-  std::vector<std::int64_t> shape;     // sparse, dtensor: the global size; nested, jagged: [components]
+  std::string layout;               // "sparse_coo", "sparse_csr", ..., "nested", "jagged", "dtensor"
+  DType dtype = DType::kFloat32;    // the element type (the values' / buffer's)
+  std::vector<std::int64_t> shape;  // sparse, dtensor: the global size; nested, jagged: [components]
   // In torch's argument order: COO (indices, values); CSR/BSR (crow_indices,
   // col_indices, values); CSC/BSC (ccol_indices, row_indices, values); nested (buffer,
   // sizes, strides, offsets); jagged (values, offsets[, lengths][, min_seqlen][,
   // max_seqlen]); dtensor (local_tensor: this rank's part).
   std::vector<std::pair<std::string, std::shared_ptr<const Tensor>>> parts;
-};
+  // sparse_coo: is_coalesced as written (a bool, or None); absent in the 3-item form.
+  std::optional<Value> coalesced;
+  bool requires_grad = false;   // jagged, dtensor
+  std::int64_t ragged_idx = 1;  // jagged: the ragged dimension of the nested tensor
+  Value attributes;             // jagged: the NestedTensor's state (a dict, or None)
+  // dtensor: the DTensor class as written (one of kDTensorTypes), the global stride,
+  // the storage offset, layout and device arguments, and the DTensorSpec object.
+  Global type;
+  std::vector<std::int64_t> stride;
+  std::int64_t storage_offset = 0;
+  Value layout_arg, device, spec;
 
-// The classes torch.save writes for a DTensor: torch.distributed.tensor.DTensor (torch
-// >= 2.4) and its earlier homes.
-bool is_dtensor_type(const Global& g);
+  // The part called `role`, or null.
+  std::shared_ptr<const Tensor> part(std::string_view role) const;
+};
 
 // The attribute `name` of the state _rebuild_from_type_v2 sets on the object it
 // rebuilds (torch._utils._set_obj_state): a dict, or (dict | None, slots dict | None)
@@ -40,6 +94,12 @@ const Value* state_entry(const Value& state, std::string_view name);
 
 // The composite `o` is the rebuild call of, or nullopt for any other object or a call
 // whose arguments are not what torch writes (it then stays an ordinary object).
+// Decodes; the reader validated the call first (torch/rebuild.cc, check_*).
 std::optional<Composite> composite_of(const Object& o);
+
+// Encodes `c` as the rebuild call torch.save writes for it (the grammar in
+// composite.cc), parts shared, not copied: composite_of(encode(c)) gives `c` back.
+// Throws Error(torch/cannot-write) for a layout it does not know or missing parts.
+Value encode(const Composite& c);
 
 }  // namespace tensorseal::detail::torch
