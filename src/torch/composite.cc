@@ -115,7 +115,7 @@ std::optional<Composite> jagged(const Object& o) {
     c.ragged_idx = v->as_int();
   if (const Value* v = kwargs.find(std::string_view("requires_grad")); v && v->is(Value::Kind::kBool))
     c.requires_grad = v->as_bool();
-  c.attributes = a[3];
+  c.state = a[3];
   c.dtype = c.parts[0].second->dtype;
   c.shape = {static_cast<std::int64_t>(c.parts[1].second->numel()) - 1};
   return c;
@@ -146,7 +146,7 @@ std::optional<Composite> dtensor(const Object& o) {
   c.layout_arg = w[5];
   c.device = w[6];
   c.requires_grad = w[7].is(Value::Kind::kBool) && w[7].as_bool();
-  if (const Value* spec = state_entry(a[3], "_spec")) c.spec = *spec;
+  c.state = a[3];
   return c;
 }
 
@@ -249,32 +249,26 @@ Value encode_jagged(const Composite& c) {
   set(kwargs, "requires_grad", Value(c.requires_grad));
   return call(Value::global("torch._tensor", "_rebuild_from_type_v2"),
               {Value::global(std::string(kModule), "_rebuild_njt"), Value::global(std::string(kModule), "NestedTensor"),
-               Value::tuple({kwargs}), c.attributes});
+               Value::tuple({kwargs}), c.state});
 }
 
-// Tensor.__reduce_ex__ of a wrapper subclass; the DTensor's attributes are __slots__,
-// hence the state (None, {slots}).
+// Tensor.__reduce_ex__ of a wrapper subclass. The state (a DTensor's attributes are
+// __slots__: (None, {_local_tensor, _spec})) is written as kept; it must hold the part.
 Value encode_dtensor(const Composite& c) {
   if (!is_dtensor_type(c.type)) cannot_encode(c, "its class is not DTensor");
+  const Value* local = state_entry(c.state, "_local_tensor");
+  if (!local || !local->is(Value::Kind::kTensor) || local->as_tensor() != c.part("local_tensor"))
+    cannot_encode(c, "its state does not hold its local tensor");
   const Value type = Value::global(c.type.module, c.type.name);
-  Value slots = Value::dict();
-  set(slots, "_local_tensor", required(c, "local_tensor"));
-  set(slots, "_spec", c.spec);
   return call(
       Value::global("torch._tensor", "_rebuild_from_type_v2"),
       {Value::global("torch._utils", "_rebuild_wrapper_subclass"), type,
        Value::tuple({type, Value::global("torch", std::string(name(c.dtype))), int_tuple(c.shape), int_tuple(c.stride),
                      Value(c.storage_offset), c.layout_arg, c.device, Value(c.requires_grad)}),
-       Value::tuple({Value(), slots})});
+       c.state});
 }
 
 }  // namespace
-
-std::shared_ptr<const Tensor> Composite::part(std::string_view role) const {
-  for (const auto& [r, t] : parts)
-    if (r == role) return t;
-  return nullptr;
-}
 
 Value encode(const Composite& c) {
   for (std::string_view l : kSparseLayouts)

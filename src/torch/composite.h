@@ -14,15 +14,14 @@
 #include <utility>
 #include <vector>
 
+#include "tensorseal/composite.h"
 #include "tensorseal/tensor.h"
 #include "tensorseal/value.h"
 
 namespace tensorseal::detail::torch {
 
-// A class torch.save names by module and name (a pickle global).
-struct TorchClass {
-  std::string_view module, name;
-};
+using tensorseal::Composite;
+using tensorseal::TorchClass;
 
 // DTensor at each module it has lived in; torch >= 2.4's first, the only one torch's
 // weights_only loader allows (it names a class by its own __module__).
@@ -58,35 +57,6 @@ bool is_dtensor_spec_class(std::string_view module, std::string_view name);
 inline constexpr std::string_view kSparseLayouts[] = {"sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr",
                                                       "sparse_bsc"};
 
-// One tensor torch rebuilds from other tensors: decoded from the rebuild call by
-// composite_of, encoded back into torch's own form of that call by encode. The fields
-// after `parts` are what the call holds besides the parts, kept so that encode writes
-// what torch.save wrote.
-struct Composite {
-  std::string layout;               // "sparse_coo", "sparse_csr", ..., "nested", "jagged", "dtensor"
-  DType dtype = DType::kFloat32;    // the element type (the values' / buffer's)
-  std::vector<std::int64_t> shape;  // sparse, dtensor: the global size; nested, jagged: [components]
-  // In torch's argument order: COO (indices, values); CSR/BSR (crow_indices,
-  // col_indices, values); CSC/BSC (ccol_indices, row_indices, values); nested (buffer,
-  // sizes, strides, offsets); jagged (values, offsets[, lengths][, min_seqlen][,
-  // max_seqlen]); dtensor (local_tensor: this rank's part).
-  std::vector<std::pair<std::string, std::shared_ptr<const Tensor>>> parts;
-  // sparse_coo: is_coalesced as written (a bool, or None); absent in the 3-item form.
-  std::optional<Value> coalesced;
-  bool requires_grad = false;   // jagged, dtensor
-  std::int64_t ragged_idx = 1;  // jagged: the ragged dimension of the nested tensor
-  Value attributes;             // jagged: the NestedTensor's state (a dict, or None)
-  // dtensor: the DTensor class as written (one of kDTensorTypes), the global stride,
-  // the storage offset, layout and device arguments, and the DTensorSpec object.
-  Global type;
-  std::vector<std::int64_t> stride;
-  std::int64_t storage_offset = 0;
-  Value layout_arg, device, spec;
-
-  // The part called `role`, or null.
-  std::shared_ptr<const Tensor> part(std::string_view role) const;
-};
-
 // The attribute `name` of the state _rebuild_from_type_v2 sets on the object it
 // rebuilds (torch._utils._set_obj_state): a dict, or (dict | None, slots dict | None)
 // for a class with __slots__; null when absent or the state has another shape.
@@ -99,7 +69,7 @@ std::optional<Composite> composite_of(const Object& o);
 
 // Encodes `c` as the rebuild call torch.save writes for it (the grammar in
 // composite.cc), parts shared, not copied: composite_of(encode(c)) gives `c` back.
-// Throws Error(torch/cannot-write) for a layout it does not know or missing parts.
+// Throws Error(torch-writer/cannot-write) for a layout it does not know or missing parts.
 Value encode(const Composite& c);
 
 }  // namespace tensorseal::detail::torch
