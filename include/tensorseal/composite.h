@@ -25,6 +25,8 @@ struct TorchClass {
   std::string_view module, name;
 };
 
+// One tensor torch rebuilds from other tensors: what decode_composite reads from the
+// rebuild call and encode_composite writes back.
 struct Composite {
   std::string layout;               // "sparse_coo", "sparse_csr", ..., "nested", "jagged", "dtensor"
   DType dtype = DType::kFloat32;    // the element type (the values' / buffer's)
@@ -38,15 +40,21 @@ struct Composite {
   std::optional<Value> coalesced;  // sparse_coo: is_coalesced (a bool or None); absent: the 3-item form
   bool requires_grad = false;      // jagged, dtensor
   std::int64_t ragged_idx = 1;     // jagged: the ragged dimension
+  // jagged: _metadata_cache as written, its entries in its order (torch caches max_seqlen
+  // first; the entries are parts too); None: encoding builds it from the parts.
+  Value metadata_cache;
   // jagged, dtensor: the state _rebuild_from_type_v2 sets on the object, as written (a
   // jagged tensor's attributes dict or None; a DTensor's (None, {_local_tensor, _spec})).
   Value state;
   // dtensor: its class (one of dtensor_types()), global stride, storage offset, and the
-  // layout and device arguments of _rebuild_wrapper_subclass.
+  // device argument of _rebuild_wrapper_subclass.
   Global type;
   std::vector<std::int64_t> stride;
   std::int64_t storage_offset = 0;
-  Value layout_arg, device;
+  Value device;
+  // sparse, dtensor: the layout argument as written (sparse: the _get_layout call, which
+  // a file may share among its tensors; None: encoding writes a new one).
+  Value layout_arg;
 
   // The part called `role`, or null.
   std::shared_ptr<const Tensor> part(std::string_view role) const;
@@ -63,6 +71,8 @@ Value encode_composite(const Composite& c);
 // DTensor's spec torch.save pickles (DeviceMesh, DTensorSpec, Shard, ...).
 std::span<const TorchClass> dtensor_types() noexcept;
 std::span<const TorchClass> dtensor_spec_classes() noexcept;
+// The sparse layouts as torch names them after "torch." ("sparse_coo", "sparse_csr", ...).
+std::span<const std::string_view> sparse_layouts() noexcept;
 
 }  // namespace tensorseal
 TENSORSEAL_API_END

@@ -20,4 +20,6 @@ std::span<const TorchClass> dtensor_types() noexcept { return detail::torch::kDT
 
 std::span<const TorchClass> dtensor_spec_classes() noexcept { return detail::torch::kDTensorSpecClasses; }
 
+std::span<const std::string_view> sparse_layouts() noexcept { return detail::torch::kSparseLayouts; }
+
 }  // namespace tensorseal

@@ -65,6 +65,7 @@ std::optional<Composite> sparse(const Object& o) {
   if (!shape) return std::nullopt;
   Composite c{*layout, DType::kFloat32, std::move(*shape), {}};
   if (coo && d.size() == 4) c.coalesced = d[3];
+  c.layout_arg = a[0];
   for (std::size_t i = 0; i < roles.size(); ++i) {
     if (!d[i].is(Value::Kind::kTensor)) return std::nullopt;
     c.parts.emplace_back(roles[i], d[i].as_tensor());
@@ -111,6 +112,7 @@ std::optional<Composite> jagged(const Object& o) {
     for (const char* role : {"min_seqlen", "max_seqlen"})
       if (const Value* v = cache->as_dict().find(std::string_view(role)); v && v->is(Value::Kind::kTensor))
         c.parts.emplace_back(role, v->as_tensor());
+  if (const Value* cache = kwargs.find(std::string_view("_metadata_cache"))) c.metadata_cache = *cache;
   if (const Value* v = kwargs.find(std::string_view("_ragged_idx")); v && v->is(Value::Kind::kInt))
     c.ragged_idx = v->as_int();
   if (const Value* v = kwargs.find(std::string_view("requires_grad")); v && v->is(Value::Kind::kBool))
@@ -225,7 +227,11 @@ Value encode_sparse(const Composite& c) {
   }
   data.push_back(call(Value::global("torch", "Size"), {int_tuple(c.shape)}));
   if (coo && c.coalesced) data.push_back(*c.coalesced);
-  Value layout = call(Value::global("torch.serialization", "_get_layout"), {Value::str("torch." + c.layout)});
+  // The layout object as kept (one object a file may share among its sparse tensors), or a new one.
+  if (!c.layout_arg.is_none() && layout_of(c.layout_arg) != c.layout) cannot_encode(c, "its layout argument differs");
+  const Value layout = c.layout_arg.is_none() ? call(Value::global("torch.serialization", "_get_layout"),
+                                                     {Value::str("torch." + c.layout)})
+                                              : c.layout_arg;
   return call(Value::global("torch._utils", "_rebuild_sparse_tensor"), {layout, Value::tuple(std::move(data))});
 }
 
@@ -242,9 +248,16 @@ Value encode_jagged(const Composite& c) {
   set(kwargs, "offsets", required(c, "offsets"));
   set(kwargs, "lengths", c.part("lengths") ? Value(c.part("lengths")) : Value());
   set(kwargs, "_ragged_idx", Value(c.ragged_idx));
-  Value cache = Value::dict();
-  for (std::string_view role : {"min_seqlen", "max_seqlen"})
-    if (auto t = c.part(role)) set(cache, role, Value(t));
+  Value cache = c.metadata_cache;
+  if (cache.is_none()) {
+    cache = Value::dict();
+    for (std::string_view role : {"min_seqlen", "max_seqlen"})
+      if (auto t = c.part(role)) set(cache, role, Value(t));
+  }
+  if (!cache.is(Value::Kind::kDict)) cannot_encode(c, "its metadata cache is not a dict");
+  for (const auto& [k, v] : cache.as_dict().items)
+    if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor) || v.as_tensor() != c.part(k.as_str()))
+      cannot_encode(c, "its metadata cache holds other than its min_seqlen / max_seqlen parts");
   set(kwargs, "_metadata_cache", cache);
   set(kwargs, "requires_grad", Value(c.requires_grad));
   return call(Value::global("torch._tensor", "_rebuild_from_type_v2"),
