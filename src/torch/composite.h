@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/input.h"
 #include "tensorseal/composite.h"
 #include "tensorseal/tensor.h"
 #include "tensorseal/value.h"
@@ -64,12 +65,20 @@ const Value* state_entry(const Value& state, std::string_view name);
 
 // The composite `o` is the rebuild call of, or nullopt for any other object or a call
 // whose arguments are not what torch writes (it then stays an ordinary object).
-// Decodes; the reader validated the call first (torch/rebuild.cc, check_*).
+// Decodes; the reader validated the call first (check_* below).
 std::optional<Composite> composite_of(const Object& o);
 
 // Encodes `c` as the rebuild call torch.save writes for it (the grammar in
 // composite.cc), parts shared, not copied: composite_of(encode(c)) gives `c` back.
 // Throws Error(torch-writer/cannot-write) for a layout it does not know or missing parts.
 Value encode(const Composite& c);
+
+// The resolver's checks (torch/composite_check.cc), run on a call before it is kept:
+// each throws Error(torch/bad-rebuild-args) naming `fn` and the file `in` for arguments
+// torch would not check or cannot build. check_jagged and check_dtensor take the four
+// arguments of _rebuild_from_type_v2 (func, type, args, state).
+void check_nested(const Object& o, const std::string& fn, const io::Input& in);
+void check_jagged(const std::vector<Value>& a, const std::string& fn, const io::Input& in);
+void check_dtensor(const std::vector<Value>& a, const std::string& fn, const io::Input& in);
 
 }  // namespace tensorseal::detail::torch
