@@ -859,11 +859,14 @@ struct FromPy {
       t->attributes = std::make_shared<const Value>(std::move(d));
     }
     nb::object buf = desc.attr("buffer");
+    // nbytes None (a numpy array's memory): the bytes the view reaches, measured here.
+    nb::object n = buf.attr("nbytes");
+    const std::uint64_t nbytes = n.is_none() ? t->storage_extent().second : nb::cast<std::uint64_t>(n);
     if (split_storages) {
-      attach(*t, nb::cast<std::uintptr_t>(buf.attr("ptr")), nb::cast<std::uint64_t>(buf.attr("nbytes")),
-             buf.attr("owner"));
-    } else {
-      t->storage = storage(buf);  // typed as the buffer says (numpy, bare storages)
+      attach(*t, nb::cast<std::uintptr_t>(buf.attr("ptr")), nbytes, buf.attr("owner"));
+    } else {  // typed as the buffer says (numpy, bare storages)
+      t->storage = storage(nb::cast<std::uintptr_t>(buf.attr("ptr")), nbytes, buf.attr("owner"),
+                           dtype_of(buf.attr("dtype")));
       t->validate();
     }
     if (nb::object lz = desc.attr("lazy"); !lz.is_none()) {  // (neg, conj): t is the raw view

@@ -365,7 +365,7 @@ class BufferDesc(NamedTuple):
     """Memory the core borrows (no copy): [ptr, ptr + nbytes), kept alive by owner.
     Buffers with the same ptr and nbytes are one storage in the file."""
     ptr: int
-    nbytes: int
+    nbytes: Optional[int]         # None under a numpy array: the extent of its view
     owner: Any
     dtype: str                    # element type of a bare storage; uint8 when untyped
 
@@ -581,8 +581,8 @@ def _describe_numpy(a: np.ndarray, numpy: int = 1) -> TensorDesc:
     if any(s < 0 or s % item for s in a.strides):
         a = np.ascontiguousarray(a)
     ptr = a.__array_interface__["data"][0]
-    extent = item + sum((n - 1) * s for n, s in zip(a.shape, a.strides)) if a.size else 0
-    return TensorDesc(BufferDesc(ptr, extent, a, "uint8"), dtype_name(a.dtype), tuple(a.shape),
+    # nbytes None: the binding measures the bytes the view reaches (Tensor::storage_extent).
+    return TensorDesc(BufferDesc(ptr, None, a, "uint8"), dtype_name(a.dtype), tuple(a.shape),
                       tuple(s // item for s in a.strides), 0, False, False, numpy)
 
 
