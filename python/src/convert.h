@@ -833,6 +833,8 @@ struct FromPy {
       t->numpy_module = NumpyModule::kUnderscoreCore;
     if (nb::object qd = desc.attr("quant"); !qd.is_none()) {
       // (scheme name, scale, zero_point, scales desc | None, zero_points desc | None, axis)
+      if (!carries_quantized(t->dtype))  // what the glue raised before it asked the core
+        throw nb::type_error(("cannot save a quantized tensor of dtype torch." + std::string(name(t->dtype))).c_str());
       auto q = std::make_shared<Quantization>();
       const auto scheme = nb::cast<std::string>(qd[0]);
       q->scheme = scheme == "per_tensor_affine"    ? Quantization::Scheme::kPerTensorAffine

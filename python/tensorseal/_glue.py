@@ -559,8 +559,7 @@ def _describe_torch(t: Any) -> TensorDesc:
                      _describe_torch(t.q_per_channel_zero_points()), int(t.q_per_channel_axis()))
         else:  # torch cannot load these either
             raise TypeError(f"cannot save a quantized tensor with qscheme {t.qscheme()}")
-        if t.dtype not in (torch.qint8, torch.quint8, torch.qint32):
-            raise TypeError(f"cannot save a quantized tensor of dtype {t.dtype}")
+        # The dtype: the binding refuses those the core does not carry (carries_quantized).
     if t.is_nested:  # strided and NestedTensor (jagged) ones are described elsewhere
         raise TypeError(f"cannot save a nested tensor of layout {t.layout} and type {type(t).__name__}")
     if _is_wrapper_subclass(t):

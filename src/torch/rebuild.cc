@@ -249,7 +249,7 @@ struct Resolution {
   // Schemes torch itself cannot load (symmetric ones) and the packed quint4x2/quint2x4
   // are refused rather than read wrong.
   void require_quantized_dtype(DType d, const std::string& fn) {
-    if (d != DType::kQInt8 && d != DType::kQUInt8 && d != DType::kQInt32)
+    if (!carries_quantized(d))
       throw Error(rules::kUnsupportedRebuild, fmt::format("{}: quantized dtype {} is not supported", fn, name(d)),
                   in.name);
   }
