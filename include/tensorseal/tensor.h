@@ -63,6 +63,9 @@ struct Quantization {
 
 // torch's name of a scheme without "torch.": "per_tensor_affine", ...
 [[nodiscard]] std::string_view scheme_name(Quantization::Scheme s) noexcept;
+// Whether tensorseal carries quantized tensors of `d`: qint8, quint8, qint32, what torch
+// loads element by element (the packed quint4x2 / quint2x4 are refused, read or written).
+[[nodiscard]] bool carries_quantized(DType d) noexcept;
 
 // torch's lazy conjugate and negative bits: z.conj(), z.conj().imag and
 // torch._neg_view(z) are views over their base's raw storage that torch flags and

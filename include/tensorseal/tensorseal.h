@@ -5,6 +5,7 @@
 #include "tensorseal/export.h"
 #include "tensorseal/canon.h"
 #include "tensorseal/checkpoint.h"
+#include "tensorseal/composite.h"
 #include "tensorseal/dcp.h"
 #include "tensorseal/diff.h"
 #include "tensorseal/dtype.h"

@@ -169,6 +169,23 @@ struct ToPy {
     return out;
   }
 
+  // A tensor torch rebuilds from other tensors (tensorseal/composite.h), from the
+  // record the core decoded and the reader checked: the glue only calls torch's
+  // constructors. None keeps the call an ordinary object (numpy has no such tensors).
+  nb::object composite(const Composite& c) {
+    nb::dict parts;
+    for (const auto& [role, t] : c.parts) parts[nb::str(role.c_str())] = convert(Value(t));
+    nb::list shape, stride;
+    for (auto d : c.shape) shape.append(d);
+    for (auto d : c.stride) stride.append(d);
+    return g.attr("make_composite")(
+        framework, c.layout, std::string(name(c.dtype)), nb::tuple(shape), parts,
+        c.coalesced ? convert(*c.coalesced) : nb::none(), c.requires_grad, c.ragged_idx,
+        convert(c.metadata_cache), convert(c.state),
+        nb::make_tuple(c.type.module, c.type.name), nb::tuple(stride), c.storage_offset, convert(c.layout_arg),
+        convert(c.device));
+  }
+
   nb::object seq(const std::vector<Value>& items) {
     nb::list l;
     for (const auto& x : items) l.append(convert(x));
@@ -256,9 +273,16 @@ struct ToPy {
         break;  // untyped: the element type is not kept
       case K::kGlobal: out = g.attr("make_global")(v.as_global().module, v.as_global().name); break;
       case K::kObject: {
+        const Object& o = v.as_object();
+        if (auto c = framework == "torch" ? decode_composite(o) : std::nullopt) {
+          out = composite(*c);
+          if (!out.is_none()) {
+            nodes.emplace(node, out);
+            return out;
+          }
+        }
         // The callable and arguments come first (the object does not exist before
         // them); then the object is registered, so its state and items may refer to it.
-        const Object& o = v.as_object();
         auto opt = [&](const std::shared_ptr<Value>& p) { return p ? convert(*p) : nb::none(); };
         in_progress.insert(node);
         nb::object callable = opt(o.callable), args = opt(o.args), kwargs = opt(o.kwargs);
@@ -675,9 +699,39 @@ struct FromPy {
       if (nb::cast<bool>(desc.attr("has_state"))) o->state = std::make_shared<Value>(convert(desc.attr("state")));
       return out;
     }
+    if (type.is(g.attr("CompositeDesc"))) return composite(desc);
     throw Error(rules::kInvalidArgument, "cannot save an object of type " +
                                              nb::cast<std::string>(desc.attr("type_name")) +
                                              " (tensorseal saves tensors, arrays and plain Python data)");
+  }
+
+  // A CompositeDesc (the glue's copy of tensorseal/composite.h's record): the core
+  // writes the rebuild call (encode_composite), which checks the record.
+  Value composite(nb::handle desc) {
+    Composite c;
+    c.layout = nb::cast<std::string>(desc.attr("layout"));
+    const auto dtype = dtype_from_name(nb::cast<std::string>(desc.attr("dtype")));
+    if (!dtype) throw Error(rules::kInvalidArgument, "CompositeDesc: unknown dtype");
+    c.dtype = *dtype;
+    c.shape = nb::cast<std::vector<std::int64_t>>(desc.attr("shape"));
+    nb::dict parts = nb::borrow<nb::dict>(desc.attr("parts"));
+    for (auto [role, t] : parts) {
+      Value v = convert(t);
+      if (!v.is(Value::Kind::kTensor)) throw Error(rules::kInvalidArgument, "CompositeDesc: a part is not a tensor");
+      c.parts.emplace_back(nb::cast<std::string>(role), v.as_tensor());
+    }
+    if (nb::object x = desc.attr("coalesced"); !x.is_none()) c.coalesced = convert(x);
+    c.requires_grad = nb::cast<bool>(desc.attr("requires_grad"));
+    c.ragged_idx = nb::cast<std::int64_t>(desc.attr("ragged_idx"));
+    c.metadata_cache = convert(desc.attr("metadata_cache"));
+    c.state = convert(desc.attr("state"));
+    if (nb::object cls = desc.attr("cls"); !cls.is_none())
+      c.type = Global{nb::cast<std::string>(cls[0]), nb::cast<std::string>(cls[1])};
+    c.stride = nb::cast<std::vector<std::int64_t>>(desc.attr("stride"));
+    c.storage_offset = nb::cast<std::int64_t>(desc.attr("offset"));
+    c.layout_arg = convert(desc.attr("layout_arg"));
+    c.device = convert(desc.attr("device"));
+    return encode_composite(c);
   }
 
   // Ends a conversion whose tree `root` nothing will read again (a save that returned):
@@ -779,6 +833,8 @@ struct FromPy {
       t->numpy_module = NumpyModule::kUnderscoreCore;
     if (nb::object qd = desc.attr("quant"); !qd.is_none()) {
       // (scheme name, scale, zero_point, scales desc | None, zero_points desc | None, axis)
+      if (!carries_quantized(t->dtype))  // what the glue raised before it asked the core
+        throw nb::type_error(("cannot save a quantized tensor of dtype torch." + std::string(name(t->dtype))).c_str());
       auto q = std::make_shared<Quantization>();
       const auto scheme = nb::cast<std::string>(qd[0]);
       q->scheme = scheme == "per_tensor_affine"    ? Quantization::Scheme::kPerTensorAffine
@@ -805,11 +861,14 @@ struct FromPy {
       t->attributes = std::make_shared<const Value>(std::move(d));
     }
     nb::object buf = desc.attr("buffer");
+    // nbytes None (a numpy array's memory): the bytes the view reaches, measured here.
+    nb::object n = buf.attr("nbytes");
+    const std::uint64_t nbytes = n.is_none() ? t->storage_extent().second : nb::cast<std::uint64_t>(n);
     if (split_storages) {
-      attach(*t, nb::cast<std::uintptr_t>(buf.attr("ptr")), nb::cast<std::uint64_t>(buf.attr("nbytes")),
-             buf.attr("owner"));
-    } else {
-      t->storage = storage(buf);  // typed as the buffer says (numpy, bare storages)
+      attach(*t, nb::cast<std::uintptr_t>(buf.attr("ptr")), nbytes, buf.attr("owner"));
+    } else {  // typed as the buffer says (numpy, bare storages)
+      t->storage = storage(nb::cast<std::uintptr_t>(buf.attr("ptr")), nbytes, buf.attr("owner"),
+                           dtype_of(buf.attr("dtype")));
       t->validate();
     }
     if (nb::object lz = desc.attr("lazy"); !lz.is_none()) {  // (neg, conj): t is the raw view

@@ -428,6 +428,21 @@ NB_MODULE(_tensorseal, m) {
         }
         return out;
       });
+  // (DTensor at each of its modules, the classes of its spec): the glue builds and
+  // describes these and no other classes of torch.distributed.
+  m.def("dtensor_classes", []() {
+        auto list = [](std::span<const TorchClass> classes) {
+          nb::list out;
+          for (const auto& c : classes) out.append(nb::make_tuple(std::string(c.module), std::string(c.name)));
+          return out;
+        };
+        return nb::make_tuple(list(dtensor_types()), list(dtensor_spec_classes()));
+      });
+  m.def("sparse_layouts", []() {
+        nb::list out;
+        for (auto l : sparse_layouts()) out.append(std::string(l));
+        return out;
+      });
   m.def("dtypes", []() {
         nb::list out;
         for (const auto& d : all_dtypes())

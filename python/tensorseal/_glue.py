@@ -199,20 +199,11 @@ _DIM_RANGE = ("torch._dynamo.decorators", "_DimRange")
 _NEWOBJ = 1  # Construct::kNewObj
 
 
-# The classes of a DTensor's spec that torch.save pickles (NEWOBJ, then BUILD with their
-# state) and torch's weights_only unpickler allows once torch.distributed.tensor is
-# imported: built the same way here; never any other class.
-_DTENSOR_CLASSES = {
-    ("torch.distributed.device_mesh", "DeviceMesh"), ("torch.distributed._mesh_layout", "_MeshLayout"),
-    ("torch.distributed._mesh_layout", "_FlatLayout"), ("torch.distributed.tensor._dtensor_spec", "DTensorSpec"),
-    ("torch.distributed.tensor._dtensor_spec", "TensorMeta"),
-    ("torch.distributed.tensor._dtensor_spec", "ShardOrderEntry"),
-    ("torch.distributed.tensor.placement_types", "Shard"), ("torch.distributed.tensor.placement_types", "Replicate"),
-    ("torch.distributed.tensor.placement_types", "Partial"),
-    ("torch.distributed.tensor.placement_types", "_StridedShard"),
-}
-_DTENSOR_TYPES = {("torch.distributed.tensor", "DTensor"), ("torch.distributed.tensor._api", "DTensor"),
-                  ("torch.distributed._tensor.api", "DTensor"), ("torch.distributed._tensor", "DTensor")}
+# DTensor at each module it has lived in, and the classes of its spec that torch.save
+# pickles (NEWOBJ, then BUILD with their state) and torch's weights_only unpickler
+# allows once torch.distributed.tensor is imported: the core's one list
+# (tensorseal/composite.h). Built and described here; never any other class.
+_DTENSOR_TYPES, _DTENSOR_CLASSES = (set(classes) for classes in _core.dtensor_classes())
 
 
 def _torch_class(module: str, name: str) -> Any:
@@ -253,16 +244,6 @@ def make_object(callable: Any, args: Any, kwargs: Any, how: int, state: Any, has
         cls = _torch_class(callable.module, callable.name)
         inst = cls.__new__(cls, *args)
         return _build(inst, state) if has_state else inst
-    if isinstance(callable, Global) and torch is not None and not has_state and not list_items and not dict_items \
-            and (callable.module, callable.name) == ("torch._tensor", "_rebuild_from_type_v2") and kwargs is None \
-            and isinstance(args, tuple) and len(args) == 4 and args[0] == Global("torch._utils", "_rebuild_wrapper_subclass") \
-            and isinstance(args[1], Global) and (args[1].module, args[1].name) in _DTENSOR_TYPES and \
-            isinstance(args[2], tuple) and len(args[2]) == 8 and args[2][0] == args[1]:
-        # A DTensor saved by torch.save, built as torch.load builds it; the core checked
-        # the arguments (torch/rebuild.cc).
-        cls = _torch_class(args[1].module, args[1].name)
-        return torch._tensor._rebuild_from_type_v2(torch._utils._rebuild_wrapper_subclass, cls,
-                                                   (cls,) + tuple(args[2][1:]), args[3])
     if isinstance(callable, Global) and torch is not None and (callable.module, callable.name) == _DIM_RANGE and \
             how == _NEWOBJ and args == () and kwargs is None and isinstance(state, list) and len(state) == 3 and \
             not list_items and not dict_items:
@@ -270,16 +251,6 @@ def make_object(callable: Any, args: Any, kwargs: Any, how: int, state: Any, has
         # pickled as NEWOBJ + BUILD of its fields; torch.load builds it as well.
         from torch._dynamo.decorators import _DimRange
         return _DimRange(*state)
-    if isinstance(callable, Global) and torch is not None and not has_state and not list_items and not dict_items \
-            and (callable.module, callable.name) == ("torch._tensor", "_rebuild_from_type_v2") and kwargs is None \
-            and isinstance(args, tuple) and len(args) == 4 and args[0] == Global(_NJT_MODULE, "_rebuild_njt") and \
-            args[1] == Global(_NJT_MODULE, "NestedTensor") and isinstance(args[2], tuple) and len(args[2]) == 1 and \
-            isinstance(args[2][0], dict) and all(isinstance(args[2][0].get(k), torch.Tensor)
-                                                 for k in ("values", "offsets")):
-        # A jagged nested tensor, built as torch.load builds it (NestedTensor(**kwargs),
-        # then its attributes); the core checked the arguments (torch/rebuild.cc).
-        from torch.nested._internal.nested_tensor import NestedTensor, _rebuild_njt
-        return torch._tensor._rebuild_from_type_v2(_rebuild_njt, NestedTensor, args[2], args[3])
     if isinstance(callable, Global) and torch is not None and not has_state and not list_items and not dict_items:
         if (callable.module, callable.name) == ("torch", "Size") and isinstance(args, tuple) and len(args) == 1:
             return torch.Size(args[0])
@@ -288,10 +259,6 @@ def make_object(callable: Any, args: Any, kwargs: Any, how: int, state: Any, has
         if (callable.module, callable.name) == ("torch.serialization", "_get_layout") and isinstance(args, tuple) \
                 and len(args) == 1 and args[0] in _LAYOUTS:
             return getattr(torch, args[0].removeprefix("torch."))
-        if (callable.module, callable.name) == ("torch._utils", "_rebuild_sparse_tensor") and kwargs is None:
-            sparse = _sparse_tensor(args)
-            if sparse is not None:
-                return sparse
         if (callable.module, callable.name) == ("torch._utils", "_rebuild_meta_tensor_no_storage") and \
                 kwargs is None and isinstance(args, tuple) and len(args) == 4 and isinstance(args[0], torch.dtype):
             # The core checked the arguments (torch/rebuild.cc); a meta tensor has no data.
@@ -303,10 +270,6 @@ def make_object(callable: Any, args: Any, kwargs: Any, how: int, state: Any, has
                 kwargs is None and isinstance(args, tuple) and len(args) in (3, 4) and \
                 isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
             return torch.nn.Parameter(args[0], requires_grad=bool(args[1]))
-        if (callable.module, callable.name) == ("torch._utils", "_rebuild_nested_tensor") and kwargs is None and \
-                isinstance(args, tuple) and len(args) == 4 and all(isinstance(x, torch.Tensor) for x in args):
-            # The core checked every component lies inside the buffer (torch/rebuild.cc).
-            return torch._nested_view_from_buffer(*args)
     array = _numpy_object_array(callable, args, kwargs, how, state, has_state, list_items, dict_items)
     if array is not None:
         return array
@@ -347,30 +310,39 @@ def _numpy_object_array(callable: Any, args: Any, kwargs: Any, how: int, state: 
     return flat.reshape(shape, order="F" if state[3] else "C")
 
 
-_SPARSE_LAYOUTS = ("sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc")
+_SPARSE_LAYOUTS = tuple(_core.sparse_layouts())  # the core's ("sparse_coo", "sparse_csr", ...)
 # torch pickles a layout as torch.serialization._get_layout("torch.<name>").
 _LAYOUTS = {f"torch.{n}" for n in ("strided", "_mkldnn") + _SPARSE_LAYOUTS}
 
 
-def _sparse_tensor(args: Any) -> Any:
-    """torch._utils._rebuild_sparse_tensor(layout, data) as torch.load gives it, with
-    torch's invariants checked now (torch defers them to the end of its load): the
-    indices must lie inside the size. None (stays an Opaque) for anything else."""
-    if not (isinstance(args, tuple) and len(args) == 2 and isinstance(args[0], torch.layout) and
-            isinstance(args[1], tuple)):
+def make_composite(framework: str, layout: str, dtype: str, shape: tuple, parts: dict, coalesced: Any,
+                   requires_grad: bool, ragged_idx: int, metadata_cache: Any, state: Any, cls: tuple, stride: tuple,
+                   offset: int, layout_arg: Any, device: Any) -> Any:
+    """A tensor torch rebuilds from other tensors, from the record the core decoded and
+    checked (tensorseal/composite.h: the fields, the parts in torch's argument order),
+    built with torch's own constructors as torch.load builds it; sparse invariants are
+    checked now (torch defers them to the end of its load). None (the call stays an
+    Opaque) without torch or for numpy, which has no such tensors."""
+    if framework != "torch" or torch is None:
         return None
-    layout, data = args
-    if str(layout).removeprefix("torch.") not in _SPARSE_LAYOUTS:
-        return None
-    if layout == torch.sparse_coo and len(data) in (3, 4):
-        indices, values, size = data[:3]
-        coalesced = data[3] if len(data) == 4 else None
-        if isinstance(indices, torch.Tensor) and isinstance(values, torch.Tensor) and isinstance(size, torch.Size) \
-                and coalesced in (None, True, False):
-            return torch.sparse_coo_tensor(indices, values, size, check_invariants=True, is_coalesced=coalesced)
-    elif layout != torch.sparse_coo and len(data) == 4 and isinstance(data[3], torch.Size) and \
-            all(isinstance(x, torch.Tensor) for x in data[:3]):
-        return torch.sparse_compressed_tensor(*data[:3], data[3], layout=layout, check_invariants=True)
+    if layout == "sparse_coo":
+        return torch.sparse_coo_tensor(parts["indices"], parts["values"], torch.Size(shape), check_invariants=True,
+                                       is_coalesced=coalesced)
+    if layout in _SPARSE_LAYOUTS:
+        return torch.sparse_compressed_tensor(*parts.values(), torch.Size(shape), layout=getattr(torch, layout),
+                                              check_invariants=True)
+    if layout == "nested":
+        return torch._nested_view_from_buffer(*parts.values())
+    if layout == "jagged":  # NestedTensor(**kwargs), then its attributes
+        from torch.nested._internal.nested_tensor import NestedTensor, _rebuild_njt
+        kwargs = {"values": parts["values"], "offsets": parts["offsets"], "lengths": parts.get("lengths"),
+                  "_ragged_idx": ragged_idx, "_metadata_cache": metadata_cache, "requires_grad": requires_grad}
+        return torch._tensor._rebuild_from_type_v2(_rebuild_njt, NestedTensor, (kwargs,), state)
+    if layout == "dtensor":
+        c = _torch_class(*cls)
+        return torch._tensor._rebuild_from_type_v2(
+            torch._utils._rebuild_wrapper_subclass, c,
+            (c, _torch_dtype(dtype), shape, stride, offset, layout_arg, device, requires_grad), state)
     return None
 
 
@@ -393,7 +365,7 @@ class BufferDesc(NamedTuple):
     """Memory the core borrows (no copy): [ptr, ptr + nbytes), kept alive by owner.
     Buffers with the same ptr and nbytes are one storage in the file."""
     ptr: int
-    nbytes: int
+    nbytes: Optional[int]         # None under a numpy array: the extent of its view
     owner: Any
     dtype: str                    # element type of a bare storage; uint8 when untyped
 
@@ -431,6 +403,25 @@ class ObjectDesc(NamedTuple):
     dict_items: list = []         # SETITEMS, (key, value) pairs in order
 
 
+class CompositeDesc(NamedTuple):
+    """A tensor torch rebuilds from other tensors, as the core's record (tensorseal/
+    composite.h, the same field names): the core writes the rebuild call from it."""
+    layout: str                   # "sparse_coo", ..., "nested", "jagged", "dtensor"
+    dtype: str
+    shape: tuple
+    parts: dict                   # role -> tensor, in torch's argument order
+    coalesced: Optional[bool] = None  # sparse_coo
+    requires_grad: bool = False   # jagged, dtensor
+    ragged_idx: int = 1           # jagged
+    metadata_cache: Any = None    # jagged: _metadata_cache
+    state: Any = None             # jagged, dtensor: the object's state
+    cls: Optional[tuple] = None   # dtensor: (module, name) of its class
+    stride: tuple = ()            # dtensor
+    offset: int = 0               # dtensor
+    layout_arg: Any = None        # sparse, dtensor: the torch.layout
+    device: Any = None            # dtensor
+
+
 class UnsupportedDesc(NamedTuple):
     type_name: str
 
@@ -447,47 +438,54 @@ def _SPARSE_TORCH_LAYOUTS() -> tuple:
     return tuple(getattr(torch, n) for n in _SPARSE_LAYOUTS)
 
 
-def _describe_sparse(t: Any) -> "ObjectDesc":
-    """A sparse tensor as Tensor.__reduce_ex__ gives it: _rebuild_sparse_tensor(layout,
-    data), data = (indices, values, size, is_coalesced) for COO, (compressed indices,
-    plain indices, values, size) for CSR/CSC/BSR/BSC. Its parts are dense tensors."""
-    rebuild = Global("torch._utils", "_rebuild_sparse_tensor")
+def _describe_sparse(t: Any) -> "CompositeDesc":
+    """A sparse tensor: its layout and size, and its parts, dense tensors (COO: indices,
+    values and whether coalesced; CSR/BSR: crow/col indices, values; CSC/BSC: ccol/row)."""
     if t.device.type != "cpu":
         t = t.cpu()
+    layout = str(t.layout).removeprefix("torch.")
     if t.layout == torch.sparse_coo:
-        return ObjectDesc(rebuild, (t.layout, (t._indices(), t._values(), t.size(), t.is_coalesced())))
+        return CompositeDesc(layout, dtype_name(t.dtype), tuple(t.shape), {"indices": t._indices(),
+                             "values": t._values()}, coalesced=t.is_coalesced(), layout_arg=t.layout)
     if t.layout in (torch.sparse_csr, torch.sparse_bsr):
-        compressed, plain = t.crow_indices(), t.col_indices()
+        parts = {"crow_indices": t.crow_indices(), "col_indices": t.col_indices()}
     else:
-        compressed, plain = t.ccol_indices(), t.row_indices()
-    return ObjectDesc(rebuild, (t.layout, (compressed, plain, t.values(), t.size())))
+        parts = {"ccol_indices": t.ccol_indices(), "row_indices": t.row_indices()}
+    parts["values"] = t.values()
+    return CompositeDesc(layout, dtype_name(t.dtype), tuple(t.shape), parts, layout_arg=t.layout)
 
 
-def _describe_nested(t: Any) -> "ObjectDesc":
-    """A strided nested tensor as Tensor.__reduce_ex__ gives it:
-    _rebuild_nested_tensor(buffer, sizes, strides, offsets), four dense tensors."""
+def _describe_nested(t: Any) -> "CompositeDesc":
+    """A strided nested tensor: its buffer and the sizes, strides and offsets of its
+    components, four dense tensors."""
     if t.device.type != "cpu":
         t = t.cpu()
-    return ObjectDesc(Global("torch._utils", "_rebuild_nested_tensor"),
-                      (t.values(), t._nested_tensor_size(), t._nested_tensor_strides(),
-                       t._nested_tensor_storage_offsets()))
+    offsets = t._nested_tensor_storage_offsets()
+    return CompositeDesc("nested", dtype_name(t.dtype), (len(offsets),),
+                         {"buffer": t.values(), "sizes": t._nested_tensor_size(),
+                          "strides": t._nested_tensor_strides(), "offsets": offsets})
 
 
 def _is_jagged(t: Any) -> bool:
     return type(t).__name__ == "NestedTensor" and type(t).__module__ == _NJT_MODULE
 
 
-def _describe_jagged(t: Any) -> "ObjectDesc":
-    """A jagged nested tensor as NestedTensor.__reduce_ex__ gives it:
-    _rebuild_from_type_v2(_rebuild_njt, NestedTensor, ({values, offsets, lengths,
-    _ragged_idx, _metadata_cache, requires_grad},), {attributes})."""
+def _describe_jagged(t: Any) -> "CompositeDesc":
+    """A jagged nested tensor: what NestedTensor.__reduce_ex__ gives, its constructor's
+    keyword arguments and its attributes."""
     if t.device.type != "cpu":
         t = t.cpu()
-    rebuild, (func, cls, args, state) = t.__reduce_ex__(2)
+    rebuild, (func, cls, (kwargs,), state) = t.__reduce_ex__(2)
     if rebuild is not torch._tensor._rebuild_from_type_v2 or func.__name__ != "_rebuild_njt" or cls is not type(t):
         raise TypeError(f"cannot save a {type(t).__name__}: its reduction is not the NestedTensor one tensorseal knows")
-    return ObjectDesc(Global("torch._tensor", "_rebuild_from_type_v2"),
-                      (Global(_NJT_MODULE, "_rebuild_njt"), Global(_NJT_MODULE, "NestedTensor"), args, state))
+    cache = kwargs["_metadata_cache"]
+    parts = {"values": kwargs["values"], "offsets": kwargs["offsets"]}
+    if kwargs["lengths"] is not None:
+        parts["lengths"] = kwargs["lengths"]
+    parts.update(cache)  # min_seqlen, max_seqlen
+    return CompositeDesc("jagged", dtype_name(t.dtype), (len(kwargs["offsets"]) - 1,), parts,
+                         requires_grad=kwargs["requires_grad"], ragged_idx=kwargs["_ragged_idx"], state=state,
+                         metadata_cache=cache)
 
 
 def _describe_dim_range(r: Any) -> "ObjectDesc":
@@ -496,16 +494,17 @@ def _describe_dim_range(r: Any) -> "ObjectDesc":
     return ObjectDesc(Global(*_DIM_RANGE), (), _NEWOBJ, [r.dim, r.min, r.max], True)
 
 
-def _describe_dtensor(t: Any) -> "ObjectDesc":
-    """A DTensor as torch.save pickles it (Tensor.__reduce_ex__ of a wrapper subclass):
-    _rebuild_from_type_v2(_rebuild_wrapper_subclass, DTensor, (DTensor, dtype, size,
-    stride, offset, layout, device, requires_grad), (None, {_local_tensor, _spec}))."""
+def _describe_dtensor(t: Any) -> "CompositeDesc":
+    """A DTensor: what Tensor.__reduce_ex__ of a wrapper subclass gives, (DTensor, dtype,
+    size, stride, offset, layout, device, requires_grad) and its state (None,
+    {_local_tensor, _spec})."""
     rebuild, (func, cls, args, state) = t.__reduce_ex__(2)
     if rebuild is not torch._tensor._rebuild_from_type_v2 or func is not torch._utils._rebuild_wrapper_subclass:
         raise TypeError(f"cannot save a {type(t).__name__}: its reduction is not the DTensor one tensorseal knows")
-    g = Global(cls.__module__, cls.__qualname__)
-    return ObjectDesc(Global("torch._tensor", "_rebuild_from_type_v2"),
-                      (Global("torch._utils", "_rebuild_wrapper_subclass"), g, (g,) + tuple(args[1:]), state))
+    _cls, dtype, size, stride, offset, layout, device, requires_grad = args
+    return CompositeDesc("dtensor", dtype_name(dtype), tuple(size), {"local_tensor": t._local_tensor},
+                         requires_grad=requires_grad, state=state, cls=(cls.__module__, cls.__qualname__),
+                         stride=tuple(stride), offset=offset, layout_arg=layout, device=device)
 
 
 def _describe_pickled(obj: Any) -> "ObjectDesc":
@@ -560,8 +559,7 @@ def _describe_torch(t: Any) -> TensorDesc:
                      _describe_torch(t.q_per_channel_zero_points()), int(t.q_per_channel_axis()))
         else:  # torch cannot load these either
             raise TypeError(f"cannot save a quantized tensor with qscheme {t.qscheme()}")
-        if t.dtype not in (torch.qint8, torch.quint8, torch.qint32):
-            raise TypeError(f"cannot save a quantized tensor of dtype {t.dtype}")
+        # The dtype: the binding refuses those the core does not carry (carries_quantized).
     if t.is_nested:  # strided and NestedTensor (jagged) ones are described elsewhere
         raise TypeError(f"cannot save a nested tensor of layout {t.layout} and type {type(t).__name__}")
     if _is_wrapper_subclass(t):
@@ -582,8 +580,8 @@ def _describe_numpy(a: np.ndarray, numpy: int = 1) -> TensorDesc:
     if any(s < 0 or s % item for s in a.strides):
         a = np.ascontiguousarray(a)
     ptr = a.__array_interface__["data"][0]
-    extent = item + sum((n - 1) * s for n, s in zip(a.shape, a.strides)) if a.size else 0
-    return TensorDesc(BufferDesc(ptr, extent, a, "uint8"), dtype_name(a.dtype), tuple(a.shape),
+    # nbytes None: the binding measures the bytes the view reaches (Tensor::storage_extent).
+    return TensorDesc(BufferDesc(ptr, None, a, "uint8"), dtype_name(a.dtype), tuple(a.shape),
                       tuple(s // item for s in a.strides), 0, False, False, numpy)
 
 

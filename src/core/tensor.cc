@@ -166,6 +166,10 @@ std::string_view scheme_name(Quantization::Scheme s) noexcept {
   return "?";
 }
 
+bool carries_quantized(DType d) noexcept {
+  return d == DType::kQInt8 || d == DType::kQUInt8 || d == DType::kQInt32;
+}
+
 std::string_view python_type_name(const Tensor& t) noexcept {
   if (t.numpy == NumpyType::kArray) return "numpy.ndarray";
   if (t.numpy == NumpyType::kScalar) return "numpy.generic";

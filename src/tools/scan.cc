@@ -11,13 +11,14 @@
 #include "pickle/vm.h"
 #include "tools/json.h"
 #include "tools/scan.h"
+#include "torch/composite.h"
 
 namespace tensorseal {
 namespace {
 
 // torch's weights_only allowlist (torch/_weights_only_unpickler.py) plus numpy's array
 // reconstruction and the inert builtins protocol 2 uses.
-constexpr std::array<std::string_view, 58> kSafe = {
+constexpr std::array<std::string_view, 47> kSafe = {
     "collections.OrderedDict", "collections.Counter",
     "torch.nn.parameter.Parameter", "torch.Size", "torch.Tensor", "torch.device",
     "torch.storage.UntypedStorage", "torch.storage.TypedStorage", "torch.UntypedStorage",
@@ -31,13 +32,7 @@ constexpr std::array<std::string_view, 58> kSafe = {
     // jagged nested tensors (allowed by weights_only once torch.nested / torch._dynamo are imported)
     "torch.nested._internal.nested_tensor._rebuild_njt", "torch.nested._internal.nested_tensor.NestedTensor",
     "torch._dynamo.decorators._DimRange",
-    // DTensors (allowed by weights_only once torch.distributed.tensor is imported)
-    "torch.distributed.tensor.DTensor", "torch.distributed.device_mesh.DeviceMesh",
-    "torch.distributed._mesh_layout._MeshLayout", "torch.distributed._mesh_layout._FlatLayout",
-    "torch.distributed.tensor._dtensor_spec.DTensorSpec", "torch.distributed.tensor._dtensor_spec.TensorMeta",
-    "torch.distributed.tensor._dtensor_spec.ShardOrderEntry", "torch.distributed.tensor.placement_types.Shard",
-    "torch.distributed.tensor.placement_types.Replicate", "torch.distributed.tensor.placement_types.Partial",
-    "torch.distributed.tensor.placement_types._StridedShard",
+    // DTensors: is_weights_only_dtensor_class (torch/composite.h holds the classes)
     "torch.per_tensor_affine", "torch.per_channel_affine", "torch.per_tensor_symmetric",
     "torch.per_channel_symmetric", "torch.per_channel_affine_float_qparams",
     "_codecs.encode", "builtins.set", "builtins.frozenset", "builtins.complex", "builtins.bytearray",
@@ -48,6 +43,13 @@ constexpr std::array<std::string_view, 58> kSafe = {
     // object dtypes from a buffer, so it rebuilds data only.
     "numpy.core.numeric._frombuffer", "numpy._core.numeric._frombuffer",
 };
+
+// DTensor and its spec's classes, allowed by weights_only once torch.distributed.tensor
+// is imported: DTensor only at its own module (kDTensorTypes' first), as torch names it.
+bool is_weights_only_dtensor_class(std::string_view module, std::string_view name) {
+  const auto& home = detail::torch::kDTensorTypes[0];
+  return (module == home.module && name == home.name) || detail::torch::is_dtensor_spec_class(module, name);
+}
 
 // Whole modules whose every name can run code, touch files, processes or the network.
 // The list and its sources: docs/security.md ("Dangerous globals").
@@ -231,6 +233,7 @@ Verdict classify_global(std::string_view module_in, std::string_view name, std::
   if (module == "copyreg" && name == "_reconstructor") return say(Verdict::kDangerous, "calls an arbitrary class");
   for (auto s : kSafe)
     if (s == full) return say(Verdict::kSafe, "allowed by torch's weights_only loader");
+  if (is_weights_only_dtensor_class(module, name)) return say(Verdict::kSafe, "allowed by torch's weights_only loader");
   if (is_torch_dtype_or_storage(module, name)) return say(Verdict::kSafe, "torch dtype, layout or storage class");
   if (is_legacy_tensor_class(module, name)) return say(Verdict::kSafe, "torch legacy tensor class");
   for (auto s : detail::dcp::kMetadataGlobals)

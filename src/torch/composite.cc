@@ -10,13 +10,16 @@
 //       (None, {'_local_tensor': t, '_spec': DTensorSpec}))         (dtensor: __slots__)
 #include "torch/composite.h"
 
+#include "tensorseal/error.h"
+#include "torch/constants.h"
+
 namespace tensorseal::detail::torch {
 namespace {
 
 bool is_call(const Object& o, std::string_view module, std::string_view name) {
   return o.callable && o.callable->is(Value::Kind::kGlobal) && o.callable->as_global().module == module &&
-         o.callable->as_global().name == name && o.args && o.args->is(Value::Kind::kTuple) && !o.kwargs &&
-         !o.state && o.list_items.empty() && o.dict_items.empty();
+         o.callable->as_global().name == name && o.args && o.args->is(Value::Kind::kTuple) && !o.kwargs && !o.state &&
+         o.list_items.empty() && o.dict_items.empty();
 }
 
 // torch.Size((d0, d1, ...)) as integers.
@@ -37,7 +40,7 @@ std::optional<std::string> layout_of(const Value& v) {
   const auto& a = v.as_object().args->items();
   if (a.size() != 1 || !a[0].is(Value::Kind::kStr)) return std::nullopt;
   const std::string_view s = a[0].as_str();
-  for (std::string_view l : {"sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc"})
+  for (std::string_view l : kSparseLayouts)
     if (s.size() == l.size() + 6 && s.starts_with("torch.") && s.substr(6) == l) return std::string(l);
   return std::nullopt;
 }
@@ -51,14 +54,18 @@ std::optional<Composite> sparse(const Object& o) {
   const bool coo = *layout == "sparse_coo";
   const bool rows = *layout == "sparse_csr" || *layout == "sparse_bsr";
   std::vector<const char*> roles;
-  if (coo) roles = {"indices", "values"};
-  else roles = {rows ? "crow_indices" : "ccol_indices", rows ? "col_indices" : "row_indices", "values"};
+  if (coo)
+    roles = {"indices", "values"};
+  else
+    roles = {rows ? "crow_indices" : "ccol_indices", rows ? "col_indices" : "row_indices", "values"};
   const std::size_t size_at = roles.size();
   if (coo ? (d.size() != 3 && d.size() != 4) : d.size() != 4) return std::nullopt;
   if (coo && d.size() == 4 && !d[3].is(Value::Kind::kBool) && !d[3].is_none()) return std::nullopt;
   auto shape = size_of(d[size_at]);
   if (!shape) return std::nullopt;
   Composite c{*layout, DType::kFloat32, std::move(*shape), {}};
+  if (coo && d.size() == 4) c.coalesced = d[3];
+  c.layout_arg = a[0];
   for (std::size_t i = 0; i < roles.size(); ++i) {
     if (!d[i].is(Value::Kind::kTensor)) return std::nullopt;
     c.parts.emplace_back(roles[i], d[i].as_tensor());
@@ -96,13 +103,21 @@ std::optional<Composite> jagged(const Object& o) {
   const Dict& kwargs = a[2].items()[0].as_dict();
   for (const char* role : {"values", "offsets", "lengths"}) {
     const Value* v = kwargs.find(std::string_view(role));
-    if (v && v->is(Value::Kind::kTensor)) c.parts.emplace_back(role, v->as_tensor());
-    else if (std::string_view(role) != "lengths" || (v && !v->is_none())) return std::nullopt;
+    if (v && v->is(Value::Kind::kTensor))
+      c.parts.emplace_back(role, v->as_tensor());
+    else if (std::string_view(role) != "lengths" || (v && !v->is_none()))
+      return std::nullopt;
   }
   if (const Value* cache = kwargs.find(std::string_view("_metadata_cache")); cache && cache->is(Value::Kind::kDict))
     for (const char* role : {"min_seqlen", "max_seqlen"})
       if (const Value* v = cache->as_dict().find(std::string_view(role)); v && v->is(Value::Kind::kTensor))
         c.parts.emplace_back(role, v->as_tensor());
+  if (const Value* cache = kwargs.find(std::string_view("_metadata_cache"))) c.metadata_cache = *cache;
+  if (const Value* v = kwargs.find(std::string_view("_ragged_idx")); v && v->is(Value::Kind::kInt))
+    c.ragged_idx = v->as_int();
+  if (const Value* v = kwargs.find(std::string_view("requires_grad")); v && v->is(Value::Kind::kBool))
+    c.requires_grad = v->as_bool();
+  c.state = a[3];
   c.dtype = c.parts[0].second->dtype;
   c.shape = {static_cast<std::int64_t>(c.parts[1].second->numel()) - 1};
   return c;
@@ -124,6 +139,16 @@ std::optional<Composite> dtensor(const Object& o) {
     if (!x.is(Value::Kind::kInt)) return std::nullopt;
     c.shape.push_back(x.as_int());
   }
+  const auto& w = a[2].items();
+  c.type = a[1].as_global();
+  if (w[3].is(Value::Kind::kTuple) || w[3].is(Value::Kind::kList))
+    for (const auto& x : w[3].items())
+      if (x.is(Value::Kind::kInt)) c.stride.push_back(x.as_int());
+  if (w[4].is(Value::Kind::kInt)) c.storage_offset = w[4].as_int();
+  c.layout_arg = w[5];
+  c.device = w[6];
+  c.requires_grad = w[7].is(Value::Kind::kBool) && w[7].as_bool();
+  c.state = a[3];
   return c;
 }
 
@@ -139,9 +164,15 @@ const Value* state_entry(const Value& state, std::string_view name) {
 }
 
 bool is_dtensor_type(const Global& g) {
-  return g.name == "DTensor" &&
-         (g.module == "torch.distributed.tensor" || g.module == "torch.distributed.tensor._api" ||
-          g.module == "torch.distributed._tensor.api" || g.module == "torch.distributed._tensor");
+  for (const auto& t : kDTensorTypes)
+    if (g.module == t.module && g.name == t.name) return true;
+  return false;
+}
+
+bool is_dtensor_spec_class(std::string_view module, std::string_view name) {
+  for (const auto& t : kDTensorSpecClasses)
+    if (module == t.module && name == t.name) return true;
+  return false;
 }
 
 std::optional<Composite> composite_of(const Object& o) {
@@ -152,6 +183,113 @@ std::optional<Composite> composite_of(const Object& o) {
     return dtensor(o);
   }
   return std::nullopt;
+}
+
+// ---- encode -----------------------------------------------------------------------
+
+namespace {
+
+Value call(Value callable, std::vector<Value> args) {
+  auto o = std::make_shared<Object>();
+  o->callable = std::make_shared<Value>(std::move(callable));
+  o->args = std::make_shared<Value>(Value::tuple(std::move(args)));
+  return Value(std::move(o));
+}
+
+Value int_tuple(const std::vector<std::int64_t>& xs) {
+  std::vector<Value> items(xs.begin(), xs.end());
+  return Value::tuple(std::move(items));
+}
+
+void set(Value& dict, std::string_view key, Value v) {
+  dict.as_dict().items.emplace_back(Value::str(std::string(key)), std::move(v));
+}
+
+[[noreturn]] void cannot_encode(const Composite& c, std::string_view why) {
+  throw Error(rules::kCannotWrite, "a " + c.layout + " tensor: " + std::string(why));
+}
+
+Value required(const Composite& c, std::string_view role) {
+  auto t = c.part(role);
+  if (!t) cannot_encode(c, "has no part '" + std::string(role) + "'");
+  return Value(t);
+}
+
+Value encode_sparse(const Composite& c) {
+  const bool coo = c.layout == "sparse_coo";
+  const bool rows = c.layout == "sparse_csr" || c.layout == "sparse_bsr";
+  std::vector<Value> data;
+  if (coo) {
+    data = {required(c, "indices"), required(c, "values")};
+  } else {
+    data = {required(c, rows ? "crow_indices" : "ccol_indices"), required(c, rows ? "col_indices" : "row_indices"),
+            required(c, "values")};
+  }
+  data.push_back(call(Value::global("torch", "Size"), {int_tuple(c.shape)}));
+  if (coo && c.coalesced) data.push_back(*c.coalesced);
+  // The layout object as kept (one object a file may share among its sparse tensors), or a new one.
+  if (!c.layout_arg.is_none() && layout_of(c.layout_arg) != c.layout) cannot_encode(c, "its layout argument differs");
+  const Value layout = c.layout_arg.is_none() ? call(Value::global("torch.serialization", "_get_layout"),
+                                                     {Value::str("torch." + c.layout)})
+                                              : c.layout_arg;
+  return call(Value::global("torch._utils", "_rebuild_sparse_tensor"), {layout, Value::tuple(std::move(data))});
+}
+
+Value encode_nested(const Composite& c) {
+  return call(Value::global("torch._utils", "_rebuild_nested_tensor"),
+              {required(c, "buffer"), required(c, "sizes"), required(c, "strides"), required(c, "offsets")});
+}
+
+// NestedTensor.__reduce_ex__'s keyword arguments, in its order.
+Value encode_jagged(const Composite& c) {
+  constexpr std::string_view kModule = "torch.nested._internal.nested_tensor";
+  Value kwargs = Value::dict();
+  set(kwargs, "values", required(c, "values"));
+  set(kwargs, "offsets", required(c, "offsets"));
+  set(kwargs, "lengths", c.part("lengths") ? Value(c.part("lengths")) : Value());
+  set(kwargs, "_ragged_idx", Value(c.ragged_idx));
+  Value cache = c.metadata_cache;
+  if (cache.is_none()) {
+    cache = Value::dict();
+    for (std::string_view role : {"min_seqlen", "max_seqlen"})
+      if (auto t = c.part(role)) set(cache, role, Value(t));
+  }
+  if (!cache.is(Value::Kind::kDict)) cannot_encode(c, "its metadata cache is not a dict");
+  for (const auto& [k, v] : cache.as_dict().items)
+    if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor) || v.as_tensor() != c.part(k.as_str()))
+      cannot_encode(c, "its metadata cache holds other than its min_seqlen / max_seqlen parts");
+  set(kwargs, "_metadata_cache", cache);
+  set(kwargs, "requires_grad", Value(c.requires_grad));
+  return call(Value::global("torch._tensor", "_rebuild_from_type_v2"),
+              {Value::global(std::string(kModule), "_rebuild_njt"), Value::global(std::string(kModule), "NestedTensor"),
+               Value::tuple({kwargs}), c.state});
+}
+
+// Tensor.__reduce_ex__ of a wrapper subclass. The state (a DTensor's attributes are
+// __slots__: (None, {_local_tensor, _spec})) is written as kept; it must hold the part.
+Value encode_dtensor(const Composite& c) {
+  if (!is_dtensor_type(c.type)) cannot_encode(c, "its class is not DTensor");
+  const Value* local = state_entry(c.state, "_local_tensor");
+  if (!local || !local->is(Value::Kind::kTensor) || local->as_tensor() != c.part("local_tensor"))
+    cannot_encode(c, "its state does not hold its local tensor");
+  const Value type = Value::global(c.type.module, c.type.name);
+  return call(
+      Value::global("torch._tensor", "_rebuild_from_type_v2"),
+      {Value::global("torch._utils", "_rebuild_wrapper_subclass"), type,
+       Value::tuple({type, Value::global("torch", std::string(name(c.dtype))), int_tuple(c.shape), int_tuple(c.stride),
+                     Value(c.storage_offset), c.layout_arg, c.device, Value(c.requires_grad)}),
+       c.state});
+}
+
+}  // namespace
+
+Value encode(const Composite& c) {
+  for (std::string_view l : kSparseLayouts)
+    if (c.layout == l) return encode_sparse(c);
+  if (c.layout == "nested") return encode_nested(c);
+  if (c.layout == "jagged") return encode_jagged(c);
+  if (c.layout == "dtensor") return encode_dtensor(c);
+  cannot_encode(c, "not a layout tensorseal writes");
 }
 
 }  // namespace tensorseal::detail::torch
