@@ -234,7 +234,8 @@ std::string parse_compress(std::string_view text) {
 
 WriteParams write_params(const WriteOptions& options) {
   WriteParams p;
-  if (const auto v = option_value(options.format_options, "compress"); !v.empty()) p.compress = parse_compress(v) == "1";
+  if (const auto v = option_value(options.format_options, "compress"); !v.empty())
+    p.compress = parse_compress(v) == "1";
   return p;
 }
 

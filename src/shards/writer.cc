@@ -78,7 +78,8 @@ std::string parse_shard_counts(std::string_view text) {
     const std::size_t end = std::min(text.find(',', start), text.size());
     const std::string_view n = text.substr(start, end - start);
     if (n.empty() || n.size() > 19 || !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      throw Error(tensorseal::rules::kInvalidArgument, "shard_counts '" + std::string(text) + "' is not a list of counts (1,2,2)");
+      throw Error(tensorseal::rules::kInvalidArgument,
+                  "shard_counts '" + std::string(text) + "' is not a list of counts (1,2,2)");
     out += (out.empty() ? "" : ",") + std::to_string(std::stoull(std::string(n)));
     if (end == text.size()) return out;
     start = end + 1;
