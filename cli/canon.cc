@@ -14,6 +14,7 @@
 // tseal convert IN OUT [--to FORMAT]: canonical form in another format.
 // tseal convert IN OUTDIR --shards SIZE: Hugging Face safetensors shards (hf-shards).
 // tseal convert IN OUTDIR --to dcp [--world-size N]: a canonical DCP directory.
+// (Those flags are the format table's writer options: FormatInfo::params.)
 // Both stream tensor data from the memory-mapped input and write atomically (a
 // directory as a whole). canon of a shard directory keeps its split into files.
 #include <filesystem>
@@ -218,39 +219,24 @@ Runner add_convert(CLI::App& app) {
   auto in = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto to = std::make_shared<std::string>();
-  auto shards = std::make_shared<std::string>();
-  auto world = std::make_shared<std::uint32_t>(0);
   const auto names = writable_names();
   std::string choices;
   for (const auto& n : names) choices += (choices.empty() ? "" : " | ") + n;
   cmd->add_option("IN", *in, "input checkpoint")->required();
   cmd->add_option("OUT", *out, "output file")->required();
   cmd->add_option("--to", *to, choices + " (default: from OUT's extension)")->check(CLI::IsMember(names));
-  cmd->add_option("--shards", *shards,
-                  "write OUT as a directory of Hugging Face safetensors shards of at most SIZE tensor bytes each "
-                  "(5GB, 500MB, ...: decimal units as huggingface_hub)");
-  cmd->add_option("--world-size", *world,
-                  "write OUT as a canonical torch.distributed.checkpoint directory split over N ranks' files "
-                  "(implies --to dcp)")
-      ->check(CLI::Range(1u, 1u << 20));
+  auto format_flags = add_format_flags(cmd);
   auto flags = add_write_flags(cmd);
   auto limits = add_limits(cmd);
   auto format = add_input_format(cmd);
   return [=]() {
     using namespace tensorseal;
-    std::uint64_t max_shard_size = 0;
-    Format f = to->empty() ? format_for_extension(*out) : *format_from_name(*to);
-    if (!shards->empty()) {
-      if (!to->empty() && f != Format::kHfShards)
-        throw Error(rules::kInvalidArgument, "--shards writes hf-shards, not " + *to);
-      f = Format::kHfShards;
-      max_shard_size = parse_shard_size(*shards);
-    }
-    if (*world != 0) {
-      if (!to->empty() && f != Format::kDcp)
-        throw Error(rules::kInvalidArgument, "--world-size writes dcp, not " + *to);
-      f = Format::kDcp;
-    }
+    FormatOptions format_options;
+    // A format option (--shards, --world-size) before the extension: OUT of a directory
+    // format has none.
+    Format f = to->empty() ? Format::kUnknown : *format_from_name(*to);
+    f = apply_format_flags(*format_flags, f, *to, format_options);
+    if (f == Format::kUnknown) f = format_for_extension(*out);
     if (f == Format::kUnknown)
       throw Error(rules::kInvalidArgument, "cannot tell the output format from '" + *out + "'; use --to");
     ProgressBar bar("writing " + *out, flags->quiet);
@@ -258,8 +244,7 @@ Runner add_convert(CLI::App& app) {
     o.read = read_options(*limits, *format);
     o.to = f;
     o.write = write_options(*flags, bar);
-    o.write.max_shard_size = max_shard_size;
-    o.write.world_size = *world;
+    o.write.format_options = std::move(format_options);
     (void)convert_file(*in, *out, o);
     return kExitOk;
   };

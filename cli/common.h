@@ -47,6 +47,25 @@ std::shared_ptr<tensorseal::Format> add_input_format(CLI::App* cmd);
 tensorseal::ReadOptions read_options(const tensorseal::Limits& limits,
                                      tensorseal::Format format = tensorseal::Format::kUnknown);
 
+// The writer options of every format (FormatInfo::params with a flag: --shards SIZE,
+// --world-size N, ...), as the convert flags given; each implies its format.
+struct FormatFlags {
+  struct Given {
+    tensorseal::Format format;
+    const tensorseal::FormatParam* param;
+    std::string value;
+  };
+  std::vector<Given> given;  // in command-line order
+};
+// Adds one flag per writer option of the format table to a command that writes.
+std::shared_ptr<FormatFlags> add_format_flags(CLI::App* cmd);
+// The format `to` (kUnknown: none named; `to_name` as the user wrote it), or the one
+// the given flags imply; their values, parsed, into `options`. Throws Error
+// api/invalid-argument when a flag's format is not `to` (or another flag's), and the
+// parser's error for a bad value.
+tensorseal::Format apply_format_flags(const FormatFlags& flags, tensorseal::Format to, const std::string& to_name,
+                                      tensorseal::FormatOptions& options);
+
 // Prints rows as an aligned table (first row is the header).
 void print_table(const std::vector<std::vector<std::string>>& rows, std::FILE* out = stdout);
 // The same table, row k made by row(k) when needed (twice: widths, then lines), so that

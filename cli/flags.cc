@@ -1,4 +1,4 @@
-// Flags shared by the commands: --threads and the limits.
+// Flags shared by the commands: --threads, the limits, and the writers' options.
 #include <string>
 
 #include "common.h"
@@ -46,6 +46,39 @@ std::shared_ptr<tensorseal::Format> add_input_format(CLI::App* cmd) {
       "read the input as this format instead of detecting it (a file that is two formats at once is "
       "refused without it: docs/security.md)");
   return format;
+}
+
+std::shared_ptr<FormatFlags> add_format_flags(CLI::App* cmd) {
+  auto flags = std::make_shared<FormatFlags>();
+  for (const auto& f : tensorseal::formats()) {
+    if (!f.writable) continue;
+    for (const auto& p : f.params) {
+      if (p.flag.empty()) continue;  // a layout canon keeps, not a flag
+      const tensorseal::FormatParam* param = &p;
+      const tensorseal::Format format = f.format;
+      cmd->add_option_function<std::string>(
+             "--" + std::string(p.flag),
+             [flags, format, param](const std::string& v) { flags->given.push_back({format, param, v}); },
+             std::string(p.help))
+          ->type_name(std::string(p.value));
+    }
+  }
+  return flags;
+}
+
+tensorseal::Format apply_format_flags(const FormatFlags& flags, tensorseal::Format to, const std::string& to_name,
+                                      tensorseal::FormatOptions& options) {
+  using namespace tensorseal;
+  std::string named = to_name;
+  for (const auto& g : flags.given) {
+    if (to != Format::kUnknown && to != g.format)
+      throw Error(rules::kInvalidArgument, "--" + std::string(g.param->flag) + " writes " +
+                                               std::string(format_name(g.format)) + ", not " + named);
+    to = g.format;
+    named = format_name(g.format);
+  }
+  for (const auto& g : flags.given) set_option(options, g.format, g.param->name, g.value);
+  return to;
 }
 
 tensorseal::ReadOptions read_options(const tensorseal::Limits& limits, tensorseal::Format format) {

@@ -33,10 +33,10 @@ inline constexpr Rule kCanonCheckDirectory{"canon/check-directory", ErrorKind::k
 // The format `canon` writes for `c` (its format's FormatInfo::canonical).
 [[nodiscard]] Format canonical_format(const Checkpoint& c);
 // The WriteOptions `canon` (target = canonical_format(c)) and `convert` write `c` as
-// `target` with: its user metadata where `target` carries it (safetensors, hf-shards),
-// a shard directory's split, a DCP directory's number of ranks and an npz's
-// compression when `target` is its own format; `threads` as given
-// (never changes the bytes).
+// `target` with: what target's row keeps (FormatRow::keep: user metadata for
+// safetensors and hf-shards), and c.layout (a shard directory's split, a DCP
+// directory's number of ranks, an npz's compression) when `target` is its own format;
+// `threads` as given (never changes the bytes).
 [[nodiscard]] WriteOptions canonical_write_options(const Checkpoint& c, Format target, unsigned threads = 0);
 // The canonical bytes of a single-file checkpoint, in memory (`canon --stdout`).
 // Throws Error kCanonCheckDirectory when the canonical format is a directory.
@@ -73,9 +73,10 @@ struct CanonCheckOptions {
 struct ConvertOptions {
   ReadOptions read;               // how the input is read (format, limits, in_memory)
   Format to = Format::kUnknown;   // kUnknown: the input's canonical format (canon)
-  // threads, fsync, progress; max_shard_size (hf-shards: a new split instead of the
-  // input's) and world_size (dcp: this many ranks instead of the input's) when set.
-  // Metadata, shard_counts and before_commit come from canonical_write_options.
+  // threads, fsync, progress, before_commit; format_options (hf-shards'
+  // max_shard_size: a new split instead of the input's; dcp's world_size: this many
+  // ranks instead of the input's) over the kept layout. Metadata and the layout come
+  // from canonical_write_options.
   WriteOptions write;
   // Sees the checkpoint once it is read, before anything is written; false writes
   // nothing (canon's refusal of dangerous globals).
@@ -92,8 +93,8 @@ bool convert_file(const std::filesystem::path& in, const std::filesystem::path& 
                   const ConvertOptions& options = {});
 // The write half of convert_file, for a checkpoint already read (e.g. from memory):
 // write_file of `c`'s canonical form as options.to, with canonical_write_options(c)
-// and options.write's threads, fsync, progress, before_commit, max_shard_size and
-// world_size. options.read and options.accept are not used.
+// and options.write's threads, fsync, progress, before_commit and format_options.
+// options.read and options.accept are not used.
 void write_canonical(const Checkpoint& c, const std::filesystem::path& out, const ConvertOptions& options);
 
 }  // namespace tensorseal

@@ -43,16 +43,11 @@ struct Checkpoint {
   std::vector<std::pair<std::string, std::string>> metadata;
   std::vector<Fact> facts;
   std::vector<GlobalRef> globals;
-  // A checkpoint read from several files (a Hugging Face shard directory): how many
-  // entries of `root` each file holds, in file order (root lists them file by file).
-  // Empty for a single file. `canon` passes it on (WriteOptions::shard_counts).
-  std::vector<std::uint64_t> shard_counts;
-  // A torch.distributed.checkpoint directory: how many ranks' data files it holds.
-  // `canon` keeps it (WriteOptions::world_size). 0 for every other format.
-  std::uint32_t world_size = 0;
-  // An .npz with DEFLATED members (np.savez_compressed): `canon` writes its members
-  // DEFLATED too (WriteOptions::compress). Not content. False for every other format.
-  bool compressed = false;
+  // The layout of the files read, as the options of its format's writer that write it
+  // again (FormatInfo::params: a shard directory's split "shard_counts", a DCP
+  // directory's "world_size", an npz's "compress"); `canon` passes it on
+  // (WriteOptions::format_options) when it writes the same format. Not content.
+  FormatOptions layout;
   // The content hash the container records of itself ("xxh3:..." or "sha256:..."; a
   // tensorseal.dcp manifest's content_hash), which `verify` recomputes; "" for none.
   std::string recorded_hash;

@@ -30,20 +30,11 @@ struct WriteOptions {
   unsigned threads = 0;  // 0: all cores; never changes the bytes
   bool fsync = true;     // fsync file and directory before/after the rename
   Progress progress;     // tensor bytes written of all (tensorseal/progress.h)
-  // hf-shards (a directory): the most tensor bytes per shard file (0: huggingface_hub's
-  // default, 5GB); a tensor larger than this gets a shard of its own. The split runs
-  // over the tensors sorted by name (bytewise), never the root's order.
-  std::uint64_t max_shard_size = 0;
-  // hf-shards: this split instead (entries per shard, in root order), as
-  // Checkpoint::shard_counts gives it; `canon` uses it to keep a directory's layout.
-  std::vector<std::uint64_t> shard_counts;
-  // dcp (a directory): the number of ranks whose files the tensors are split over
-  // (dim 0, like DTensor Shard(0)); 0 means 1.
-  std::uint32_t world_size = 0;
-  // npz: every member DEFLATED, as np.savez_compressed stores them, by tensorseal's own
-  // encoder (src/zip/deflate.h), whose bytes are the same on every machine
-  // (docs/formats/npy.md, "Compressed members"). `canon` sets it for a compressed npz.
-  bool compress = false;
+  // The written format's own options by name (FormatInfo::params: hf-shards'
+  // max_shard_size and shard_counts, dcp's world_size, npz's compress), values as text
+  // as their FormatParam::parse gives them; set them with set_option. A format reads
+  // only its own names (src/<format>/format.h) and ignores the others.
+  FormatOptions format_options;
   // Called once every byte is written and before the output appears (the file renamed,
   // the directory swapped into place); an exception from it aborts the write and
   // leaves nothing at the target (convert_file verifies input checksums here).

@@ -242,14 +242,14 @@ NB_MODULE(_tensorseal, m) {
       "write_file",
       [](nb::handle obj, const std::string& path, const std::string& format,
          const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads, bool split_storages,
-         bool empty_metadata, std::uint64_t max_shard_size, std::uint32_t world_size, bool fsync, nb::handle progress) {
+         bool empty_metadata, const std::vector<std::pair<std::string, std::string>>& options, bool fsync,
+         nb::handle progress) {
         FromPy conv;
         conv.split_storages = split_storages;
         Value root = conv.convert(obj);
         Format f = parse_format(format);
         WriteOptions o = write_options(metadata, threads, empty_metadata);
-        o.max_shard_size = max_shard_size;
-        o.world_size = world_size;
+        for (const auto& [name, value] : options) set_option(o.format_options, f, name, value);
         o.fsync = fsync;
         o.progress = progress_of(progress);
         {
@@ -260,8 +260,9 @@ NB_MODULE(_tensorseal, m) {
       },
       nb::arg("obj"), nb::arg("path"), nb::arg("format"),
       nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{}, nb::arg("threads") = 0,
-      nb::arg("split_storages") = false, nb::arg("empty_metadata") = false, nb::arg("max_shard_size") = 0,
-      nb::arg("world_size") = 0, nb::arg("fsync") = true, nb::arg("progress") = nb::none());
+      nb::arg("split_storages") = false, nb::arg("empty_metadata") = false,
+      nb::arg("options") = std::vector<std::pair<std::string, std::string>>{}, nb::arg("fsync") = true,
+      nb::arg("progress") = nb::none());
 
   m.def("parse_shard_size", [](const std::string& text) { return parse_shard_size(text); });
 
@@ -410,6 +411,10 @@ NB_MODULE(_tensorseal, m) {
       });
   m.def("format_for_extension",
         [](const std::string& path) { return std::string(format_name(format_for_extension(path))); });
+  m.def("format_named", [](const std::string& name) {
+        const auto f = format_from_name(name);
+        return std::string(f ? format_name(*f) : "unknown");
+      });
   m.def("formats", []() {
         nb::list out;
         for (const auto& f : formats()) {
@@ -424,6 +429,10 @@ NB_MODULE(_tensorseal, m) {
           d["writable"] = f.writable;
           d["canonical"] = std::string(format_name(f.canonical));
           d["directory"] = f.directory;
+          nb::list params;  // the writer's options a caller may set (keywords of save)
+          for (const auto& p : f.params)
+            if (!p.flag.empty()) params.append(nb::make_tuple(std::string(p.name), std::string(p.help)));
+          d["options"] = params;
           out.append(d);
         }
         return out;

@@ -80,7 +80,8 @@ def _format_for(path: Union[PathLike, str], format: Optional[str]) -> str:
 
 def formats() -> List[Dict[str, Any]]:
     """The format table: one dict per format with ``name``, ``aliases``, ``extensions``,
-    ``description``, ``writable`` and ``canonical`` (the format ``canon`` writes for it),
+    ``description``, ``writable``, ``canonical`` (the format ``canon`` writes for it),
+    ``directory`` and ``options`` (its writer's keywords of save(), as (name, help)),
     in detection order."""
     return _core.formats()
 
@@ -161,10 +162,32 @@ def load_bytes(data: Union[bytes, bytearray, memoryview], *, framework: Optional
                             format=format or "")["root"]
 
 
+def _format_options(path: PathLike, format: Optional[str],
+                    options: Dict[str, Any]) -> Tuple[Optional[str], List[Tuple[str, str]]]:
+    """save()'s format keywords as the core's (name, text) pairs, and the format they
+    imply: each is an option of one format's writer (the ``options`` of its row in
+    ``formats()``), which ``format``, when given, must name (or alias)."""
+    pairs = []
+    for key, value in options.items():
+        owner = next((r["name"] for r in _core.formats() for name, _ in r["options"] if name == key), None)
+        if owner is None:
+            raise TypeError(f"save() got an unexpected keyword argument {key!r}")
+        if value is None:
+            continue
+        if format is not None and _core.format_named(format) != owner:
+            raise invalid_argument(f"{key} writes {owner}, not {format!r}", os.fspath(path))
+        format = owner
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise invalid_argument(f"{key} must be a number or a string, not {type(value).__name__}", os.fspath(path))
+        if not isinstance(value, str) and value <= 0:
+            raise invalid_argument(f"{key} must be positive, not {value!r}", os.fspath(path))
+        pairs.append((key, str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)))
+    return format, pairs
+
+
 def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
          metadata: Optional[Dict[str, str]] = None, threads: int = 0,
-         max_shard_size: Union[int, str, None] = None, world_size: Optional[int] = None,
-         durable: bool = True, progress: ProgressArg = None) -> None:
+         durable: bool = True, progress: ProgressArg = None, **options: Union[int, str, None]) -> None:
     """Writes ``obj`` canonically: the bytes depend only on the content.
 
     ``obj``: a tensor, array, or any nesting of dicts/OrderedDicts/lists/tuples with
@@ -176,6 +199,9 @@ def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
     tensors' memory (no copy through Python, and no copy before the kernel's); the GIL
     is released while writing. Python objects are released before save returns; the
     C++ copy of the object tree is freed on a helper thread.
+
+    ``**options``: the options of a format's writer, by the names its row in
+    ``formats()`` lists; each implies its format:
 
     ``max_shard_size`` (or ``format="hf-shards"``): ``path`` becomes a directory of
     Hugging Face safetensors shards (``model-0000N-of-0000M.safetensors`` +
@@ -194,25 +220,10 @@ def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
     a power loss soon after may lose it. ``progress``: a callable(done, total) called
     with tensor bytes written, or True for a tqdm bar.
     """
-    size = 0
-    if max_shard_size is not None:
-        if format not in (None, "hf-shards", "shards"):
-            raise invalid_argument(f"max_shard_size writes hf-shards, not {format!r}", os.fspath(path))
-        format = "hf-shards"
-        size = _core.parse_shard_size(max_shard_size) if isinstance(max_shard_size, str) else int(max_shard_size)
-        if size <= 0:
-            raise invalid_argument(f"max_shard_size must be positive, not {max_shard_size!r}", os.fspath(path))
-    ranks = 0
-    if world_size is not None:
-        if format not in (None, "dcp", "distcp", "torch-dcp"):
-            raise invalid_argument(f"world_size writes dcp, not {format!r}", os.fspath(path))
-        format = "dcp"
-        ranks = int(world_size)
-        if ranks <= 0:
-            raise invalid_argument(f"world_size must be positive, not {world_size!r}", os.fspath(path))
+    format, pairs = _format_options(path, format, options)
     with _progress(progress, f"writing {os.fspath(path)}") as cb:
         _core.write_file(obj, os.fspath(path), _format_for(path, format), sorted((metadata or {}).items()), threads,
-                         max_shard_size=size, world_size=ranks, fsync=bool(durable), progress=cb)
+                         options=pairs, fsync=bool(durable), progress=cb)
 
 
 def save_bytes(obj: Any, format: str, *, metadata: Optional[Dict[str, str]] = None, threads: int = 0) -> bytes:

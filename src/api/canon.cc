@@ -67,14 +67,11 @@ Format canonical_format(const Checkpoint& c) {
 WriteOptions canonical_write_options(const Checkpoint& c, Format f, unsigned threads) {
   WriteOptions o;
   o.threads = threads;
-  // User metadata survives (safetensors __metadata__, in every shard of a directory).
-  if (f == Format::kSafetensors || f == Format::kHfShards) o.metadata = c.metadata;
-  // A shard directory keeps its split into files.
-  if (f == Format::kHfShards && c.format == f) o.shard_counts = c.shard_counts;
-  // A DCP directory keeps its number of ranks.
-  if (f == Format::kDcp && c.format == f) o.world_size = c.world_size;
-  // A compressed npz stays compressed (docs/formats/npy.md, "Compressed members").
-  if (f == Format::kNpz && c.format == f) o.compress = c.compressed;
+  const auto* r = detail::api::row(f);
+  if (r != nullptr && r->keep != nullptr) r->keep(c, o);
+  // A checkpoint written as its own format keeps its layout (a shard directory's split,
+  // a DCP directory's ranks, an npz's compression).
+  if (c.format == f) o.format_options = c.layout;
   return o;
 }
 

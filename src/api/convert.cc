@@ -104,10 +104,14 @@ void write_canonical(const Checkpoint& c, const std::filesystem::path& out, cons
   o.fsync = options.write.fsync;
   o.progress = options.write.progress;
   o.before_commit = options.write.before_commit;
-  if (options.write.world_size != 0) o.world_size = options.write.world_size;
-  if (options.write.max_shard_size != 0) {
-    o.max_shard_size = options.write.max_shard_size;
-    o.shard_counts.clear();
+  // The caller's format options win over the kept layout, and drop what they replace
+  // (FormatParam::replaces: a new shard size, the input's split).
+  for (const auto& [name, value] : options.write.format_options) {
+    const FormatParam* p = format_param(to, name);
+    std::erase_if(o.format_options, [&](const auto& kept) {
+      return kept.first == name || (p != nullptr && kept.first == p->replaces);
+    });
+    o.format_options.emplace_back(name, value);
   }
   write_file(c.root, out, to, o);
 }

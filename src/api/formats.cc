@@ -1,5 +1,6 @@
 // The format table: every format tensorseal reads or writes, once. Adding a format is
-// one folder under src/ (constants, codec, docs/formats/<name>.md) plus one row here.
+// one folder under src/ (constants, codec, writer options, docs/formats/<name>.md) plus
+// one row here and its names in src/core/format_names.cc.
 #include "api/formats.h"
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <cctype>
 #include <string>
 
+#include "core/format_names.h"
 #include "dcp/constants.h"
 #include "dcp/format.h"
 #include "numpy/constants.h"
@@ -63,16 +65,9 @@ void write_npz_with_objects(const Value& root, const WriteOptions& options, io::
   numpy::write_npz(root, options, sink, object_member_image);
 }
 
-using Names = std::string_view;
-constexpr std::array<Names, 3> kTorchZipAliases{"pt", "pth", "torch"};
-constexpr std::array<Names, 4> kTorchZipExtensions{".pt", ".pth", ".bin", ".ckpt"};
-constexpr std::array<Names, 1> kTorchLegacyAliases{"legacy"};
-constexpr std::array<Names, 1> kTorchTarAliases{"tar"};
-constexpr std::array<Names, 1> kSafetensorsExtensions{".safetensors"};
-constexpr std::array<Names, 1> kNpyExtensions{".npy"};
-constexpr std::array<Names, 1> kNpzExtensions{".npz"};
-constexpr std::array<Names, 1> kHfShardsAliases{"shards"};
-constexpr std::array<Names, 2> kDcpAliases{"distcp", "torch-dcp"};
+// canon's hook of the safetensors rows: user metadata survives (safetensors
+// __metadata__, in every shard of a directory), whatever format it was read from.
+void keep_metadata(const Checkpoint& from, WriteOptions& to) { to.metadata = from.metadata; }
 
 // The topics each format's facts may have: its own, and those of what it contains
 // (zip archives, pickles, nested torch files and safetensors data).
@@ -97,60 +92,79 @@ constexpr std::array kHfShardsTopics{Topics(shards::topics::kAll), kSafetensors,
 // class first) before plain pickles. Last, formats of several files, recognised by the
 // index file a directory is read through (a JSON object, which no row above accepts).
 constexpr std::array kRows{
-    FormatRow{.info = {Format::kNpz, "npz", {}, kNpzExtensions, "numpy.savez archive of .npy arrays", true,
-                       Format::kNpz},
+    FormatRow{.info = {.format = Format::kNpz, .description = "numpy.savez archive of .npy arrays", .writable = true,
+                       .canonical = Format::kNpz, .params = numpy::kNpzWriteParams},
               .detect = numpy::detect_npz, .read = numpy::read_npz, .write = write_npz_with_objects,
               .structure = Structure::kZip, .topics = kNpzTopics},
-    FormatRow{.info = {Format::kTorchZip, "torch-zip", kTorchZipAliases, kTorchZipExtensions,
-                       "torch.save zip archive (torch >= 1.6)", true, Format::kTorchZip},
+    FormatRow{.info = {.format = Format::kTorchZip, .description = "torch.save zip archive (torch >= 1.6)",
+                       .writable = true, .canonical = Format::kTorchZip},
               .detect = torch::detect_torch_zip, .read = torch::read_torch_zip, .write = torch::write_torch_zip,
               .structure = Structure::kZip, .topics = kTorchZipTopics},
-    FormatRow{.info = {Format::kTorchTar, "torch-tar", kTorchTarAliases, {},
-                       "torch.save tar archive (torch 0.1's format, still read by torch.load)", false,
-                       Format::kTorchZip},
+    FormatRow{.info = {.format = Format::kTorchTar,
+                       .description = "torch.save tar archive (torch 0.1's format, still read by torch.load)",
+                       .writable = false, .canonical = Format::kTorchZip},
               .detect = torch::detect_torch_tar, .read = torch::read_torch_tar, .write = nullptr,
               .structure = Structure::kTar, .topics = kTorchTarTopics},
-    FormatRow{.info = {Format::kNpy, "npy", {}, kNpyExtensions, "numpy.save array", true, Format::kNpy},
+    FormatRow{.info = {.format = Format::kNpy, .description = "numpy.save array", .writable = true,
+                       .canonical = Format::kNpy},
               .detect = numpy::detect_npy, .read = numpy::read_npy, .write = write_npy_or_objects,
               .structure = Structure::kNpy, .topics = kNpyTopics},
-    FormatRow{.info = {Format::kTorchLegacy, "torch-legacy", kTorchLegacyAliases, {},
-                       "torch.save legacy stream (_use_new_zipfile_serialization=False)", true, Format::kTorchZip},
+    FormatRow{.info = {.format = Format::kTorchLegacy,
+                       .description = "torch.save legacy stream (_use_new_zipfile_serialization=False)",
+                       .writable = true, .canonical = Format::kTorchZip},
               .detect = torch::detect_torch_legacy, .read = torch::read_torch_legacy,
               .write = torch::write_torch_legacy, .structure = Structure::kTorchLegacy,
               .topics = kTorchLegacyTopics},
-    FormatRow{.info = {Format::kSafetensors, "safetensors", {}, kSafetensorsExtensions, "safetensors file", true,
-                       Format::kSafetensors},
+    FormatRow{.info = {.format = Format::kSafetensors, .description = "safetensors file", .writable = true,
+                       .canonical = Format::kSafetensors},
               .detect = safetensors::detect_safetensors, .read = safetensors::read_safetensors,
               .write = safetensors::write_safetensors, .structure = Structure::kSafetensors,
-              .topics = kSafetensorsTopics},
-    FormatRow{.info = {Format::kDcp, "dcp", kDcpAliases, {},
-                       "torch.distributed.checkpoint directory (.metadata + *.distcp)", true, Format::kDcp, true},
+              .topics = kSafetensorsTopics, .keep = keep_metadata},
+    FormatRow{.info = {.format = Format::kDcp,
+                       .description = "torch.distributed.checkpoint directory (.metadata + *.distcp)",
+                       .writable = true, .canonical = Format::kDcp, .directory = true, .params = dcp::kWriteParams},
               .detect = dcp::detect_dcp, .read = dcp::read_dcp, .write = nullptr, .write_dir = dcp::write_dcp,
               .entry_file = dcp::find_dcp_metadata, .structure = Structure::kPickle, .topics = kDcpTopics},
-    FormatRow{.info = {Format::kPickle, "pickle", {}, {}, "plain pickle stream (pickle.dumps)", false,
-                       Format::kTorchZip},
+    FormatRow{.info = {.format = Format::kPickle, .description = "plain pickle stream (pickle.dumps)",
+                       .writable = false, .canonical = Format::kTorchZip},
               .detect = torch::detect_pickle, .read = torch::read_pickle_file, .write = nullptr,
               .structure = Structure::kPickle, .topics = kPickleTopics},
-    FormatRow{.info = {Format::kHfShards, "hf-shards", kHfShardsAliases, {},
-                       "Hugging Face shard directory (*.index.json + safetensors or .bin shards)", true,
-                       Format::kHfShards, true},
+    FormatRow{.info = {.format = Format::kHfShards,
+                       .description = "Hugging Face shard directory (*.index.json + safetensors or .bin shards)",
+                       .writable = true, .canonical = Format::kHfShards, .directory = true,
+                       .params = shards::kWriteParams},
               .detect = shards::detect_hf_shards, .read = shards::read_hf_shards, .write = nullptr,
               .write_dir = shards::write_hf_shards, .entry_file = shards::find_shard_index,
-              .structure = Structure::kNone, .topics = kHfShardsTopics},
+              .structure = Structure::kNone, .topics = kHfShardsTopics, .keep = keep_metadata},
 };
+
+// The rows with their naming columns (core/format_names.h) filled in.
+const std::array<FormatRow, kRows.size()>& named_rows() noexcept {
+  static const auto named = [] {
+    auto out = kRows;
+    for (auto& r : out)
+      if (const auto* n = core::names_of(r.info.format)) {
+        r.info.name = n->name;
+        r.info.aliases = n->aliases;
+        r.info.extensions = n->extensions;
+      }
+    return out;
+  }();
+  return named;
+}
 
 std::string known_formats() {
   std::string out;
-  for (const auto& r : kRows) out += (out.empty() ? "" : ", ") + std::string(r.info.name);
+  for (const auto& r : named_rows()) out += (out.empty() ? "" : ", ") + std::string(r.info.name);
   return out;
 }
 
 }  // namespace
 
-std::span<const FormatRow> rows() noexcept { return kRows; }
+std::span<const FormatRow> rows() noexcept { return named_rows(); }
 
 const FormatRow* row(Format f) noexcept {
-  for (const auto& r : kRows)
+  for (const auto& r : named_rows())
     if (r.info.format == f) return &r;
   return nullptr;
 }
@@ -209,7 +223,7 @@ Checkpoint read_row(const FormatRow& r, const io::Input& in) {
 }  // namespace
 
 Checkpoint detect_and_read(const io::Input& in) {
-  for (const auto& r : kRows) {
+  for (const auto& r : named_rows()) {
     if (!r.detect(in.bytes())) continue;
     if (pickle_loaders_read(r.info.format))
       if (const auto g = pickle_import_at_start(in))
@@ -240,7 +254,7 @@ std::filesystem::path checkpoint_file(const std::filesystem::path& path, Format 
     throw Error(rules::kFormatMismatch, "not a " + std::string(r->info.name) + " directory", path.string());
   }
   // Directory rows in table order; the last one's finder throws when it finds nothing.
-  for (const auto& r : kRows)
+  for (const auto& r : named_rows())
     if (r.entry_file != nullptr)
       if (auto p = r.entry_file(path); !p.empty()) return p;
   throw Error(rules::kUnknownFormat, "not a checkpoint directory tensorseal knows", path.string());
@@ -251,7 +265,7 @@ std::filesystem::path checkpoint_file(const std::filesystem::path& path, Format 
 std::span<const FormatInfo> formats() noexcept {
   static const auto infos = [] {
     std::array<FormatInfo, detail::api::kRows.size()> out{};
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = detail::api::kRows[i].info;
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = detail::api::rows()[i].info;
     return out;
   }();
   return infos;
@@ -263,26 +277,26 @@ const FormatInfo* format_info(Format f) noexcept {
   return nullptr;
 }
 
-std::string_view format_name(Format f) noexcept {
+const FormatParam* format_param(Format f, std::string_view name) noexcept {
   const auto* info = format_info(f);
-  return info ? info->name : std::string_view("unknown");
+  if (info == nullptr) return nullptr;
+  for (const auto& p : info->params)
+    if (p.name == name) return &p;
+  return nullptr;
 }
 
-std::optional<Format> format_from_name(std::string_view name) noexcept {
-  for (const auto& r : detail::api::rows()) {
-    if (r.info.name == name) return r.info.format;
-    if (std::find(r.info.aliases.begin(), r.info.aliases.end(), name) != r.info.aliases.end()) return r.info.format;
-  }
-  return std::nullopt;
-}
-
-Format format_for_extension(const std::filesystem::path& path) noexcept {
-  std::string ext = path.extension().string();
-  for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const auto& r : detail::api::rows())
-    if (std::find(r.info.extensions.begin(), r.info.extensions.end(), ext) != r.info.extensions.end())
-      return r.info.format;
-  return Format::kUnknown;
+void set_option(FormatOptions& options, Format f, std::string_view name, std::string_view text) {
+  const FormatParam* p = format_param(f, name);
+  if (p == nullptr)
+    throw Error(rules::kInvalidArgument,
+                std::string(format_name(f)) + " has no write option '" + std::string(name) + "'");
+  std::string value = p->parse(text);
+  for (auto& [k, v] : options)
+    if (k == name) {
+      v = std::move(value);
+      return;
+    }
+  options.emplace_back(std::string(name), std::move(value));
 }
 
 Format detect_format(std::span<const std::byte> head) noexcept {

@@ -32,7 +32,7 @@ enum class Structure : std::uint8_t {
 using Topics = std::span<const core::Topic>;
 
 struct FormatRow {
-  FormatInfo info;
+  FormatInfo info;  // name, aliases and extensions: core/format_names.h (filled in by rows())
   bool (*detect)(std::span<const std::byte> head) noexcept;
   Checkpoint (*read)(const io::Input& in);
   void (*write)(const Value& root, const WriteOptions& options, io::Sink& sink);  // null: not writable
@@ -45,6 +45,10 @@ struct FormatRow {
   // The fact topics a checkpoint of this format may carry (its folder's topics::kAll
   // and those of the codecs and formats inside it): `explain`'s sentences.
   std::span<const Topics> topics;
+  // What `canon` carries over from a checkpoint `from` (of any format) into the options
+  // of writing it as this format, besides the layout of a checkpoint of this format
+  // (Checkpoint::layout, always kept): safetensors' user metadata. Null: nothing.
+  void (*keep)(const Checkpoint& from, WriteOptions& to) = nullptr;
 };
 
 // Every row, in detection order.

@@ -314,7 +314,7 @@ Checkpoint read_dcp(const io::Input& in) {
   }
   std::vector<std::string> files;
   for (const auto& [f, n] : per_file) files.push_back(fmt::format("{} ({} items)", f, n));
-  c.world_size = static_cast<std::uint32_t>(std::max<std::size_t>(1, per_file.size()));
+  c.layout.emplace_back("world_size", std::to_string(std::max<std::size_t>(1, per_file.size())));
   std::vector<Fact> facts{
       fact(topics::kSaveId, ".metadata", md.save_id.value_or("none")),
       fact(topics::kCheckpointPath, ".metadata", md.checkpoint_id.value_or("none")),

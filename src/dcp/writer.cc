@@ -7,7 +7,7 @@
 //             tensor, dict or such a list, every other value is a leaf; fqn =
 //             ".".join(path), planner_data[fqn] = path; leaves are ordered by fqn
 //             (bytewise), so the source's dict order never reaches the bytes
-//   ranks     world size N (WriteOptions::world_size, 0 = 1): a tensor of ndim >= 1 is
+//   ranks     world size N (WriteParams::world_size, default 1): a tensor of ndim >= 1 is
 //             split on dim 0 like DTensor Shard(0) (chunk c = ceil(size0 / N) rows;
 //             rank r gets rows [r*c, min((r+1)*c, size0)), nothing when empty); a 0-d
 //             tensor and every non-tensor leaf (BYTE_IO) belong to rank 0
@@ -144,11 +144,31 @@ void check_dcp_target(const fs::path& target) {
   }
 }
 
+std::string parse_world_size(std::string_view text) {
+  std::uint64_t n = 0;
+  bool ok = !text.empty() && text.size() <= 8;
+  for (const char c : text) {
+    ok = ok && c >= '0' && c <= '9';
+    n = n * 10 + static_cast<unsigned>(c - '0');
+  }
+  if (!ok || n < 1 || n > (1u << 20))
+    throw Error(tensorseal::rules::kInvalidArgument,
+                "world_size must be a number of ranks from 1 to 1048576, not '" + std::string(text) + "'");
+  return std::to_string(n);
+}
+
+WriteParams write_params(const WriteOptions& options) {
+  WriteParams p;
+  if (const auto n = option_value(options.format_options, "world_size"); !n.empty())
+    p.world_size = static_cast<std::uint32_t>(std::stoul(parse_world_size(n)));
+  return p;
+}
+
 void write_dcp(const Value& root, const WriteOptions& options, const fs::path& dir) {
   if (!root.is(Value::Kind::kDict))
     fail(rules::kWriteUnrepresentable,
          "a DCP checkpoint holds a state dict; got " + std::string(kind_name(root.kind())));
-  const std::uint32_t world = options.world_size == 0 ? 1 : options.world_size;
+  const std::uint32_t world = write_params(options).world_size;
   std::vector<Leaf> leaves;
   std::vector<Value> path;
   std::set<std::string> seen;

@@ -4,12 +4,31 @@
 
 #include <cstddef>
 #include <span>
+#include <string>
+#include <string_view>
 
 #include "io/input.h"
 #include "io/sink.h"
 #include "tensorseal/write.h"
 
 namespace tensorseal::detail::numpy {
+
+// The npz writer's options (WriteOptions::format_options), parsed.
+struct WriteParams {
+  // Every member DEFLATED, as np.savez_compressed stores them, by tensorseal's own
+  // encoder (src/zip/deflate.h), whose bytes are the same on every machine
+  // (docs/formats/npy.md, "Compressed members"): the layout the reader gives for an
+  // archive with DEFLATED members (Checkpoint::layout), which `canon` keeps.
+  bool compress = false;
+};
+WriteParams write_params(const WriteOptions& options);
+// "0" or "1"; api/invalid-argument otherwise.
+std::string parse_compress(std::string_view text);
+
+inline constexpr FormatParam kNpzWriteParams[] = {
+    {.name = "compress", .flag = "", .value = "0|1", .help = "members DEFLATED (np.savez_compressed)",
+     .parse = parse_compress, .replaces = ""},
+};
 
 bool detect_npy(std::span<const std::byte> head) noexcept;
 // A zip whose first member is a .npy, or an empty zip (np.savez() with no arrays;

@@ -175,7 +175,7 @@ Checkpoint read_npz(const io::Input& in) {
       image = in.window(e.data_offset, e.size);
       object_at = object_member(image->bytes());
     } else {
-      c.compressed = true;
+      if (option_value(c.layout, "compress").empty()) c.layout.emplace_back("compress", "1");
       head = member_head(file, e, in.name);
       if ((object_at = object_member(head))) {  // a pickle: inflated whole, under the pickle budget
         if (e.size > limits.max_pickle_inflate)
@@ -226,7 +226,21 @@ Checkpoint read_npz(const io::Input& in) {
   return c;
 }
 
+std::string parse_compress(std::string_view text) {
+  if (text != "0" && text != "1")
+    throw Error(tensorseal::rules::kInvalidArgument, "compress is 0 or 1, not '" + std::string(text) + "'");
+  return std::string(text);
+}
+
+WriteParams write_params(const WriteOptions& options) {
+  WriteParams p;
+  if (const auto v = option_value(options.format_options, "compress"); !v.empty())
+    p.compress = parse_compress(v) == "1";
+  return p;
+}
+
 void write_npz(const Value& root, const WriteOptions& options, io::Sink& sink, MemberImage objects) {
+  const bool compress = write_params(options).compress;
   if (!root.is(Value::Kind::kDict))
     throw Error(rules::kNotFlat,
                 "a .npz file holds a dict of named tensors; got " + std::string(kind_name(root.kind())));
@@ -252,7 +266,7 @@ void write_npz(const Value& root, const WriteOptions& options, io::Sink& sink, M
     if (it.tensor == nullptr) {  // an object array: its image is ready
       const auto image = util::as_bytes(it.image);
       const std::string name = std::string(it.key) + std::string(numpy::kMemberSuffix);
-      if (options.compress) {
+      if (compress) {
         const std::vector<std::byte> in(image.begin(), image.end());
         w.record_deflated(name, in.size(), util::crc32(0, image), zip::deflate(in));
       } else {
@@ -263,7 +277,7 @@ void write_npz(const Value& root, const WriteOptions& options, io::Sink& sink, M
       continue;
     }
     const std::string head = numpy::header_for(*it.tensor);
-    if (options.compress) {
+    if (compress) {
       // The whole member image in memory: the local header needs the compressed size.
       std::vector<std::byte> image(reinterpret_cast<const std::byte*>(head.data()),
                                    reinterpret_cast<const std::byte*>(head.data()) + head.size());

@@ -6,12 +6,40 @@
 #include <cstdint>
 #include <filesystem>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "io/input.h"
 #include "tensorseal/write.h"
 
 namespace tensorseal::detail::shards {
+
+// The writer's options (WriteOptions::format_options), parsed.
+struct WriteParams {
+  // The most tensor bytes per shard file (0: huggingface_hub's default, 5GB); a tensor
+  // larger than this gets a shard of its own. The split runs over the tensors sorted
+  // by name (bytewise), never the root's order.
+  std::uint64_t max_shard_size = 0;
+  // This split instead (entries per shard, in root order): the layout the reader gives
+  // (Checkpoint::layout), which `canon` keeps.
+  std::vector<std::uint64_t> shard_counts;
+};
+// Parses options.format_options (values as the parsers below gave them).
+WriteParams write_params(const WriteOptions& options);
+// "5GB" -> "5000000000" (tensorseal::parse_shard_size; shards/bad-size).
+std::string parse_max_shard_size(std::string_view text);
+// "1,2,2": entries per shard file; api/invalid-argument when not a list of counts.
+std::string parse_shard_counts(std::string_view text);
+
+inline constexpr FormatParam kWriteParams[] = {
+    {.name = "max_shard_size", .flag = "shards", .value = "SIZE",
+     .help = "write OUT as a directory of Hugging Face safetensors shards of at most SIZE tensor bytes each "
+             "(5GB, 500MB, ...: decimal units as huggingface_hub)",
+     .parse = parse_max_shard_size, .replaces = "shard_counts"},
+    {.name = "shard_counts", .flag = "", .value = "N,N,...", .help = "entries per shard file, in root order",
+     .parse = parse_shard_counts, .replaces = ""},
+};
 
 // A JSON object ('{' after optional whitespace) that names "weight_map" in its first
 // bytes. Never throws.

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "core/format_names.h"
 #include "core/topic.h"
 #include "io/file_inside.h"
 #include "safetensors/format.h"
@@ -107,6 +108,7 @@ Checkpoint read_hf_shards(const io::Input& in) {
   std::uint64_t stored_bytes = 0;
   std::set<std::pair<std::string, std::string>> metadata_seen;
   std::vector<std::string> boundaries;
+  std::string counts;  // entries per file: the layout canon keeps (shard_counts)
 
   for (const std::string& file : files) {
     const fs::path p =
@@ -123,7 +125,7 @@ Checkpoint read_hf_shards(const io::Input& in) {
       fail(rules::kShardFormat, "shard is neither a safetensors file nor a torch.save file", shard_name, 0);
     Checkpoint s = in.read_nested(sub);
     if (s.format != Format::kSafetensors && s.format != Format::kTorchZip && s.format != Format::kTorchLegacy)
-      fail(rules::kShardFormat, fmt::format("shard is a {} file", format_name(s.format)), shard_name, 0);
+      fail(rules::kShardFormat, fmt::format("shard is a {} file", core::format_name(s.format)), shard_name, 0);
     if (!s.root.is(Value::Kind::kDict))
       fail(rules::kShardNotFlat, fmt::format("shard holds a {}, not a dict of tensors", kind_name(s.root.kind())),
            shard_name);
@@ -148,7 +150,7 @@ Checkpoint read_hf_shards(const io::Input& in) {
       root.items.emplace_back(k, v);
       ++count;
     }
-    c.shard_counts.push_back(count);
+    counts += (counts.empty() ? "" : ",") + std::to_string(count);
     boundaries.push_back(fmt::format("{}: {} tensors", file, count));
 
     for (const auto& m : s.metadata)
@@ -185,6 +187,7 @@ Checkpoint read_hf_shards(const io::Input& in) {
                        sorted ? std::string("sorted by name") : "as listed: " + join(key_order, ",")),
                   fact(topics::kIndexMetadata, "metadata", join(other, ", ")),
                   fact(topics::kIndexFormatting, "index", idx.formatting)});
+  if (!counts.empty()) c.layout.emplace_back("shard_counts", std::move(counts));
   return c;
 }
 

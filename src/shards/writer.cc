@@ -8,7 +8,7 @@
 //                                             final newline: json.dumps(indent=2,
 //                                             sort_keys=True) + "\n", as transformers
 //
-// Split (when WriteOptions::shard_counts is empty): huggingface_hub's
+// Split (when WriteParams::shard_counts is empty): huggingface_hub's
 // split_state_dict_into_shards_factory over the tensors sorted by name (bytewise, as
 // safetensors orders names; the root's order is not content and no shard reader
 // keeps it) with each tensor's size = its element bytes (what its shard
@@ -68,6 +68,39 @@ std::uint64_t parse_shard_size(std::string_view text) {
 
 namespace detail::shards {
 namespace fs = std::filesystem;
+
+std::string parse_max_shard_size(std::string_view text) { return std::to_string(parse_shard_size(text)); }
+
+std::string parse_shard_counts(std::string_view text) {
+  std::string out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    const std::string_view n = text.substr(start, end - start);
+    if (n.empty() || n.size() > 19 || !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      throw Error(tensorseal::rules::kInvalidArgument,
+                  "shard_counts '" + std::string(text) + "' is not a list of counts (1,2,2)");
+    out += (out.empty() ? "" : ",") + std::to_string(std::stoull(std::string(n)));
+    if (end == text.size()) return out;
+    start = end + 1;
+  }
+}
+
+WriteParams write_params(const WriteOptions& options) {
+  WriteParams p;
+  if (const auto size = option_value(options.format_options, "max_shard_size"); !size.empty())
+    p.max_shard_size = std::stoull(parse_max_shard_size(size));
+  if (const auto counts = option_value(options.format_options, "shard_counts"); !counts.empty()) {
+    const std::string text = parse_shard_counts(counts);
+    for (std::size_t start = 0; start <= text.size();) {
+      const std::size_t end = std::min(text.find(',', start), text.size());
+      p.shard_counts.push_back(std::stoull(text.substr(start, end - start)));
+      start = end + 1;
+    }
+  }
+  return p;
+}
+
 namespace {
 
 struct Entry {
@@ -75,7 +108,7 @@ struct Entry {
   std::uint64_t bytes;
 };
 
-std::vector<std::vector<std::size_t>> plan(const std::vector<Entry>& entries, const WriteOptions& options) {
+std::vector<std::vector<std::size_t>> plan(const std::vector<Entry>& entries, const WriteParams& options) {
   std::vector<std::vector<std::size_t>> shards;
   if (!options.shard_counts.empty()) {
     std::size_t next = 0;
@@ -153,10 +186,11 @@ void write_hf_shards(const Value& root, const WriteOptions& options, const fs::p
     total += b;
   }
   // Keys are unique str, so the order is total: the bytes are a function of the content.
-  if (options.shard_counts.empty())
+  const WriteParams params = write_params(options);
+  if (params.shard_counts.empty())
     std::sort(entries.begin(), entries.end(),
               [](const Entry& a, const Entry& b) { return a.key.as_str() < b.key.as_str(); });
-  const auto shards = plan(entries, options);
+  const auto shards = plan(entries, params);
 
   io::AtomicDirectory out(dir, options.fsync, check_replace);
   util::ProgressMeter meter(&options.progress, total);

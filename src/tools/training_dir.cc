@@ -270,8 +270,7 @@ bool canon_training_dir(const fs::path& dir, const fs::path& out, const ConvertO
   }
   ConvertOptions o = options;
   o.read.format = Format::kUnknown;
-  o.write.world_size = 0;
-  o.write.max_shard_size = 0;
+  o.write.format_options.clear();  // each checkpoint keeps its own layout
   for (const auto& e : entries) {
     const fs::path from = dir / e.path, to = root / e.path;
     const bool dcp = e.kind == DirEntry::Kind::kLayout && e.format == Format::kDcp;

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/format_names.h"
 #include "pickle/constants.h"
 #include "pickle/stdlib.h"
 #include "pickle/vm.h"
@@ -570,7 +571,7 @@ struct Resolution {
         std::vector<std::byte>(reinterpret_cast<const std::byte*>(payload.data()),
                                reinterpret_cast<const std::byte*>(payload.data()) + payload.size()));
     Checkpoint c = in.read_nested(sub);
-    const std::string prefix = fmt::format("_load_from_bytes#{} ({})", index, format_name(c.format));
+    const std::string prefix = fmt::format("_load_from_bytes#{} ({})", index, core::format_name(c.format));
     for (auto& g : c.globals) r.out->globals.push_back({g.module, g.name, g.where});
     for (auto& f : c.facts) r.out->facts.push_back({f.topic, prefix + " " + f.where, f.value});
     r.out->facts.push_back(core::fact(torch::topics::kNestedFile, prefix, fmt::format("{} bytes", payload.size())));

@@ -134,7 +134,7 @@ TEST(Dcp, WriterIsCanonicalAndReadsBack) {
   std::filesystem::remove_all(base);
   std::filesystem::create_directories(base);
   WriteOptions o;
-  o.world_size = 3;
+  set_option(o.format_options, Format::kDcp, "world_size", "3");
   o.fsync = false;
   write_file(src.root, base / "a", Format::kDcp, o);
   Value reversed = Value::dict();

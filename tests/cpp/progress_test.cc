@@ -138,8 +138,8 @@ TEST_F(ProgressFiles, WriteHashVerifyInspectCheckReportEveryByte) {
     Recorder rec;
     WriteOptions o;
     o.progress = rec.fn();
-    o.max_shard_size = 4 << 20;
-    o.world_size = 2;
+    set_option(o.format_options, Format::kHfShards, "max_shard_size", std::to_string(4 << 20));
+    set_option(o.format_options, Format::kDcp, "world_size", "2");
     write_file(model(), dir_ / std::string(format_name(dir_format)), dir_format, o);
     rec.expect_contract(kModelBytes);
   }

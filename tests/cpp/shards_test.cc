@@ -51,14 +51,14 @@ TEST(HfShards, GreedySplitInNameOrderAndRoundTrip) {
   const fs::path dir = fresh_dir("split");
   const Value sd = state_dict();
   WriteOptions o;
-  o.max_shard_size = 1000;
+  set_option(o.format_options, Format::kHfShards, "max_shard_size", "1000");
   write_file(sd, dir / "out", Format::kHfShards, o);
   // huggingface_hub's split: the 4000-byte t2 gets its own shard, appended when met
   // (before the open shard {t0, t1}); 800 + 400 > 1000 then closes {t0, t1}:
   // [t2], [t0, t1], [t3, t4].
   const Checkpoint c = read_file(dir / "out");
   EXPECT_EQ(c.format, Format::kHfShards);
-  EXPECT_EQ(c.shard_counts, (std::vector<std::uint64_t>{1, 2, 2}));
+  EXPECT_EQ(option_value(c.layout, "shard_counts"), "1,2,2");
   std::vector<std::string> order;
   for (const auto& [k, v] : c.root.as_dict().items) order.emplace_back(k.as_str());
   EXPECT_EQ(order, (std::vector<std::string>{"t2", "t0", "t1", "t3", "t4"}));
@@ -70,7 +70,7 @@ TEST(HfShards, GreedySplitInNameOrderAndRoundTrip) {
   EXPECT_TRUE(index.ends_with("}\n"));
   // Same content, same bytes; canon's split (shard_counts) reproduces it.
   WriteOptions keep;
-  keep.shard_counts = c.shard_counts;
+  keep.format_options = c.layout;
   write_file(c.root, dir / "again", Format::kHfShards, keep);
   for (const auto& e : fs::directory_iterator(dir / "out"))
     EXPECT_EQ(testing::read_all(e.path()), testing::read_all(dir / "again" / e.path().filename())) << e.path();
@@ -79,7 +79,7 @@ TEST(HfShards, GreedySplitInNameOrderAndRoundTrip) {
   for (const auto& e : fs::directory_iterator(dir / "out"))
     EXPECT_EQ(testing::read_all(e.path()), testing::read_all(dir / "reversed" / e.path().filename())) << e.path();
   EXPECT_EQ(std::distance(fs::directory_iterator(dir / "reversed"), fs::directory_iterator()), 4);
-  keep.shard_counts = {1, 2};
+  set_option(keep.format_options, Format::kHfShards, "shard_counts", "1,2");
   EXPECT_EQ(testing::rule_of([&] { write_file(c.root, dir / "bad", Format::kHfShards, keep); }), "shards/bad-split");
   EXPECT_FALSE(fs::exists(dir / "bad"));
   EXPECT_EQ(testing::rule_of([&] { (void)write_bytes(sd, Format::kHfShards); }), rules::kInvalidArgument.id);
