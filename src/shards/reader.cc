@@ -6,6 +6,8 @@
 // "model-0000N-of-0000M" that is N), within a shard the order its reader gives
 // (safetensors: data order; torch: the saved dict's order). Tensors stay zero-copy
 // windows of each shard's own mapping; no shard's data is read into memory here.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -13,8 +15,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include <fmt/format.h>
-
+#include "core/fail.h"
 #include "core/format_names.h"
 #include "core/topic.h"
 #include "io/file_inside.h"
@@ -27,21 +28,13 @@
 
 namespace tensorseal::detail::shards {
 namespace fs = std::filesystem;
-using util::join;
 using core::fact;
-
-namespace {
-
-[[noreturn]] void fail(const Rule& r, std::string detail, std::string file, std::uint64_t offset = kNoOffset) {
-  throw Error(r, std::move(detail), std::move(file), offset);
-}
-
-}  // namespace
+using util::join;
 
 bool detect_hf_shards(std::span<const std::byte> b) noexcept {
   std::size_t i = 0;
-  while (i < b.size() && (b[i] == std::byte{' '} || b[i] == std::byte{'\n'} || b[i] == std::byte{'\r'} ||
-                          b[i] == std::byte{'\t'}))
+  while (i < b.size() &&
+         (b[i] == std::byte{' '} || b[i] == std::byte{'\n'} || b[i] == std::byte{'\r'} || b[i] == std::byte{'\t'}))
     ++i;
   if (i == b.size() || b[i] != std::byte{'{'}) return false;
   const std::string_view text(reinterpret_cast<const char*>(b.data()), std::min<std::size_t>(b.size(), 1 << 20));
@@ -79,8 +72,7 @@ fs::path find_shard_index(const fs::path& dir) {
 }
 
 Checkpoint read_hf_shards(const io::Input& in) {
-  if (in.directory.empty())
-    fail(rules::kNotOnDisk, "a shard index read from memory has no shards beside it", in.name);
+  if (in.directory.empty()) fail(rules::kNotOnDisk, "a shard index read from memory has no shards beside it", in.name);
   if (in.size() > shards::kMaxIndexSize)
     fail(rules::kIndexTooLarge, fmt::format("index of {} bytes exceeds {}", in.size(), shards::kMaxIndexSize), in.name,
          0);
@@ -111,8 +103,7 @@ Checkpoint read_hf_shards(const io::Input& in) {
   std::string counts;  // entries per file: the layout canon keeps (shard_counts)
 
   for (const std::string& file : files) {
-    const fs::path p =
-        io::file_inside(in.directory, file, rules::kShardPath, rules::kShardMissing, "shard", in.name);
+    const fs::path p = io::file_inside(in.directory, file, rules::kShardPath, rules::kShardMissing, "shard", in.name);
     const std::string shard_name = p.string();
     io::Input sub = io::input_of(MappedFile::open(p), *in.options);
     sub.name = shard_name;
