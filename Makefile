@@ -75,7 +75,7 @@ SANITIZE ?= all
 sanitize: setup
 	JOBS=$(JOBS) bash scripts/sanitize.sh $(SANITIZE)
 
-# Rewraps C++ lines over 120 columns with .clang-format (tests/py/test_style.py checks).
+# Formats every C++ file with .clang-format (tests/py/test_style.py checks).
 format: setup
 	bash scripts/format.sh
 

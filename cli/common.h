@@ -1,6 +1,8 @@
 // Shared pieces of the tseal commands. The CLI uses only the public API.
 #pragma once
 
+#include <tensorseal/tensorseal.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
@@ -8,8 +10,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <tensorseal/tensorseal.h>
 
 namespace tseal {
 

@@ -1,9 +1,10 @@
 // tseal diff A B [--json] [--atol X] [--rtol X] [--ulp N] [--report FILE.html]:
 // value-level comparison. Exit 0 equal (bit-exact, or within the given tolerances),
 // 1 different, 2 error.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 
 #include "common.h"
 #include "progress.h"
@@ -148,8 +149,10 @@ Runner add_diff(CLI::App& app) {
       r = diff(a, b, o);
     }
     if (!args->report.empty()) write_html_report(r, args->report);
-    if (args->json) std::printf("%s\n", to_json(r).c_str());
-    else print_human(r, args->all);
+    if (args->json)
+      std::printf("%s\n", to_json(r).c_str());
+    else
+      print_human(r, args->all);
     return r.equal() ? kExitOk : kExitDifferent;
   };
 }

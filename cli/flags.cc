@@ -18,8 +18,8 @@ std::shared_ptr<tensorseal::Limits> add_limits(CLI::App* cmd) {
     std::string flag = "--" + std::string(name);
     for (auto& c : flag)
       if (c == '_') c = '-';
-    const std::string help = "limit " + std::string(name) + " (default " +
-                             std::to_string(tensorseal::get_limit(*limits, name)) + ")";
+    const std::string help =
+        "limit " + std::string(name) + " (default " + std::to_string(tensorseal::get_limit(*limits, name)) + ")";
     group->add_option_function<std::uint64_t>(
         flag,
         [limits, name, flag](const std::uint64_t& value) {
@@ -58,7 +58,9 @@ std::shared_ptr<FormatFlags> add_format_flags(CLI::App* cmd) {
       const tensorseal::Format format = f.format;
       cmd->add_option_function<std::string>(
              "--" + std::string(p.flag),
-             [flags, format, param](const std::string& v) { flags->given.push_back({format, param, v}); },
+             [flags, format, param](const std::string& v) {
+               flags->given.push_back({format, param, v});
+             },
              std::string(p.help))
           ->type_name(std::string(p.value));
     }

@@ -28,9 +28,8 @@ Runner add_hash(CLI::App& app) {
     o.threads = *threads;
     o.limits = *limits;
     o.format = *format;
-    ProgressBar bar(
-        files->size() == 1 ? "hashing " + files->front() : fmt::format("hashing {} files", files->size()),
-        *quiet);
+    ProgressBar bar(files->size() == 1 ? "hashing " + files->front() : fmt::format("hashing {} files", files->size()),
+                    *quiet);
     o.progress = bar.callback();
     // hash_files == hash_file of each (zip CRCs verified while hashing), all cores
     // shared across the files. A training directory (tensorseal/training_dir.h) gives

@@ -65,7 +65,7 @@ Runner add_inspect(CLI::App& app) {
               !t.alias_of.empty() ? "(same tensor as " + t.alias_of + ")"
               : t.parts.empty()   ? t.sha256
                                   : fmt::format("({} of {} {}: see --json)", t.layout, t.parts.size(),
-                                                t.parts.size() == 1 ? "tensor" : "tensors")};
+                                              t.parts.size() == 1 ? "tensor" : "tensors")};
     });
     return kExitOk;
   };

@@ -23,15 +23,18 @@ std::string size_text(double bytes) {
 std::string clock_text(double seconds) {
   const long s = seconds < 0 ? 0 : static_cast<long>(seconds + 0.5);
   char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
   return buf;
 }
 
 }  // namespace
 
 ProgressBar::ProgressBar(std::string label, bool quiet)
-    : label_(std::move(label)), enabled_(!quiet && ::isatty(STDERR_FILENO) == 1),
+    : label_(std::move(label)),
+      enabled_(!quiet && ::isatty(STDERR_FILENO) == 1),
       start_(std::chrono::steady_clock::now()) {}
 
 ProgressBar::~ProgressBar() { clear(); }

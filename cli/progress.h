@@ -5,13 +5,13 @@
 // the command's own output is never interleaved with it. Nothing at all when piped.
 #pragma once
 
+#include <tensorseal/progress.h>
+
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
-
-#include <CLI/CLI.hpp>
-#include <tensorseal/progress.h>
 
 namespace tseal {
 

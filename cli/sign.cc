@@ -34,8 +34,10 @@ Runner add_manifest(CLI::App& app) {
   auto quiet = add_quiet(cmd);
   return [=]() {
     const std::string statement = tensorseal::manifest_statement(inspected(*file, *threads, *limits, *quiet), *name);
-    if (out->empty()) std::fputs(statement.c_str(), stdout);
-    else tensorseal::write_text_file(*out, statement);
+    if (out->empty())
+      std::fputs(statement.c_str(), stdout);
+    else
+      tensorseal::write_text_file(*out, statement);
     return kExitOk;
   };
 }

@@ -24,8 +24,8 @@ Runner add_verify(CLI::App& app) {
   auto quiet = add_quiet(cmd);
   auto signature = std::make_shared<std::string>();
   auto pub = std::make_shared<std::string>();
-  auto* sig_opt = cmd->add_option("--signature", *signature,
-                                  "also check this signature (tseal sign) against the file's content");
+  auto* sig_opt =
+      cmd->add_option("--signature", *signature, "also check this signature (tseal sign) against the file's content");
   auto* pub_opt = cmd->add_option("--pub", *pub, "the PEM public key that checks --signature");
   auto expect = std::make_shared<std::string>();
   cmd->add_option("--expect", *expect,
@@ -57,9 +57,12 @@ Runner add_verify(CLI::App& app) {
           if (r.signature)
             std::printf("OK  %s: signed by %s key %s (%s)\n", f.c_str(), r.signature->key_type.c_str(),
                         r.signature->key_id.substr(0, 16).c_str(), r.signature->content_hash.c_str());
-          else std::printf("OK  %s\n", f.c_str());
+          else
+            std::printf("OK  %s\n", f.c_str());
           break;
-        case VerifyStatus::kCorrupt: std::printf("CORRUPT  %s: %s\n", f.c_str(), msg.c_str()); break;
+        case VerifyStatus::kCorrupt:
+          std::printf("CORRUPT  %s: %s\n", f.c_str(), msg.c_str());
+          break;
         case VerifyStatus::kError:
           std::fflush(stdout);
           std::fprintf(stderr, "tseal: error: %s\n", r.message.c_str());

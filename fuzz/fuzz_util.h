@@ -4,6 +4,8 @@
 // (nested pickle wrapper, safetensors framing) and the round-trip check.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -25,8 +27,6 @@
 #include "tensorseal/scan.h"
 #include "tensorseal/write.h"
 #include "torch/format.h"
-
-#include <unistd.h>
 
 namespace tensorseal::fuzz {
 

@@ -4,11 +4,11 @@
 // sanitizer report, another exception type, a hang) is a bug. A successful parse must
 // also survive hashing and re-writing, which touch every tensor byte it claims.
 // Seeds: fuzz/corpus/safetensors/ (small files written by safetensors 0.8).
+#include <tensorseal/tensorseal.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <span>
-
-#include <tensorseal/tensorseal.h>
 
 #include "fuzz_util.h"
 

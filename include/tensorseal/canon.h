@@ -63,16 +63,15 @@ struct CanonCheckOptions {
 
 // Compares `bytes` (the file `c` was read from) with the canonical bytes of `c`,
 // streaming: the canonical form is never held in memory. Writes nothing.
-[[nodiscard]] CanonCheck check_canonical(const Checkpoint& c, std::span<const std::byte> bytes,
-                                         unsigned threads = 0, const Progress& progress = {});
+[[nodiscard]] CanonCheck check_canonical(const Checkpoint& c, std::span<const std::byte> bytes, unsigned threads = 0,
+                                         const Progress& progress = {});
 // Reads (with every checksum verified) and checks a file. Throws Error for unreadable
 // input, and kCanonCheckDirectory for a directory (a shard directory is many files).
-[[nodiscard]] CanonCheck check_canonical_file(const std::filesystem::path& path,
-                                              const CanonCheckOptions& options = {});
+[[nodiscard]] CanonCheck check_canonical_file(const std::filesystem::path& path, const CanonCheckOptions& options = {});
 
 struct ConvertOptions {
-  ReadOptions read;               // how the input is read (format, limits, in_memory)
-  Format to = Format::kUnknown;   // kUnknown: the input's canonical format (canon)
+  ReadOptions read;              // how the input is read (format, limits, in_memory)
+  Format to = Format::kUnknown;  // kUnknown: the input's canonical format (canon)
   // threads, fsync, progress, before_commit; format_options (hf-shards'
   // max_shard_size: a new split instead of the input's; dcp's world_size: this many
   // ranks instead of the input's) over the kept layout. Metadata and the layout come

@@ -71,8 +71,8 @@ struct DcpStored {
 };
 
 struct DcpMetadata {
-  std::vector<DcpEntry> entries;        // state_dict_metadata's order
-  std::vector<DcpStored> storage_order; // storage_data in pickled order
+  std::vector<DcpEntry> entries;         // state_dict_metadata's order
+  std::vector<DcpStored> storage_order;  // storage_data in pickled order
   std::optional<std::string> save_id, checkpoint_id, version;
   std::vector<GlobalRef> globals;
 };
@@ -192,10 +192,10 @@ struct LiveItem {
   std::string fqn;
   std::vector<Value> path;  // str / int parts, as DCP's flatten_state_dict gives
   bool is_tensor = false;
-  DType dtype = DType::kFloat32;     // tensors: the global dtype and shape
+  DType dtype = DType::kFloat32;  // tensors: the global dtype and shape
   std::vector<std::int64_t> shape;
-  std::vector<LiveBox> local;        // tensors: the blocks this rank holds (may be none)
-  Value value;                       // other leaves: the value (every holder's must agree)
+  std::vector<LiveBox> local;  // tensors: the blocks this rank holds (may be none)
+  Value value;                 // other leaves: the value (every holder's must agree)
 };
 
 class LiveHash {
@@ -213,8 +213,8 @@ class LiveHash {
   [[nodiscard]] static std::string summary(const std::vector<LiveItem>& items, HashAlgo algo, unsigned threads);
   // `summaries[r]`: rank r's summary. Throws the same Error on every rank for states
   // the ranks disagree about (dcp/live-state, dcp/replica-mismatch, dcp/chunk-*).
-  LiveHash(std::vector<LiveItem> items, const std::vector<std::string>& summaries, std::uint32_t rank,
-           HashAlgo algo, unsigned threads, std::uint64_t round_bytes = std::uint64_t{16} << 20);
+  LiveHash(std::vector<LiveItem> items, const std::vector<std::string>& summaries, std::uint32_t rank, HashAlgo algo,
+           unsigned threads, std::uint64_t round_bytes = std::uint64_t{16} << 20);
   ~LiveHash();
   LiveHash(LiveHash&&) noexcept;
   LiveHash& operator=(LiveHash&&) noexcept;

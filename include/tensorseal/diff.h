@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "tensorseal/export.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/dtype.h"
+#include "tensorseal/export.h"
 #include "tensorseal/progress.h"
 
 TENSORSEAL_API_BEGIN
@@ -30,8 +30,8 @@ struct DiffOptions {
   // is <= ulp. With all three 0 (the default) only bit-exact tensors count as equal.
   double atol = 0, rtol = 0;
   std::uint64_t ulp = 0;
-  unsigned threads = 0;     // 0: all cores; never changes the report
-  bool histogram = false;   // collect a ULP histogram per tensor (for the HTML report)
+  unsigned threads = 0;    // 0: all cores; never changes the report
+  bool histogram = false;  // collect a ULP histogram per tensor (for the HTML report)
   // Bytes of A compared of all (tensorseal/progress.h).
   Progress progress;
 };
@@ -49,9 +49,9 @@ std::string_view status_name(TensorStatus s) noexcept;  // "identical", "numeric
 
 // The first differing element (row-major order).
 struct FirstDifference {
-  std::vector<std::int64_t> index;   // multi-dimensional index
-  std::string a, b;                  // the values, rendered ("1.5", "nan", "(1+2j)")
-  std::string a_bits, b_bits;        // the element bytes as hex ("0x3fc00000")
+  std::vector<std::int64_t> index;  // multi-dimensional index
+  std::string a, b;                 // the values, rendered ("1.5", "nan", "(1+2j)")
+  std::string a_bits, b_bits;       // the element bytes as hex ("0x3fc00000")
 };
 
 struct TensorDiff {
@@ -60,16 +60,16 @@ struct TensorDiff {
   std::vector<std::int64_t> shape_a, shape_b;
   TensorStatus status = TensorStatus::kIdentical;
   std::uint64_t numel = 0;
-  bool numeric = false;               // elements compared as numbers (else as bytes only)
-  std::uint64_t bit_different = 0;    // elements whose bits differ (all, across dtypes)
-  std::uint64_t value_different = 0;  // elements that are different numbers
-  std::uint64_t out_of_tolerance = 0; // elements outside the tolerances
-  std::uint64_t nan_payload = 0;      // both NaN with different bits (numerically equal)
-  std::uint64_t nan_mismatch = 0;     // NaN on one side only
-  std::uint64_t inf_mismatch = 0;     // inf on one side, a finite value (or -inf) on the other
-  double max_abs = 0, max_rel = 0;    // over elements that are not NaN on either side
-  double max_ulp = 0;                 // in ulp_dtype; fractional across dtypes
-  DType ulp_dtype = DType::kFloat32;  // the coarser dtype when they differ
+  bool numeric = false;                // elements compared as numbers (else as bytes only)
+  std::uint64_t bit_different = 0;     // elements whose bits differ (all, across dtypes)
+  std::uint64_t value_different = 0;   // elements that are different numbers
+  std::uint64_t out_of_tolerance = 0;  // elements outside the tolerances
+  std::uint64_t nan_payload = 0;       // both NaN with different bits (numerically equal)
+  std::uint64_t nan_mismatch = 0;      // NaN on one side only
+  std::uint64_t inf_mismatch = 0;      // inf on one side, a finite value (or -inf) on the other
+  double max_abs = 0, max_rel = 0;     // over elements that are not NaN on either side
+  double max_ulp = 0;                  // in ulp_dtype; fractional across dtypes
+  DType ulp_dtype = DType::kFloat32;   // the coarser dtype when they differ
   std::optional<FirstDifference> first;
   // When DiffOptions::histogram: element counts by ULP distance; bucket 0 holds
   // distance 0, bucket k >= 1 holds [2^(k-1), 2^k). Trailing empty buckets trimmed.
@@ -108,7 +108,7 @@ struct DiffReport {
   std::string file_a, file_b;
   double atol = 0, rtol = 0;
   std::uint64_t ulp = 0;
-  std::vector<TensorDiff> tensors;  // present at the same path in both, in A's order
+  std::vector<TensorDiff> tensors;               // present at the same path in both, in A's order
   std::vector<TensorOnly> only_in_a, only_in_b;  // renamed tensors excluded
   std::vector<TensorRenamed> renamed;
   std::vector<ValueDifference> values;

@@ -13,16 +13,16 @@
 #include <string>
 #include <vector>
 
-#include "tensorseal/export.h"
 #include "tensorseal/checkpoint.h"
+#include "tensorseal/export.h"
 
 TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 // One source of byte difference.
 struct ExplainItem {
-  std::string topic;  // a Fact topic, or "format", "metadata", "order.tensors", "data"
-  std::string where;  // location (a tensor path, "header", a metadata key...)
+  std::string topic;                // a Fact topic, or "format", "metadata", "order.tensors", "data"
+  std::string where;                // location (a tensor path, "header", a metadata key...)
   std::optional<std::string> a, b;  // the two values; nullopt where one side lacks it
   std::string explanation;          // a human sentence for the topic
 };

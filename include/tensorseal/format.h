@@ -25,7 +25,16 @@ TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 enum class Format : std::uint8_t {
-  kUnknown, kTorchZip, kTorchLegacy, kPickle, kSafetensors, kNpy, kNpz, kHfShards, kDcp, kTorchTar,
+  kUnknown,
+  kTorchZip,
+  kTorchLegacy,
+  kPickle,
+  kSafetensors,
+  kNpy,
+  kNpz,
+  kHfShards,
+  kDcp,
+  kTorchTar,
 };
 
 // Options of a format's writer by name, values as text (WriteOptions::format_options),
@@ -51,15 +60,15 @@ struct FormatParam {
 
 struct FormatInfo {
   Format format = Format::kUnknown;
-  std::string_view name;                          // "torch-zip", "safetensors", ...
-  std::span<const std::string_view> aliases;      // other accepted names ("pt", "legacy")
-  std::span<const std::string_view> extensions;   // lower case with the dot; first = preferred
-                                                  // (none: a directory, e.g. hf-shards)
+  std::string_view name;                         // "torch-zip", "safetensors", ...
+  std::span<const std::string_view> aliases;     // other accepted names ("pt", "legacy")
+  std::span<const std::string_view> extensions;  // lower case with the dot; first = preferred
+                                                 // (none: a directory, e.g. hf-shards)
   std::string_view description;                  // one line, for help texts
-  bool writable = false;                          // write_file can produce it
-  Format canonical = Format::kUnknown;            // what `canon` writes for a file of this format
-  bool directory = false;                         // a directory of files (read and written whole)
-  std::span<const FormatParam> params;            // its writer's options (none for most)
+  bool writable = false;                         // write_file can produce it
+  Format canonical = Format::kUnknown;           // what `canon` writes for a file of this format
+  bool directory = false;                        // a directory of files (read and written whole)
+  std::span<const FormatParam> params;           // its writer's options (none for most)
 };
 
 // Every format, in detection order: detect_format returns the first row whose

@@ -43,9 +43,9 @@ struct GitSetupOptions {
 };
 
 struct GitSetupReport {
-  std::string scope;                       // "local" or "global"
-  std::filesystem::path attributes_file;   // the file the lines are in
-  std::vector<std::string> added_lines;    // lines appended (those already there are not repeated)
+  std::string scope;                                        // "local" or "global"
+  std::filesystem::path attributes_file;                    // the file the lines are in
+  std::vector<std::string> added_lines;                     // lines appended (those already there are not repeated)
   std::vector<std::pair<std::string, std::string>> config;  // entries set (git_config_entries)
 };
 

@@ -26,10 +26,10 @@ enum class HashAlgo : std::uint8_t { kSha256, kXxh3 };
 
 struct HashOptions {
   HashAlgo algo = HashAlgo::kSha256;
-  unsigned threads = 0;  // 0: all cores. The result never depends on this.
-  Limits limits;         // for hash_file's read
+  unsigned threads = 0;              // 0: all cores. The result never depends on this.
+  Limits limits;                     // for hash_file's read
   Format format = Format::kUnknown;  // hash_file reads as this (ReadOptions::format)
-  Progress progress;     // bytes hashed (and checksummed) of all; tensorseal/progress.h
+  Progress progress;                 // bytes hashed (and checksummed) of all; tensorseal/progress.h
 };
 
 // "sha256:<64 hex>" or "xxh3:<32 hex>".
@@ -43,8 +43,8 @@ struct HashOptions {
 
 // One file's result of hash_files: the digest, or the error hash_file would have thrown.
 struct FileHash {
-  std::string digest;         // empty when error is set
-  std::exception_ptr error;   // rethrow it to see the Error (file, offset, rule)
+  std::string digest;        // empty when error is set
+  std::exception_ptr error;  // rethrow it to see the Error (file, offset, rule)
 };
 
 // hash_file of every path, in the order given, each equal to hash_file's result. The
@@ -59,8 +59,7 @@ struct FileHash {
 [[nodiscard]] std::string tensor_sha256(const Tensor& t);
 
 // Per-tensor plain SHA-256 for many tensors, in parallel; same order as input.
-[[nodiscard]] std::vector<std::string> tensor_sha256_all(const std::vector<TensorRef>& tensors,
-                                                         unsigned threads = 0);
+[[nodiscard]] std::vector<std::string> tensor_sha256_all(const std::vector<TensorRef>& tensors, unsigned threads = 0);
 
 // SHA-256 of bytes as lowercase hex.
 [[nodiscard]] std::string sha256_hex(std::span<const std::byte> bytes);

@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "tensorseal/export.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/dtype.h"
+#include "tensorseal/export.h"
 #include "tensorseal/limits.h"
 #include "tensorseal/progress.h"
 
@@ -18,11 +18,11 @@ TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 struct InspectOptions {
-  unsigned threads = 0;  // 0: all cores. The report never depends on this.
-  Limits limits;         // for inspect_file's read
+  unsigned threads = 0;              // 0: all cores. The report never depends on this.
+  Limits limits;                     // for inspect_file's read
   Format format = Format::kUnknown;  // inspect_file reads as this (ReadOptions::format)
-  bool values = false;   // also list the non-tensor leaves (InspectReport::values)
-  Progress progress;     // bytes digested of all (tensorseal/progress.h)
+  bool values = false;               // also list the non-tensor leaves (InspectReport::values)
+  Progress progress;                 // bytes digested of all (tensorseal/progress.h)
 };
 
 struct InspectTensor {
@@ -72,11 +72,11 @@ struct InspectValue {
 struct InspectReport {
   std::string file;  // Checkpoint::file
   Format format = Format::kUnknown;
-  std::string content_hash;            // content_hash(root), SHA-256
-  std::vector<InspectTensor> tensors;  // in tree order (collect_tensors' paths), aliases too
+  std::string content_hash;                                   // content_hash(root), SHA-256
+  std::vector<InspectTensor> tensors;                         // in tree order (collect_tensors' paths), aliases too
   std::vector<std::pair<std::string, std::string>> metadata;  // Checkpoint::metadata, in file order
-  std::vector<InspectValue> values;  // with InspectOptions::values: in tree order (shared
-                                     // objects and storages once, leaves at every path)
+  std::vector<InspectValue> values;                           // with InspectOptions::values: in tree order (shared
+                                                              // objects and storages once, leaves at every path)
 };
 
 // Inspects a checkpoint already read. Throws tensorseal::Error for broken tensor views.

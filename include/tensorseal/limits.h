@@ -17,17 +17,17 @@ namespace tensorseal {
 
 struct Limits {
   std::uint64_t max_safetensors_header = 100'000'000;  // same cap as safetensors
-  std::uint64_t max_pickle_bytes = 1ull << 32;          // one pickle stream
-  std::uint64_t max_pickle_ops = 100'000'000;           // opcodes executed per stream
-  std::uint32_t max_depth = 1000;                       // container nesting
-  std::uint64_t max_stack = 1'000'000;                  // pickle stack + metastack entries
-  std::uint64_t max_memo = 1'000'000;                   // pickle memo entries
-  std::uint64_t max_string = 1ull << 31;                // one str/bytes value
-  std::uint64_t max_alloc = 1ull << 33;                 // bytes allocated while parsing
-  std::uint32_t max_nested_files = 8;                   // _load_from_bytes nesting
-  std::uint64_t max_entries = 1'000'000;                // zip entries / tensors
-  std::uint32_t max_ndim = 64;                          // tensor dimensions
-  std::uint64_t max_pickle_inflate = 64ull << 20;       // a compressed pickle record, inflated
+  std::uint64_t max_pickle_bytes = 1ull << 32;         // one pickle stream
+  std::uint64_t max_pickle_ops = 100'000'000;          // opcodes executed per stream
+  std::uint32_t max_depth = 1000;                      // container nesting
+  std::uint64_t max_stack = 1'000'000;                 // pickle stack + metastack entries
+  std::uint64_t max_memo = 1'000'000;                  // pickle memo entries
+  std::uint64_t max_string = 1ull << 31;               // one str/bytes value
+  std::uint64_t max_alloc = 1ull << 33;                // bytes allocated while parsing
+  std::uint32_t max_nested_files = 8;                  // _load_from_bytes nesting
+  std::uint64_t max_entries = 1'000'000;               // zip entries / tensors
+  std::uint32_t max_ndim = 64;                         // tensor dimensions
+  std::uint64_t max_pickle_inflate = 64ull << 20;      // a compressed pickle record, inflated
   // Deflated members of one archive (an .npz), inflated, all together: up to
   // max_inflate bytes whatever they compress to; past it, at most max_inflate_ratio
   // times their compressed bytes (0: max_inflate is a hard cap).

@@ -24,9 +24,9 @@
 #include <utility>
 #include <vector>
 
-#include "tensorseal/export.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/dtype.h"
+#include "tensorseal/export.h"
 #include "tensorseal/storage.h"
 #include "tensorseal/tensor.h"
 
@@ -45,20 +45,20 @@ struct SafetensorsEntry {
 struct SafetensorsIndex {
   static constexpr std::size_t kAbsent = ~std::size_t{0};
 
-  std::string file;                 // as given, for messages
-  std::uint64_t header_length = 0;  // N, the JSON header's bytes (padding included)
-  std::uint64_t data_start = 0;     // 8 + N: file offset of the data buffer
-  std::uint64_t header_padding = 0; // trailing spaces of the header
+  std::string file;                                           // as given, for messages
+  std::uint64_t header_length = 0;                            // N, the JSON header's bytes (padding included)
+  std::uint64_t data_start = 0;                               // 8 + N: file offset of the data buffer
+  std::uint64_t header_padding = 0;                           // trailing spaces of the header
   std::vector<SafetensorsEntry> entries;                      // in the header's order
   std::vector<std::pair<std::string, std::string>> metadata;  // __metadata__, file order
   // Where "__metadata__" (an object or null) stands among the header's keys, kAbsent
   // when the header has none: the header's keys are the entries' names with
   // "__metadata__" inserted at this position.
   std::size_t metadata_position = kAbsent;
-  bool metadata_null = false;  // "__metadata__": null (present, but not an object)
-  std::vector<std::uint32_t> by_name;    // entry indices, names in bytewise (code point) order
-  std::vector<std::uint32_t> by_offset;  // entry indices in data order (sorted by data_offsets)
-  std::shared_ptr<const Storage> whole;  // every byte of the file: the mapping or an owned copy
+  bool metadata_null = false;                 // "__metadata__": null (present, but not an object)
+  std::vector<std::uint32_t> by_name;         // entry indices, names in bytewise (code point) order
+  std::vector<std::uint32_t> by_offset;       // entry indices in data order (sorted by data_offsets)
+  std::shared_ptr<const Storage> whole;       // every byte of the file: the mapping or an owned copy
   std::shared_ptr<const MappedFile> mapping;  // null when read from memory
 
   // The entry called `name`, or null (binary search over by_name).

@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "tensorseal/export.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/error.h"
+#include "tensorseal/export.h"
 
 TENSORSEAL_API_BEGIN
 namespace tensorseal {

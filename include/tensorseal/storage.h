@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "tensorseal/export.h"
 #include "tensorseal/dtype.h"
+#include "tensorseal/export.h"
 
 namespace tensorseal::detail::core {
 struct StorageAccess;  // readers' setters (src/core/storage_access.h); not part of the API
@@ -51,12 +51,10 @@ class MappedFile {
 class Storage {
  public:
   // Takes ownership of `bytes`.
-  [[nodiscard]] static std::shared_ptr<Storage> owned(std::vector<std::byte> bytes,
-                                                      DType dtype = DType::kUInt8);
+  [[nodiscard]] static std::shared_ptr<Storage> owned(std::vector<std::byte> bytes, DType dtype = DType::kUInt8);
   // A window [offset, offset+size) of a mapped file; the range must be inside the file.
-  [[nodiscard]] static std::shared_ptr<Storage> mapped(std::shared_ptr<const MappedFile> file,
-                                                       std::uint64_t offset, std::uint64_t size,
-                                                       DType dtype = DType::kUInt8);
+  [[nodiscard]] static std::shared_ptr<Storage> mapped(std::shared_ptr<const MappedFile> file, std::uint64_t offset,
+                                                       std::uint64_t size, DType dtype = DType::kUInt8);
   // Borrowed memory kept alive by `owner` (e.g. a Python/torch object): no copy. The
   // memory must stay unchanged while any Storage views it.
   [[nodiscard]] static std::shared_ptr<Storage> external(const std::byte* data, std::uint64_t size,
@@ -64,8 +62,8 @@ class Storage {
                                                          DType dtype = DType::kUInt8);
   // A window of another storage (shares its lifetime, no copy; a window of a pieced
   // storage is pieced).
-  [[nodiscard]] static std::shared_ptr<Storage> slice(std::shared_ptr<const Storage> parent,
-                                                      std::uint64_t offset, std::uint64_t size);
+  [[nodiscard]] static std::shared_ptr<Storage> slice(std::shared_ptr<const Storage> parent, std::uint64_t offset,
+                                                      std::uint64_t size);
   // Bytes that are `pieces` one after another (windows of memory `owners` keep alive),
   // not one buffer: a value a reader assembles from parts (a DCP tensor from its
   // chunks). Streaming consumers read pieces() (Tensor::for_each_run) without a copy;

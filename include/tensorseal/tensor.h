@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "tensorseal/export.h"
 #include "tensorseal/dtype.h"
+#include "tensorseal/export.h"
 #include "tensorseal/storage.h"
 
 TENSORSEAL_API_BEGIN
@@ -53,11 +53,11 @@ struct Quantization {
     kPerChannelAffineFloatQParams = 2,  // torch.per_channel_affine_float_qparams: likewise
   };
   Scheme scheme = Scheme::kPerTensorAffine;
-  double scale = 1.0;                          // per tensor
-  std::int64_t zero_point = 0;                 // per tensor
-  std::shared_ptr<const Tensor> scales;        // per channel: 1-d, one per index of `axis`
-  std::shared_ptr<const Tensor> zero_points;   // per channel: 1-d, the same length
-  std::int64_t axis = 0;                       // per channel
+  double scale = 1.0;                         // per tensor
+  std::int64_t zero_point = 0;                // per tensor
+  std::shared_ptr<const Tensor> scales;       // per channel: 1-d, one per index of `axis`
+  std::shared_ptr<const Tensor> zero_points;  // per channel: 1-d, the same length
+  std::int64_t axis = 0;                      // per channel
   bool per_channel() const noexcept { return scheme != Scheme::kPerTensorAffine; }
 };
 
@@ -77,8 +77,8 @@ struct Quantization {
 // binding's torch tensors) use `raw` and the bits instead.
 struct LazyBits {
   std::shared_ptr<const Storage> raw;  // the storage torch holds (shared with the base)
-  bool neg = false;   // every element negated (sign bit of floats and complex parts, two's complement)
-  bool conj = false;  // the imaginary part of every complex element negated
+  bool neg = false;                    // every element negated (sign bit of floats and complex parts, two's complement)
+  bool conj = false;                   // the imaginary part of every complex element negated
 };
 
 struct Tensor {
@@ -90,7 +90,7 @@ struct Tensor {
   bool requires_grad = false;
   bool is_parameter = false;  // torch.nn.Parameter
   NumpyType numpy = NumpyType::kNone;
-  NumpyModule numpy_module = NumpyModule::kCore;  // numpy objects only: the spelling pickled
+  NumpyModule numpy_module = NumpyModule::kCore;     // numpy objects only: the spelling pickled
   std::shared_ptr<const Quantization> quantization;  // null unless the dtype is quantized
   // Python attributes torch restores on the tensor object (its __dict__, e.g. the
   // _has_been_cloned FSDP sets on full state dicts), from _rebuild_from_type_v2 /

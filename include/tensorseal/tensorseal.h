@@ -2,7 +2,6 @@
 // Umbrella header: includes the whole public API.
 #pragma once
 
-#include "tensorseal/export.h"
 #include "tensorseal/canon.h"
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/composite.h"
@@ -11,6 +10,7 @@
 #include "tensorseal/dtype.h"
 #include "tensorseal/error.h"
 #include "tensorseal/explain.h"
+#include "tensorseal/export.h"
 #include "tensorseal/git_setup.h"
 #include "tensorseal/hash.h"
 #include "tensorseal/inspect.h"

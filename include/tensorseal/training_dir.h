@@ -29,7 +29,7 @@ TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 namespace rules {
-inline constexpr Rule kDirEntry{"dir/entry", ErrorKind::kUnsupported};      // a symlink or special file
+inline constexpr Rule kDirEntry{"dir/entry", ErrorKind::kUnsupported};        // a symlink or special file
 inline constexpr Rule kDirTarget{"dir/target", ErrorKind::kInvalidArgument};  // canon would replace a directory
 }  // namespace rules
 

@@ -37,9 +37,16 @@ struct BigInt {
 
 enum class DictKind : std::uint8_t { kDict, kOrderedDict, kCounter };
 
-struct List { std::vector<Value> items; };
-struct Tuple { std::vector<Value> items; };
-struct Set { std::vector<Value> items; bool frozen = false; };
+struct List {
+  std::vector<Value> items;
+};
+struct Tuple {
+  std::vector<Value> items;
+};
+struct Set {
+  std::vector<Value> items;
+  bool frozen = false;
+};
 // Keys follow Python dict semantics: True, 1 and 1.0 are one key, as are -0.0, 0 and
 // False; NaN equals no key; tuples and frozensets compare by their items; objects,
 // tensors and storages by node. Unhashable keys (lists, dicts...) compare with equal().
@@ -77,7 +84,9 @@ struct Dict {
   mutable std::unique_ptr<Index> index_;  // guarded by index_mutex_
 };
 // A reference to a global name (class, function, dtype...). Never resolved.
-struct Global { std::string module, name; };
+struct Global {
+  std::string module, name;
+};
 // How an opaque object came to be. Kept so writers can re-emit it faithfully.
 enum class Construct : std::uint8_t { kReduce, kNewObj, kNewObjEx, kInst, kObj };
 struct Object {
@@ -85,12 +94,17 @@ struct Object {
   std::shared_ptr<Value> args;      // a Tuple
   std::shared_ptr<Value> kwargs;    // a Dict, for NEWOBJ_EX; else null
   Construct how = Construct::kReduce;
-  std::shared_ptr<Value> state;     // BUILD argument; null when never built
-  std::vector<Value> list_items;    // APPEND(S) applied to the object
+  std::shared_ptr<Value> state;                     // BUILD argument; null when never built
+  std::vector<Value> list_items;                    // APPEND(S) applied to the object
   std::vector<std::pair<Value, Value>> dict_items;  // SETITEM(S) applied to the object
 };
-struct Str { std::shared_ptr<const std::string> utf8; };
-struct Bytes { std::shared_ptr<const std::string> data; bool bytearray = false; };
+struct Str {
+  std::shared_ptr<const std::string> utf8;
+};
+struct Bytes {
+  std::shared_ptr<const std::string> data;
+  bool bytearray = false;
+};
 struct None {};
 // A Python complex number (builtins.complex): two binary64 parts, compared and hashed
 // by their bits like floats. Pickles spell it REDUCE(builtins.complex, (real, imag)).
@@ -113,8 +127,21 @@ struct Ref {
 class Value {
  public:
   enum class Kind : std::uint8_t {
-    kNone, kBool, kInt, kBigInt, kFloat, kStr, kBytes,
-    kList, kTuple, kDict, kSet, kTensor, kStorage, kGlobal, kObject,
+    kNone,
+    kBool,
+    kInt,
+    kBigInt,
+    kFloat,
+    kStr,
+    kBytes,
+    kList,
+    kTuple,
+    kDict,
+    kSet,
+    kTensor,
+    kStorage,
+    kGlobal,
+    kObject,
     kComplex,
     kRef,  // last: the kinds before it keep their numbers
   };
@@ -123,7 +150,7 @@ class Value {
   Value(bool b) : v_(b) {}
   Value(const char*) = delete;  // would silently become a bool; use Value::str()
   template <typename T>
-  Value(T*) = delete;           // no pointer (or function) may become a bool either
+  Value(T*) = delete;  // no pointer (or function) may become a bool either
   Value(std::int64_t i) : v_(i) {}
   Value(int i) : v_(std::int64_t{i}) {}
   Value(double d) : v_(d) {}
@@ -193,11 +220,9 @@ class Value {
   bool is_global(std::string_view module, std::string_view name) const noexcept;
 
  private:
-  std::variant<None, bool, std::int64_t, BigInt, double, Str, Bytes,
-               std::shared_ptr<List>, std::shared_ptr<Tuple>, std::shared_ptr<Dict>,
-               std::shared_ptr<Set>, std::shared_ptr<const Tensor>,
-               std::shared_ptr<const Storage>, std::shared_ptr<Global>,
-               std::shared_ptr<Object>, Complex, Ref>
+  std::variant<None, bool, std::int64_t, BigInt, double, Str, Bytes, std::shared_ptr<List>, std::shared_ptr<Tuple>,
+               std::shared_ptr<Dict>, std::shared_ptr<Set>, std::shared_ptr<const Tensor>,
+               std::shared_ptr<const Storage>, std::shared_ptr<Global>, std::shared_ptr<Object>, Complex, Ref>
       v_;
 };
 
@@ -211,7 +236,7 @@ bool equal(const Value& a, const Value& b);
 
 // A tensor reachable from the root, with its path in the tree.
 struct TensorRef {
-  std::string path;                   // "encoder.layer.0.weight", "state.3.exp_avg", ...
+  std::string path;  // "encoder.layer.0.weight", "state.3.exp_avg", ...
   std::shared_ptr<const Tensor> tensor;
 };
 

@@ -34,13 +34,13 @@ std::string_view verify_status_name(VerifyStatus s) noexcept;  // "ok", "corrupt
 struct VerifyResult {
   std::string file;
   VerifyStatus status = VerifyStatus::kOk;
-  std::string format;                    // detected format ("" when unreadable)
-  std::size_t tensors = 0;               // tensors validated
-  bool content_hash_checked = false;     // an embedded content hash was recomputed
-  std::string content_hash;              // the content hash computed ("" when unreadable)
-  std::string message;                   // the error's one-line message ("" when ok)
-  std::string rule;                      // the broken rule id ("" when ok)
-  std::optional<std::uint64_t> offset;   // byte offset of the problem, when known
+  std::string format;                   // detected format ("" when unreadable)
+  std::size_t tensors = 0;              // tensors validated
+  bool content_hash_checked = false;    // an embedded content hash was recomputed
+  std::string content_hash;             // the content hash computed ("" when unreadable)
+  std::string message;                  // the error's one-line message ("" when ok)
+  std::string rule;                     // the broken rule id ("" when ok)
+  std::optional<std::uint64_t> offset;  // byte offset of the problem, when known
   // The globals verdict (scan's: the worst global referenced), independent of
   // `status`; nullopt when the file could not be read. `unsafe_globals` holds scan's
   // findings that are not known-safe, in first-reference order.
@@ -58,8 +58,8 @@ struct VerifyResult {
 struct VerifyOptions {
   Limits limits;
   Format format = Format::kUnknown;  // verify_file reads as this (ReadOptions::format)
-  unsigned threads = 0;  // for the pass over the tensor data
-  Progress progress;     // tensor bytes checked of all (tensorseal/progress.h)
+  unsigned threads = 0;              // for the pass over the tensor data
+  Progress progress;                 // tensor bytes checked of all (tensorseal/progress.h)
   // With both set: also check the signature `signature` (a Sigstore bundle from
   // sign_statement) with the PEM public key `public_key`, and that the statement it
   // signs is this file's manifest (tensorseal/sign.h). A failure makes the file

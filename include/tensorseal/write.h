@@ -8,13 +8,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
-#include "tensorseal/export.h"
 #include "tensorseal/checkpoint.h"
+#include "tensorseal/export.h"
 #include "tensorseal/progress.h"
 #include "tensorseal/value.h"
 
@@ -49,8 +49,7 @@ struct WriteOptions {
 // Writes `root` as `format` to `path` atomically. For hf-shards `path` is a directory,
 // built beside the target and renamed into place as a whole. Throws tensorseal::Error; on error
 // nothing is left at `path` that was not there before.
-void write_file(const Value& root, const std::filesystem::path& path, Format format,
-                const WriteOptions& options = {});
+void write_file(const Value& root, const std::filesystem::path& path, Format format, const WriteOptions& options = {});
 // Writes `bytes` as the whole file `path`, atomically as write_file does (for the
 // tools' text outputs: manifests, signatures, reports).
 void write_text_file(const std::filesystem::path& path, std::string_view bytes, bool fsync = true);

@@ -9,8 +9,8 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
-
 #include <tensorseal/tensorseal.h>
+
 #include <algorithm>
 #include <atomic>
 #include <system_error>
@@ -102,10 +102,10 @@ class PtrMap {
 
 struct ToPy {
   nb::object g = glue();
-  std::string framework;  // "torch" or "numpy"
-  std::unordered_map<const void*, nb::object> nodes;     // shared nodes stay shared
-  std::unordered_map<const Storage*, nb::object> bufs;   // one buffer per storage
-  std::unordered_set<const void*> in_progress;           // tuples, frozensets, objects' arguments
+  std::string framework;                                // "torch" or "numpy"
+  std::unordered_map<const void*, nb::object> nodes;    // shared nodes stay shared
+  std::unordered_map<const Storage*, nb::object> bufs;  // one buffer per storage
+  std::unordered_set<const void*> in_progress;          // tuples, frozensets, objects' arguments
   int depth = 0;
 
   // The alignment the framework needs for `dtype`'s elements: torch's kernels assume the
@@ -161,10 +161,10 @@ struct ToPy {
     // A conj/neg view becomes torch's lazy view over the raw storage, shared with its
     // base; numpy has no such views and gets the values.
     const bool lazy = t.lazy && framework == "torch";
-    nb::object out = g.attr("make_tensor")(framework, buffer(lazy ? t.lazy->raw : t.storage, alignment(t.dtype)),
-                                           std::string(name(t.dtype)), nb::tuple(shape), nb::tuple(strides),
-                                           t.storage_offset, t.requires_grad, t.is_parameter, lazy && t.lazy->neg,
-                                           lazy && t.lazy->conj);
+    nb::object out =
+        g.attr("make_tensor")(framework, buffer(lazy ? t.lazy->raw : t.storage, alignment(t.dtype)),
+                              std::string(name(t.dtype)), nb::tuple(shape), nb::tuple(strides), t.storage_offset,
+                              t.requires_grad, t.is_parameter, lazy && t.lazy->neg, lazy && t.lazy->conj);
     if (t.attributes) out = g.attr("set_attributes")(out, convert(*t.attributes));
     return out;
   }
@@ -178,12 +178,11 @@ struct ToPy {
     nb::list shape, stride;
     for (auto d : c.shape) shape.append(d);
     for (auto d : c.stride) stride.append(d);
-    return g.attr("make_composite")(
-        framework, c.layout, std::string(name(c.dtype)), nb::tuple(shape), parts,
-        c.coalesced ? convert(*c.coalesced) : nb::none(), c.requires_grad, c.ragged_idx,
-        convert(c.metadata_cache), convert(c.state),
-        nb::make_tuple(c.type.module, c.type.name), nb::tuple(stride), c.storage_offset, convert(c.layout_arg),
-        convert(c.device));
+    return g.attr("make_composite")(framework, c.layout, std::string(name(c.dtype)), nb::tuple(shape), parts,
+                                    c.coalesced ? convert(*c.coalesced) : nb::none(), c.requires_grad, c.ragged_idx,
+                                    convert(c.metadata_cache), convert(c.state),
+                                    nb::make_tuple(c.type.module, c.type.name), nb::tuple(stride), c.storage_offset,
+                                    convert(c.layout_arg), convert(c.device));
   }
 
   nb::object seq(const std::vector<Value>& items) {
@@ -202,17 +201,24 @@ struct ToPy {
     }
     nb::object out;
     switch (v.kind()) {
-      case K::kNone: return nb::none();
-      case K::kBool: return nb::bool_(v.as_bool());
-      case K::kInt: return nb::int_(v.as_int());
+      case K::kNone:
+        return nb::none();
+      case K::kBool:
+        return nb::bool_(v.as_bool());
+      case K::kInt:
+        return nb::int_(v.as_int());
       case K::kBigInt: {
         const auto& b = v.as_bigint().le_bytes;
-        return nb::module_::import_("builtins").attr("int").attr("from_bytes")(nb::bytes(b.data(), b.size()),
-                                                                              "little", nb::arg("signed") = true);
+        return nb::module_::import_("builtins")
+            .attr("int")
+            .attr("from_bytes")(nb::bytes(b.data(), b.size()), "little", nb::arg("signed") = true);
       }
-      case K::kFloat: return nb::float_(v.as_float());
-      case K::kComplex: return nb::steal(PyComplex_FromDoubles(v.as_complex().real, v.as_complex().imag));
-      case K::kStr: return py_text(v.as_str());
+      case K::kFloat:
+        return nb::float_(v.as_float());
+      case K::kComplex:
+        return nb::steal(PyComplex_FromDoubles(v.as_complex().real, v.as_complex().imag));
+      case K::kStr:
+        return py_text(v.as_str());
       case K::kBytes: {
         nb::bytes b(v.as_bytes().data(), v.as_bytes().size());
         if (v.is_bytearray()) return nb::module_::import_("builtins").attr("bytearray")(b);
@@ -267,11 +273,15 @@ struct ToPy {
             if (k.is(K::kStr)) nb::setattr(obj, nb::str(k.as_str().data(), k.as_str().size()), convert(x));
         return obj;
       }
-      case K::kTensor: out = tensor(*v.as_tensor()); break;
+      case K::kTensor:
+        out = tensor(*v.as_tensor());
+        break;
       case K::kStorage:
         out = buffer(v.as_storage(), alignment(v.as_storage()->dtype));
         break;  // untyped: the element type is not kept
-      case K::kGlobal: out = g.attr("make_global")(v.as_global().module, v.as_global().name); break;
+      case K::kGlobal:
+        out = g.attr("make_global")(v.as_global().module, v.as_global().name);
+        break;
       case K::kObject: {
         const Object& o = v.as_object();
         if (auto c = framework == "torch" ? decode_composite(o) : std::nullopt) {
@@ -394,7 +404,9 @@ struct ArenaAllocator {
   T* allocate(std::size_t n) { return static_cast<T*>(arena->take(n * sizeof(T), alignof(T))); }
   void deallocate(T*, std::size_t) noexcept {}
   template <typename U>
-  bool operator==(const ArenaAllocator<U>& o) const noexcept { return arena == o.arena; }
+  bool operator==(const ArenaAllocator<U>& o) const noexcept {
+    return arena == o.arena;
+  }
 };
 
 // Frees `garbage` on a helper thread, off the caller's path: the value tree of a
@@ -529,12 +541,12 @@ struct FromPy {
   nb::object g = glue();
   std::shared_ptr<Pins> pins = std::make_shared<Pins>();  // what the tree's storages borrow from
   std::shared_ptr<TensorArena> tensors;                   // the fast path's Tensors live here
-  PtrMap<std::shared_ptr<const Storage>> storages;  // by address of the storage's memory
-  PtrMap<Value> nodes;                          // the same Python object -> the same node
-  std::vector<nb::object> pinned;              // keeps keys of `nodes` alive
-  bool split_storages = false;                 // one storage per tensor (safetensors drop-in)
-  std::unordered_set<PyObject*> filling;       // lists and dicts whose items are being converted
-  std::unordered_set<PyObject*> tuples;        // tuples whose items are being converted
+  PtrMap<std::shared_ptr<const Storage>> storages;        // by address of the storage's memory
+  PtrMap<Value> nodes;                                    // the same Python object -> the same node
+  std::vector<nb::object> pinned;                         // keeps keys of `nodes` alive
+  bool split_storages = false;                            // one storage per tensor (safetensors drop-in)
+  std::unordered_set<PyObject*> filling;                  // lists and dicts whose items are being converted
+  std::unordered_set<PyObject*> tuples;                   // tuples whose items are being converted
   struct Filling {
     std::unordered_set<PyObject*>& set;
     PyObject* p;
@@ -542,7 +554,7 @@ struct FromPy {
     ~Filling() { set.erase(p); }
   };
   int depth = 0;
-  std::optional<TorchFastPath> fast;           // made on the first object that is not a scalar
+  std::optional<TorchFastPath> fast;  // made on the first object that is not a scalar
 
   Value convert(nb::handle h) {
     if (depth == 0) {
@@ -560,18 +572,25 @@ struct FromPy {
   struct GcPause {
 #if PY_VERSION_HEX >= 0x030A0000
     int was = PyGC_Disable();
-    ~GcPause() { if (was) PyGC_Enable(); }
+    ~GcPause() {
+      if (was) PyGC_Enable();
+    }
 #else
     nb::object gc = nb::module_::import_("gc");
     bool was = nb::cast<bool>(gc.attr("isenabled")());
     GcPause() { gc.attr("disable")(); }
-    ~GcPause() { if (was) gc.attr("enable")(); }
+    ~GcPause() {
+      if (was) gc.attr("enable")();
+    }
 #endif
   };
 
   Value convert_nested(nb::handle h) {
     if (++depth > 1000) throw Error(rules::kInvalidArgument, "object nesting deeper than 1000");
-    struct Guard { int& d; ~Guard() { --d; } } guard{depth};
+    struct Guard {
+      int& d;
+      ~Guard() { --d; }
+    } guard{depth};
     if (h.is_none()) return Value();
     if (PyBool_Check(h.ptr())) return Value(h.ptr() == Py_True);
     if (PyLong_CheckExact(h.ptr())) {
@@ -636,8 +655,10 @@ struct FromPy {
         nb::handle k = PyList_GetItem(keys.ptr(), i), v = PyList_GetItem(values.ptr(), i);
         // Distinct str keys of one dict are distinct keys of the Dict: appended without
         // the lookup set() makes (it would merge keys Python calls equal, as 1 and True).
-        if (PyUnicode_CheckExact(k.ptr())) out.emplace_back(convert(k), convert(v));
-        else d.as_dict().set(convert(k), convert(v));
+        if (PyUnicode_CheckExact(k.ptr()))
+          out.emplace_back(convert(k), convert(v));
+        else
+          d.as_dict().set(convert(k), convert(v));
       }
       return d;
     }
@@ -867,8 +888,8 @@ struct FromPy {
     if (split_storages) {
       attach(*t, nb::cast<std::uintptr_t>(buf.attr("ptr")), nbytes, buf.attr("owner"));
     } else {  // typed as the buffer says (numpy, bare storages)
-      t->storage = storage(nb::cast<std::uintptr_t>(buf.attr("ptr")), nbytes, buf.attr("owner"),
-                           dtype_of(buf.attr("dtype")));
+      t->storage =
+          storage(nb::cast<std::uintptr_t>(buf.attr("ptr")), nbytes, buf.attr("owner"), dtype_of(buf.attr("dtype")));
       t->validate();
     }
     if (nb::object lz = desc.attr("lazy"); !lz.is_none()) {  // (neg, conj): t is the raw view

@@ -79,10 +79,13 @@ DcpEntry entry_from_py(nb::handle h) {
   }
   if (!t[8].is_none())
     for (nb::handle x : t[8]) {
-      if (nb::isinstance<nb::str>(x)) e.path.push_back(Value::str(nb::cast<std::string>(x)));
-      else if (nb::isinstance<nb::int_>(x)) e.path.push_back(Value(nb::cast<std::int64_t>(x)));
-      else throw Error(rules::kInvalidArgument, "planner_data path of '" + e.fqn + "' holds a " +
-                                                        nb::cast<std::string>(nb::str(x.type())), "");
+      if (nb::isinstance<nb::str>(x))
+        e.path.push_back(Value::str(nb::cast<std::string>(x)));
+      else if (nb::isinstance<nb::int_>(x))
+        e.path.push_back(Value(nb::cast<std::int64_t>(x)));
+      else
+        throw Error(rules::kInvalidArgument,
+                    "planner_data path of '" + e.fqn + "' holds a " + nb::cast<std::string>(nb::str(x.type())), "");
     }
   return e;
 }
@@ -103,10 +106,13 @@ struct Live {
 std::vector<Value> path_arg(nb::handle h, const std::string& fqn) {
   std::vector<Value> out;
   for (nb::handle x : h) {
-    if (nb::isinstance<nb::str>(x)) out.push_back(Value::str(nb::cast<std::string>(x)));
-    else if (nb::isinstance<nb::int_>(x)) out.push_back(Value(nb::cast<std::int64_t>(x)));
-    else throw Error(rules::kInvalidArgument, "the DCP path of '" + fqn + "' holds a " +
-                                                  nb::cast<std::string>(nb::str(x.type())), "");
+    if (nb::isinstance<nb::str>(x))
+      out.push_back(Value::str(nb::cast<std::string>(x)));
+    else if (nb::isinstance<nb::int_>(x))
+      out.push_back(Value(nb::cast<std::int64_t>(x)));
+    else
+      throw Error(rules::kInvalidArgument,
+                  "the DCP path of '" + fqn + "' holds a " + nb::cast<std::string>(nb::str(x.type())), "");
   }
   return out;
 }
@@ -114,8 +120,10 @@ std::vector<Value> path_arg(nb::handle h, const std::string& fqn) {
 }  // namespace
 
 void bind_dcp(nb::module_& m) {
-  m.def("dcp_verify_part", [](const std::string& dir, std::uint32_t rank, std::uint32_t world, bool fast,
-                              const LimitPairs& limits, unsigned threads) {
+  m.def(
+      "dcp_verify_part",
+      [](const std::string& dir, std::uint32_t rank, std::uint32_t world, bool fast, const LimitPairs& limits,
+         unsigned threads) {
         ReadOptions o = read_options(limits);
         std::string p;
         {
@@ -123,8 +131,11 @@ void bind_dcp(nb::module_& m) {
           p = dcp_verify_part(dir, rank, world, fast ? HashAlgo::kXxh3 : HashAlgo::kSha256, o, threads);
         }
         return nb::bytes(p.data(), p.size());
-      }, nb::arg("dir"), nb::arg("rank"), nb::arg("world"), nb::arg("fast"), nb::arg("limits"), nb::arg("threads"));
-  m.def("dcp_verify_finish", [](const std::string& dir, nb::list parts, bool fast, const LimitPairs& limits) {
+      },
+      nb::arg("dir"), nb::arg("rank"), nb::arg("world"), nb::arg("fast"), nb::arg("limits"), nb::arg("threads"));
+  m.def(
+      "dcp_verify_finish",
+      [](const std::string& dir, nb::list parts, bool fast, const LimitPairs& limits) {
         std::vector<std::string> ps;
         for (nb::handle h : parts) {
           nb::bytes b = nb::cast<nb::bytes>(h);
@@ -133,48 +144,56 @@ void bind_dcp(nb::module_& m) {
         ReadOptions o = read_options(limits);
         nb::gil_scoped_release nogil;
         return dcp_verify_finish(dir, ps, fast ? HashAlgo::kXxh3 : HashAlgo::kSha256, o);
-      }, nb::arg("dir"), nb::arg("parts"), nb::arg("fast"), nb::arg("limits"));
+      },
+      nb::arg("dir"), nb::arg("parts"), nb::arg("fast"), nb::arg("limits"));
   // items: [(fqn, path, (dtype, shape, [(offsets, sizes, tensor)]) | None, value)]
   nb::class_<Live>(m, "LiveHash")
-      .def("__init__", [](Live* self, nb::list items, bool fast, unsigned threads) {
-             new (self) Live();
-             self->algo = fast ? HashAlgo::kXxh3 : HashAlgo::kSha256;
-             self->threads = threads;
-             FromPy conv;
-             for (nb::handle h : items) {
-               nb::tuple t = nb::cast<nb::tuple>(h);
-               LiveItem it;
-               it.fqn = nb::cast<std::string>(t[0]);
-               it.path = path_arg(t[1], it.fqn);
-               if (!t[2].is_none()) {
-                 nb::tuple spec = nb::cast<nb::tuple>(t[2]);
-                 it.is_tensor = true;
-                 it.dtype = dtype_arg(nb::cast<std::string>(spec[0]));
-                 it.shape = nb::cast<Ints>(spec[1]);
-                 for (nb::handle b : nb::cast<nb::list>(spec[2])) {
-                   nb::tuple bt = nb::cast<nb::tuple>(b);
-                   Value v = conv.convert(bt[2]);
-                   if (!v.is(Value::Kind::kTensor))
-                     throw Error(rules::kInvalidArgument, "the local data of '" + it.fqn + "' is not a tensor", "");
-                   it.local.push_back({nb::cast<Ints>(bt[0]), nb::cast<Ints>(bt[1]), v.as_tensor()});
-                 }
-               } else {
-                 it.value = conv.convert(t[3]);
-               }
-               self->items.push_back(std::move(it));
-             }
-           }, nb::arg("items"), nb::arg("fast"), nb::arg("threads"))
-      .def("summary", [](const Live& l) {
+      .def(
+          "__init__",
+          [](Live* self, nb::list items, bool fast, unsigned threads) {
+            new (self) Live();
+            self->algo = fast ? HashAlgo::kXxh3 : HashAlgo::kSha256;
+            self->threads = threads;
+            FromPy conv;
+            for (nb::handle h : items) {
+              nb::tuple t = nb::cast<nb::tuple>(h);
+              LiveItem it;
+              it.fqn = nb::cast<std::string>(t[0]);
+              it.path = path_arg(t[1], it.fqn);
+              if (!t[2].is_none()) {
+                nb::tuple spec = nb::cast<nb::tuple>(t[2]);
+                it.is_tensor = true;
+                it.dtype = dtype_arg(nb::cast<std::string>(spec[0]));
+                it.shape = nb::cast<Ints>(spec[1]);
+                for (nb::handle b : nb::cast<nb::list>(spec[2])) {
+                  nb::tuple bt = nb::cast<nb::tuple>(b);
+                  Value v = conv.convert(bt[2]);
+                  if (!v.is(Value::Kind::kTensor))
+                    throw Error(rules::kInvalidArgument, "the local data of '" + it.fqn + "' is not a tensor", "");
+                  it.local.push_back({nb::cast<Ints>(bt[0]), nb::cast<Ints>(bt[1]), v.as_tensor()});
+                }
+              } else {
+                it.value = conv.convert(t[3]);
+              }
+              self->items.push_back(std::move(it));
+            }
+          },
+          nb::arg("items"), nb::arg("fast"), nb::arg("threads"))
+      .def("summary",
+           [](const Live& l) {
              nb::gil_scoped_release nogil;
              return LiveHash::summary(l.items, l.algo, l.threads);
            })
-      .def("plan", [](Live& l, const std::vector<std::string>& summaries, std::uint32_t rank,
-                      std::uint64_t round_bytes) {
-             nb::gil_scoped_release nogil;
-             l.hash.emplace(std::move(l.items), summaries, rank, l.algo, l.threads, round_bytes);
-           }, nb::arg("summaries"), nb::arg("rank"), nb::arg("round_bytes"))
+      .def(
+          "plan",
+          [](Live& l, const std::vector<std::string>& summaries, std::uint32_t rank, std::uint64_t round_bytes) {
+            nb::gil_scoped_release nogil;
+            l.hash.emplace(std::move(l.items), summaries, rank, l.algo, l.threads, round_bytes);
+          },
+          nb::arg("summaries"), nb::arg("rank"), nb::arg("round_bytes"))
       // (send bytes, send counts, recv counts) or None
-      .def("next_round", [](Live& l) -> nb::object {
+      .def("next_round",
+           [](Live& l) -> nb::object {
              std::optional<LiveHash::Round> r;
              {
                nb::gil_scoped_release nogil;
@@ -184,12 +203,14 @@ void bind_dcp(nb::module_& m) {
              return nb::make_tuple(nb::bytes(reinterpret_cast<const char*>(r->send.data()), r->send.size()),
                                    r->send_counts, r->recv_counts);
            })
-      .def("receive", [](Live& l, nb::bytes b) {
+      .def("receive",
+           [](Live& l, nb::bytes b) {
              std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(b.c_str()), b.size());
              nb::gil_scoped_release nogil;
              l.plan().receive(bytes);
            })
-      .def("partial", [](Live& l) {
+      .def("partial",
+           [](Live& l) {
              std::string p;
              {
                nb::gil_scoped_release nogil;
@@ -197,7 +218,8 @@ void bind_dcp(nb::module_& m) {
              }
              return nb::bytes(p.data(), p.size());
            })
-      .def("finish", [](const Live& l, nb::list partials) {
+      .def("finish",
+           [](const Live& l, nb::list partials) {
              std::vector<std::string> ps;
              for (nb::handle h : partials) {
                nb::bytes b = nb::cast<nb::bytes>(h);
@@ -208,25 +230,29 @@ void bind_dcp(nb::module_& m) {
              return l.hash->finish(ps);
            })
       .def("stats", [](const Live& l) {
-             if (!l.hash) return nb::dict();
-             const auto s = l.hash->stats();
-             nb::dict d;
-             d["hashed_bytes"] = s.hashed_bytes;
-             d["sent_bytes"] = s.sent_bytes;
-             d["received_bytes"] = s.received_bytes;
-             d["rounds"] = s.rounds;
-             return d;
-           });
+        if (!l.hash) return nb::dict();
+        const auto s = l.hash->stats();
+        nb::dict d;
+        d["hashed_bytes"] = s.hashed_bytes;
+        d["sent_bytes"] = s.sent_bytes;
+        d["received_bytes"] = s.received_bytes;
+        d["rounds"] = s.rounds;
+        return d;
+      });
 
   // tensorseal.dcp (python/tensorseal/dcp.py): the storage plugin's core.
   m.def("dcp_staging_dir", [](const std::string& target) { return dcp_staging_dir(target).string(); });
-  m.def("dcp_prepare", [](const std::string& target, bool overwrite) {
+  m.def(
+      "dcp_prepare",
+      [](const std::string& target, bool overwrite) {
         nb::gil_scoped_release nogil;
         dcp_prepare(target, overwrite);
-      }, nb::arg("target"), nb::arg("overwrite"));
+      },
+      nb::arg("target"), nb::arg("overwrite"));
   // items: [(fqn, offsets | None, tensor | bytes[, global size])]; returns record tuples.
-  m.def("dcp_write_items", [](const std::string& target, std::uint32_t rank, nb::list items, bool one_file, bool fsync,
-                              unsigned threads) {
+  m.def(
+      "dcp_write_items",
+      [](const std::string& target, std::uint32_t rank, nb::list items, bool one_file, bool fsync, unsigned threads) {
         std::vector<DcpWriteItem> in;
         FromPy conv;
         for (nb::handle h : items) {
@@ -254,28 +280,35 @@ void bind_dcp(nb::module_& m) {
         nb::list l;
         for (const auto& r : out) l.append(record_to_py(r));
         return l;
-      }, nb::arg("target"), nb::arg("rank"), nb::arg("items"), nb::arg("one_file"), nb::arg("fsync"),
+      },
+      nb::arg("target"), nb::arg("rank"), nb::arg("items"), nb::arg("one_file"), nb::arg("fsync"),
       nb::arg("threads") = 1);
-  m.def("dcp_commit", [](const std::string& target, nb::list planned, nb::list records, bool fsync,
-                         bool content_hash) {
+  m.def(
+      "dcp_commit",
+      [](const std::string& target, nb::list planned, nb::list records, bool fsync, bool content_hash) {
         DcpMetadata md;
         for (nb::handle h : planned) md.entries.push_back(entry_from_py(h));
         std::vector<DcpRecord> rs;
         for (nb::handle h : records) rs.push_back(record_from_py(h));
         nb::gil_scoped_release nogil;
         dcp_commit(target, md, std::move(rs), fsync, content_hash);
-      }, nb::arg("target"), nb::arg("planned"), nb::arg("records"), nb::arg("fsync"), nb::arg("content_hash") = true);
+      },
+      nb::arg("target"), nb::arg("planned"), nb::arg("records"), nb::arg("fsync"), nb::arg("content_hash") = true);
 
   nb::class_<DcpReader>(m, "DcpReader")
-      .def("__init__", [](DcpReader* self, const std::string& dir, const LimitPairs& limits) {
-             ReadOptions o = read_options(limits);
-             nb::gil_scoped_release nogil;
-             new (self) DcpReader(dir, o);
-           }, nb::arg("dir"), nb::arg("limits") = LimitPairs{})
+      .def(
+          "__init__",
+          [](DcpReader* self, const std::string& dir, const LimitPairs& limits) {
+            ReadOptions o = read_options(limits);
+            nb::gil_scoped_release nogil;
+            new (self) DcpReader(dir, o);
+          },
+          nb::arg("dir"), nb::arg("limits") = LimitPairs{})
       .def("has_manifest", &DcpReader::has_manifest)
       // (entries, storage [(fqn, offset | None, index | None, file, file offset, length)],
       //  save_id, checkpoint_id, version)
-      .def("metadata", [](const DcpReader& r) {
+      .def("metadata",
+           [](const DcpReader& r) {
              const DcpMetadata& md = r.metadata();
              nb::list entries, storage;
              for (const auto& e : md.entries) entries.append(entry_to_py(e));
@@ -285,25 +318,30 @@ void bind_dcp(nb::module_& m) {
              auto opt = [](const std::optional<std::string>& v) { return v ? nb::cast(*v) : nb::none(); };
              return nb::make_tuple(entries, storage, opt(md.save_id), opt(md.checkpoint_id), opt(md.version));
            })
-      .def("chunk", [](DcpReader& r, const std::string& fqn, const Ints& offsets, const std::string& framework) {
-             std::shared_ptr<const Tensor> t;
-             {
-               nb::gil_scoped_release nogil;
-               t = r.chunk(fqn, offsets);
-             }
-             ToPy conv;
-             conv.framework = framework;
-             return conv.tensor(*t);
-           }, nb::arg("fqn"), nb::arg("offsets"), nb::arg("framework") = "torch")
-      .def("bytes_item", [](DcpReader& r, const std::string& fqn, bool weights_only) {
-             std::string b;
-             {
-               nb::gil_scoped_release nogil;
-               b = r.bytes_item(fqn, weights_only);
-             }
-             return nb::bytes(b.data(), b.size());
-           }, nb::arg("fqn"), nb::arg("weights_only") = true);
-
+      .def(
+          "chunk",
+          [](DcpReader& r, const std::string& fqn, const Ints& offsets, const std::string& framework) {
+            std::shared_ptr<const Tensor> t;
+            {
+              nb::gil_scoped_release nogil;
+              t = r.chunk(fqn, offsets);
+            }
+            ToPy conv;
+            conv.framework = framework;
+            return conv.tensor(*t);
+          },
+          nb::arg("fqn"), nb::arg("offsets"), nb::arg("framework") = "torch")
+      .def(
+          "bytes_item",
+          [](DcpReader& r, const std::string& fqn, bool weights_only) {
+            std::string b;
+            {
+              nb::gil_scoped_release nogil;
+              b = r.bytes_item(fqn, weights_only);
+            }
+            return nb::bytes(b.data(), b.size());
+          },
+          nb::arg("fqn"), nb::arg("weights_only") = true);
 }
 
 }  // namespace tensorseal::py

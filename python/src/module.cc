@@ -17,7 +17,6 @@ using namespace tensorseal::py;
 
 namespace {
 
-
 // ---- helpers --------------------------------------------------------------------
 
 Format parse_format(const std::string& f) {
@@ -59,7 +58,6 @@ WriteOptions write_options(const std::vector<std::pair<std::string, std::string>
 // rule id, Python only picks one.
 // tensorseal.lightning refuses a checkpoint by the scan rules, as the core does.
 constexpr Rule kPythonRules[] = {rules::kInvalidArgument, rules::kUnknownGlobal, rules::kDangerousGlobal};
-
 
 nb::dict tensors_to_py(const Checkpoint& c, const std::string& framework) {
   nb::dict d = checkpoint_to_py(c, framework, false);
@@ -129,9 +127,10 @@ NB_MODULE(_tensorseal, m) {
 
   // weights_only: raise (require_safe) when the file references a global outside the
   // known-safe set, before any object is made.
-  m.def("read_file", [](const std::string& path, const std::string& framework, bool verify, bool with_root,
-                        bool weights_only, const LimitPairs& limits, const std::string& format, bool in_memory,
-                        const std::string& encoding) {
+  m.def(
+      "read_file",
+      [](const std::string& path, const std::string& framework, bool verify, bool with_root, bool weights_only,
+         const LimitPairs& limits, const std::string& format, bool in_memory, const std::string& encoding) {
         const ReadOptions ro = read_options(limits, verify, format, in_memory, encoding);
         Checkpoint c;
         {
@@ -140,14 +139,16 @@ NB_MODULE(_tensorseal, m) {
           if (weights_only) require_safe(scan(c));
         }
         return checkpoint_to_py(c, framework, with_root);
-      }, nb::arg("path"), nb::arg("framework") = "torch", nb::arg("verify") = true, nb::arg("with_root") = true,
+      },
+      nb::arg("path"), nb::arg("framework") = "torch", nb::arg("verify") = true, nb::arg("with_root") = true,
       nb::arg("weights_only") = false, nb::arg("limits") = LimitPairs{}, nb::arg("format") = "",
       nb::arg("in_memory") = false, nb::arg("encoding") = "utf-8");
 
   // The tensors of a file as a flat list of (path, tensor, dtype, file offset), paths as
   // in collect_tensors (for safetensors files: the tensor names). Zero-copy like read_file.
-  m.def("read_tensors", [](const std::string& path, const std::string& framework, const LimitPairs& limits,
-                           const std::string& format) {
+  m.def(
+      "read_tensors",
+      [](const std::string& path, const std::string& framework, const LimitPairs& limits, const std::string& format) {
         const ReadOptions ro = read_options(limits, true, format);
         Checkpoint c;
         {
@@ -155,7 +156,8 @@ NB_MODULE(_tensorseal, m) {
           c = read_file(path, ro);
         }
         return tensors_to_py(c, framework);
-      }, nb::arg("path"), nb::arg("framework") = "torch", nb::arg("limits") = LimitPairs{}, nb::arg("format") = "");
+      },
+      nb::arg("path"), nb::arg("framework") = "torch", nb::arg("limits") = LimitPairs{}, nb::arg("format") = "");
 
   // Lazy access to a safetensors file (tensorseal.safetensors.safe_open): the header
   // parsed and validated, the file mapped, a tensor made on request.
@@ -204,15 +206,20 @@ NB_MODULE(_tensorseal, m) {
           "(tensor, dtype name) of one entry, a zero-copy view of the mapping; None when absent.");
 
   // The index of a safetensors file, or None when the file is another format.
-  m.def("safetensors_index", [](const std::string& path) -> std::optional<SafetensorsIndex> {
+  m.def(
+      "safetensors_index",
+      [](const std::string& path) -> std::optional<SafetensorsIndex> {
         nb::gil_scoped_release nogil;
         auto file = MappedFile::open(path);
         if (detect_format(file->bytes()) != Format::kSafetensors) return std::nullopt;
         return read_safetensors_index(std::move(file));
-      }, nb::arg("path"));
+      },
+      nb::arg("path"));
 
-  m.def("read_bytes_tensors", [](nb::bytes data, const std::string& name, const std::string& framework,
-                                 const LimitPairs& limits, const std::string& format) {
+  m.def(
+      "read_bytes_tensors",
+      [](nb::bytes data, const std::string& name, const std::string& framework, const LimitPairs& limits,
+         const std::string& format) {
         std::span<const std::byte> b(reinterpret_cast<const std::byte*>(data.c_str()), data.size());
         const ReadOptions ro = read_options(limits, true, format);
         Checkpoint c;
@@ -221,11 +228,14 @@ NB_MODULE(_tensorseal, m) {
           c = read_bytes(b, name, ro);
         }
         return tensors_to_py(c, framework);
-      }, nb::arg("data"), nb::arg("name") = "<bytes>", nb::arg("framework") = "torch", nb::arg("limits") = LimitPairs{},
+      },
+      nb::arg("data"), nb::arg("name") = "<bytes>", nb::arg("framework") = "torch", nb::arg("limits") = LimitPairs{},
       nb::arg("format") = "");
 
-  m.def("read_bytes", [](nb::bytes data, const std::string& name, const std::string& framework, bool weights_only,
-                         const LimitPairs& limits, const std::string& format, const std::string& encoding) {
+  m.def(
+      "read_bytes",
+      [](nb::bytes data, const std::string& name, const std::string& framework, bool weights_only,
+         const LimitPairs& limits, const std::string& format, const std::string& encoding) {
         std::span<const std::byte> b(reinterpret_cast<const std::byte*>(data.c_str()), data.size());
         const ReadOptions ro = read_options(limits, true, format, false, encoding);
         Checkpoint c;
@@ -235,7 +245,8 @@ NB_MODULE(_tensorseal, m) {
           if (weights_only) require_safe(scan(c));
         }
         return checkpoint_to_py(c, framework, true);
-      }, nb::arg("data"), nb::arg("name") = "<bytes>", nb::arg("framework") = "torch", nb::arg("weights_only") = false,
+      },
+      nb::arg("data"), nb::arg("name") = "<bytes>", nb::arg("framework") = "torch", nb::arg("weights_only") = false,
       nb::arg("limits") = LimitPairs{}, nb::arg("format") = "", nb::arg("encoding") = "utf-8");
 
   m.def(
@@ -266,9 +277,10 @@ NB_MODULE(_tensorseal, m) {
 
   m.def("parse_shard_size", [](const std::string& text) { return parse_shard_size(text); });
 
-  m.def("write_bytes", [](nb::handle obj, const std::string& format,
-                          const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads,
-                          bool split_storages, bool empty_metadata) {
+  m.def(
+      "write_bytes",
+      [](nb::handle obj, const std::string& format, const std::vector<std::pair<std::string, std::string>>& metadata,
+         unsigned threads, bool split_storages, bool empty_metadata) {
         FromPy conv;
         conv.split_storages = split_storages;
         Value root = conv.convert(obj);
@@ -280,11 +292,14 @@ NB_MODULE(_tensorseal, m) {
         }
         conv.dispose(std::move(root));
         return nb::bytes(out.data(), out.size());
-      }, nb::arg("obj"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
+      },
+      nb::arg("obj"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
       nb::arg("threads") = 0, nb::arg("split_storages") = false, nb::arg("empty_metadata") = false);
 
-  m.def("hash_file", [](const std::string& path, bool fast, unsigned threads, const LimitPairs& limits,
-                        nb::handle progress, const std::string& format) {
+  m.def(
+      "hash_file",
+      [](const std::string& path, bool fast, unsigned threads, const LimitPairs& limits, nb::handle progress,
+         const std::string& format) {
         HashOptions o;
         o.algo = fast ? HashAlgo::kXxh3 : HashAlgo::kSha256;
         o.threads = threads;
@@ -293,10 +308,13 @@ NB_MODULE(_tensorseal, m) {
         o.progress = progress_of(progress);
         nb::gil_scoped_release nogil;
         return hash_file(path, o);  // = content_hash(read_file(path).root), zip CRCs fused into the pass
-      }, nb::arg("path"), nb::arg("fast") = false, nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{},
+      },
+      nb::arg("path"), nb::arg("fast") = false, nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{},
       nb::arg("progress") = nb::none(), nb::arg("format") = "");
 
-  m.def("hash_object", [](nb::handle obj, bool fast, unsigned threads, nb::handle progress) {
+  m.def(
+      "hash_object",
+      [](nb::handle obj, bool fast, unsigned threads, nb::handle progress) {
         FromPy conv;
         Value root = conv.convert(obj);
         HashOptions o;
@@ -305,12 +323,15 @@ NB_MODULE(_tensorseal, m) {
         o.progress = progress_of(progress);
         nb::gil_scoped_release nogil;
         return content_hash(root, o);
-      }, nb::arg("obj"), nb::arg("fast") = false, nb::arg("threads") = 0, nb::arg("progress") = nb::none());
+      },
+      nb::arg("obj"), nb::arg("fast") = false, nb::arg("threads") = 0, nb::arg("progress") = nb::none());
 
   // Tools: each returns exactly what the CLI prints with --json (the library's own
   // renderers), so Python and CLI results agree by construction.
-  m.def("inspect_json", [](const std::string& path, unsigned threads, const LimitPairs& limits, nb::handle progress,
-                           const std::string& format) {
+  m.def(
+      "inspect_json",
+      [](const std::string& path, unsigned threads, const LimitPairs& limits, nb::handle progress,
+         const std::string& format) {
         InspectOptions o;
         o.threads = threads;
         o.limits = limits_of(limits);
@@ -318,21 +339,27 @@ NB_MODULE(_tensorseal, m) {
         o.progress = progress_of(progress);
         nb::gil_scoped_release nogil;
         return to_json(inspect_file(path, o));
-      }, nb::arg("path"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{}, nb::arg("progress") = nb::none(),
+      },
+      nb::arg("path"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{}, nb::arg("progress") = nb::none(),
       nb::arg("format") = "");
 
-  m.def("is_canonical", [](const std::string& path, unsigned threads, const LimitPairs& limits, nb::handle progress) {
+  m.def(
+      "is_canonical",
+      [](const std::string& path, unsigned threads, const LimitPairs& limits, nb::handle progress) {
         CanonCheckOptions o;
         o.threads = threads;
         o.limits = limits_of(limits);
         o.progress = progress_of(progress);
         nb::gil_scoped_release nogil;
         return check_canonical_file(path, o).canonical;  // == tseal canon --check
-      }, nb::arg("path"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{}, nb::arg("progress") = nb::none());
+      },
+      nb::arg("path"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{}, nb::arg("progress") = nb::none());
 
-  m.def("diff_json", [](nb::handle a, nb::handle b, const std::string& name_a, const std::string& name_b,
-                        double atol, double rtol, std::uint64_t ulp, unsigned threads, const std::string& report,
-                        const LimitPairs& limits, nb::handle progress) {
+  m.def(
+      "diff_json",
+      [](nb::handle a, nb::handle b, const std::string& name_a, const std::string& name_b, double atol, double rtol,
+         std::uint64_t ulp, unsigned threads, const std::string& report, const LimitPairs& limits,
+         nb::handle progress) {
         const ReadOptions ro = read_options(limits);
         Checkpoint ca = checkpoint_of(a, name_a, ro);
         Checkpoint cb = checkpoint_of(b, name_b, ro);
@@ -347,21 +374,25 @@ NB_MODULE(_tensorseal, m) {
         const DiffReport r = diff(ca, cb, o);
         if (!report.empty()) write_html_report(r, report);
         return to_json(r);
-      }, nb::arg("a"), nb::arg("b"), nb::arg("name_a"), nb::arg("name_b"), nb::arg("atol") = 0.0,
-      nb::arg("rtol") = 0.0, nb::arg("ulp") = 0, nb::arg("threads") = 0, nb::arg("report") = "",
-      nb::arg("limits") = LimitPairs{}, nb::arg("progress") = nb::none());
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("name_a"), nb::arg("name_b"), nb::arg("atol") = 0.0, nb::arg("rtol") = 0.0,
+      nb::arg("ulp") = 0, nb::arg("threads") = 0, nb::arg("report") = "", nb::arg("limits") = LimitPairs{},
+      nb::arg("progress") = nb::none());
 
-  m.def("explain_json", [](nb::handle a, nb::handle b, const std::string& name_a, const std::string& name_b,
-                           const LimitPairs& limits) {
+  m.def(
+      "explain_json",
+      [](nb::handle a, nb::handle b, const std::string& name_a, const std::string& name_b, const LimitPairs& limits) {
         const ReadOptions ro = read_options(limits);
         Checkpoint ca = checkpoint_of(a, name_a, ro);
         Checkpoint cb = checkpoint_of(b, name_b, ro);
         nb::gil_scoped_release nogil;
         return to_json(explain(ca, cb));
-      }, nb::arg("a"), nb::arg("b"), nb::arg("name_a"), nb::arg("name_b"), nb::arg("limits") = LimitPairs{});
+      },
+      nb::arg("a"), nb::arg("b"), nb::arg("name_a"), nb::arg("name_b"), nb::arg("limits") = LimitPairs{});
 
-  m.def("verify_json", [](const std::vector<std::string>& paths, unsigned threads, const LimitPairs& limits,
-                          nb::handle progress) {
+  m.def(
+      "verify_json",
+      [](const std::vector<std::string>& paths, unsigned threads, const LimitPairs& limits, nb::handle progress) {
         VerifyOptions o;
         o.threads = threads;
         o.limits = limits_of(limits);
@@ -370,92 +401,102 @@ NB_MODULE(_tensorseal, m) {
         std::vector<VerifyResult> results;
         for (const auto& p : paths) results.push_back(verify_file(p, o));
         return to_json(results);
-      }, nb::arg("paths"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{}, nb::arg("progress") = nb::none());
+      },
+      nb::arg("paths"), nb::arg("threads") = 0, nb::arg("limits") = LimitPairs{}, nb::arg("progress") = nb::none());
 
-  m.def("scan_json", [](const std::string& path, const LimitPairs& limits) {
+  m.def(
+      "scan_json",
+      [](const std::string& path, const LimitPairs& limits) {
         const ReadOptions ro = read_options(limits);
         nb::gil_scoped_release nogil;
         return to_json(scan_file(path, ro));
-      }, nb::arg("path"), nb::arg("limits") = LimitPairs{});
+      },
+      nb::arg("path"), nb::arg("limits") = LimitPairs{});
 
   // The Limits fields with their defaults, in declaration order: (name, value).
   bind_dcp(m);
 
   m.def("limit_defaults", []() {
-        std::vector<std::pair<std::string, std::uint64_t>> out;
-        const Limits defaults;
-        for (const auto name : limit_names()) out.emplace_back(std::string(name), get_limit(defaults, name));
-        return out;
-      });
+    std::vector<std::pair<std::string, std::uint64_t>> out;
+    const Limits defaults;
+    for (const auto name : limit_names()) out.emplace_back(std::string(name), get_limit(defaults, name));
+    return out;
+  });
 
   // (kind name, one-line message) of an error raised by Python code, rendered by
   // Error::what() so that it reads exactly like the errors raised here.
-  m.def("error_parts", [](const std::string& rule, const std::string& detail, const std::string& file,
-                          std::optional<std::uint64_t> offset) {
+  m.def(
+      "error_parts",
+      [](const std::string& rule, const std::string& detail, const std::string& file,
+         std::optional<std::uint64_t> offset) {
         for (const Rule& r : kPythonRules) {
           if (r.id != rule) continue;
           const Error e(r, detail, file, offset.value_or(kNoOffset));
           return nb::make_tuple(std::string(kind_name(e.kind())), std::string(e.what()));
         }
         throw Error(rules::kInternal, "Python raised an error with an undeclared rule '" + rule + "'");
-      }, nb::arg("rule"), nb::arg("detail"), nb::arg("file") = "", nb::arg("offset") = nb::none());
+      },
+      nb::arg("rule"), nb::arg("detail"), nb::arg("file") = "", nb::arg("offset") = nb::none());
 
-  m.def("classify_global", [](const std::string& module, const std::string& name) {
+  m.def(
+      "classify_global",
+      [](const std::string& module, const std::string& name) {
         std::string reason;
         Verdict v = classify_global(module, name, &reason);
         return nb::make_tuple(std::string(verdict_name(v)), reason);
-      }, nb::arg("module"), nb::arg("name"));
+      },
+      nb::arg("module"), nb::arg("name"));
 
   m.def("detect_format", [](nb::bytes head) {
-        return std::string(format_name(detect_format({reinterpret_cast<const std::byte*>(head.c_str()), head.size()})));
-      });
+    return std::string(format_name(detect_format({reinterpret_cast<const std::byte*>(head.c_str()), head.size()})));
+  });
   m.def("format_for_extension",
         [](const std::string& path) { return std::string(format_name(format_for_extension(path))); });
   m.def("format_named", [](const std::string& name) {
-        const auto f = format_from_name(name);
-        return std::string(f ? format_name(*f) : "unknown");
-      });
+    const auto f = format_from_name(name);
+    return std::string(f ? format_name(*f) : "unknown");
+  });
   m.def("formats", []() {
-        nb::list out;
-        for (const auto& f : formats()) {
-          nb::list aliases, extensions;
-          for (auto a : f.aliases) aliases.append(std::string(a));
-          for (auto e : f.extensions) extensions.append(std::string(e));
-          nb::dict d;
-          d["name"] = std::string(f.name);
-          d["aliases"] = aliases;
-          d["extensions"] = extensions;
-          d["description"] = std::string(f.description);
-          d["writable"] = f.writable;
-          d["canonical"] = std::string(format_name(f.canonical));
-          d["directory"] = f.directory;
-          nb::list params;  // the writer's options a caller may set (keywords of save)
-          for (const auto& p : f.params)
-            if (!p.flag.empty()) params.append(nb::make_tuple(std::string(p.name), std::string(p.help)));
-          d["options"] = params;
-          out.append(d);
-        }
-        return out;
-      });
+    nb::list out;
+    for (const auto& f : formats()) {
+      nb::list aliases, extensions;
+      for (auto a : f.aliases) aliases.append(std::string(a));
+      for (auto e : f.extensions) extensions.append(std::string(e));
+      nb::dict d;
+      d["name"] = std::string(f.name);
+      d["aliases"] = aliases;
+      d["extensions"] = extensions;
+      d["description"] = std::string(f.description);
+      d["writable"] = f.writable;
+      d["canonical"] = std::string(format_name(f.canonical));
+      d["directory"] = f.directory;
+      nb::list params;  // the writer's options a caller may set (keywords of save)
+      for (const auto& p : f.params)
+        if (!p.flag.empty()) params.append(nb::make_tuple(std::string(p.name), std::string(p.help)));
+      d["options"] = params;
+      out.append(d);
+    }
+    return out;
+  });
   // (DTensor at each of its modules, the classes of its spec): the glue builds and
   // describes these and no other classes of torch.distributed.
   m.def("dtensor_classes", []() {
-        auto list = [](std::span<const TorchClass> classes) {
-          nb::list out;
-          for (const auto& c : classes) out.append(nb::make_tuple(std::string(c.module), std::string(c.name)));
-          return out;
-        };
-        return nb::make_tuple(list(dtensor_types()), list(dtensor_spec_classes()));
-      });
+    auto list = [](std::span<const TorchClass> classes) {
+      nb::list out;
+      for (const auto& c : classes) out.append(nb::make_tuple(std::string(c.module), std::string(c.name)));
+      return out;
+    };
+    return nb::make_tuple(list(dtensor_types()), list(dtensor_spec_classes()));
+  });
   m.def("sparse_layouts", []() {
-        nb::list out;
-        for (auto l : sparse_layouts()) out.append(std::string(l));
-        return out;
-      });
+    nb::list out;
+    for (auto l : sparse_layouts()) out.append(std::string(l));
+    return out;
+  });
   m.def("dtypes", []() {
-        nb::list out;
-        for (const auto& d : all_dtypes())
-          out.append(nb::make_tuple(std::string(d.name), d.bits, std::string(d.safetensors), std::string(d.numpy)));
-        return out;
-      });
+    nb::list out;
+    for (const auto& d : all_dtypes())
+      out.append(nb::make_tuple(std::string(d.name), d.bits, std::string(d.safetensors), std::string(d.numpy)));
+    return out;
+  });
 }

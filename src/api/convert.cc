@@ -108,9 +108,8 @@ void write_canonical(const Checkpoint& c, const std::filesystem::path& out, cons
   // (FormatParam::replaces: a new shard size, the input's split).
   for (const auto& [name, value] : options.write.format_options) {
     const FormatParam* p = format_param(to, name);
-    std::erase_if(o.format_options, [&](const auto& kept) {
-      return kept.first == name || (p != nullptr && kept.first == p->replaces);
-    });
+    std::erase_if(o.format_options,
+                  [&](const auto& kept) { return kept.first == name || (p != nullptr && kept.first == p->replaces); });
     o.format_options.emplace_back(name, value);
   }
   write_file(c.root, out, to, o);

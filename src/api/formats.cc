@@ -11,9 +11,9 @@
 #include "core/format_names.h"
 #include "dcp/constants.h"
 #include "dcp/format.h"
+#include "io/sink.h"
 #include "numpy/constants.h"
 #include "numpy/format.h"
-#include "io/sink.h"
 #include "numpy/npy.h"
 #include "pickle/constants.h"
 #include "pickle/vm.h"
@@ -39,8 +39,9 @@ void write_npy_or_objects(const Value& root, const WriteOptions& options, io::Si
   if (!root.is(Value::Kind::kObject)) return numpy::write_npy(root, options, sink);
   const Object& o = root.as_object();
   const auto* state = o.state && o.state->is(Value::Kind::kTuple) ? &o.state->items() : nullptr;
-  if (!o.callable || !(o.callable->is_global("numpy.core.multiarray", "_reconstruct") ||
-                       o.callable->is_global("numpy._core.multiarray", "_reconstruct")) ||
+  if (!o.callable ||
+      !(o.callable->is_global("numpy.core.multiarray", "_reconstruct") ||
+        o.callable->is_global("numpy._core.multiarray", "_reconstruct")) ||
       state == nullptr || state->size() != 5 || !(*state)[1].is(Value::Kind::kTuple) ||
       !(*state)[3].is(Value::Kind::kBool))
     return numpy::write_npy(root, options, sink);  // refuses it: not a tensor
@@ -92,50 +93,98 @@ constexpr std::array kHfShardsTopics{Topics(shards::topics::kAll), kSafetensors,
 // class first) before plain pickles. Last, formats of several files, recognised by the
 // index file a directory is read through (a JSON object, which no row above accepts).
 constexpr std::array kRows{
-    FormatRow{.info = {.format = Format::kNpz, .description = "numpy.savez archive of .npy arrays", .writable = true,
-                       .canonical = Format::kNpz, .params = numpy::kNpzWriteParams},
-              .detect = numpy::detect_npz, .read = numpy::read_npz, .write = write_npz_with_objects,
-              .structure = Structure::kZip, .topics = kNpzTopics},
-    FormatRow{.info = {.format = Format::kTorchZip, .description = "torch.save zip archive (torch >= 1.6)",
-                       .writable = true, .canonical = Format::kTorchZip},
-              .detect = torch::detect_torch_zip, .read = torch::read_torch_zip, .write = torch::write_torch_zip,
-              .structure = Structure::kZip, .topics = kTorchZipTopics},
+    FormatRow{.info = {.format = Format::kNpz,
+                       .description = "numpy.savez archive of .npy arrays",
+                       .writable = true,
+                       .canonical = Format::kNpz,
+                       .params = numpy::kNpzWriteParams},
+              .detect = numpy::detect_npz,
+              .read = numpy::read_npz,
+              .write = write_npz_with_objects,
+              .structure = Structure::kZip,
+              .topics = kNpzTopics},
+    FormatRow{.info = {.format = Format::kTorchZip,
+                       .description = "torch.save zip archive (torch >= 1.6)",
+                       .writable = true,
+                       .canonical = Format::kTorchZip},
+              .detect = torch::detect_torch_zip,
+              .read = torch::read_torch_zip,
+              .write = torch::write_torch_zip,
+              .structure = Structure::kZip,
+              .topics = kTorchZipTopics},
     FormatRow{.info = {.format = Format::kTorchTar,
                        .description = "torch.save tar archive (torch 0.1's format, still read by torch.load)",
-                       .writable = false, .canonical = Format::kTorchZip},
-              .detect = torch::detect_torch_tar, .read = torch::read_torch_tar, .write = nullptr,
-              .structure = Structure::kTar, .topics = kTorchTarTopics},
-    FormatRow{.info = {.format = Format::kNpy, .description = "numpy.save array", .writable = true,
+                       .writable = false,
+                       .canonical = Format::kTorchZip},
+              .detect = torch::detect_torch_tar,
+              .read = torch::read_torch_tar,
+              .write = nullptr,
+              .structure = Structure::kTar,
+              .topics = kTorchTarTopics},
+    FormatRow{.info = {.format = Format::kNpy,
+                       .description = "numpy.save array",
+                       .writable = true,
                        .canonical = Format::kNpy},
-              .detect = numpy::detect_npy, .read = numpy::read_npy, .write = write_npy_or_objects,
-              .structure = Structure::kNpy, .topics = kNpyTopics},
+              .detect = numpy::detect_npy,
+              .read = numpy::read_npy,
+              .write = write_npy_or_objects,
+              .structure = Structure::kNpy,
+              .topics = kNpyTopics},
     FormatRow{.info = {.format = Format::kTorchLegacy,
                        .description = "torch.save legacy stream (_use_new_zipfile_serialization=False)",
-                       .writable = true, .canonical = Format::kTorchZip},
-              .detect = torch::detect_torch_legacy, .read = torch::read_torch_legacy,
-              .write = torch::write_torch_legacy, .structure = Structure::kTorchLegacy,
+                       .writable = true,
+                       .canonical = Format::kTorchZip},
+              .detect = torch::detect_torch_legacy,
+              .read = torch::read_torch_legacy,
+              .write = torch::write_torch_legacy,
+              .structure = Structure::kTorchLegacy,
               .topics = kTorchLegacyTopics},
-    FormatRow{.info = {.format = Format::kSafetensors, .description = "safetensors file", .writable = true,
+    FormatRow{.info = {.format = Format::kSafetensors,
+                       .description = "safetensors file",
+                       .writable = true,
                        .canonical = Format::kSafetensors},
-              .detect = safetensors::detect_safetensors, .read = safetensors::read_safetensors,
-              .write = safetensors::write_safetensors, .structure = Structure::kSafetensors,
-              .topics = kSafetensorsTopics, .keep = keep_metadata},
+              .detect = safetensors::detect_safetensors,
+              .read = safetensors::read_safetensors,
+              .write = safetensors::write_safetensors,
+              .structure = Structure::kSafetensors,
+              .topics = kSafetensorsTopics,
+              .keep = keep_metadata},
     FormatRow{.info = {.format = Format::kDcp,
                        .description = "torch.distributed.checkpoint directory (.metadata + *.distcp)",
-                       .writable = true, .canonical = Format::kDcp, .directory = true, .params = dcp::kWriteParams},
-              .detect = dcp::detect_dcp, .read = dcp::read_dcp, .write = nullptr, .write_dir = dcp::write_dcp,
-              .entry_file = dcp::find_dcp_metadata, .structure = Structure::kPickle, .topics = kDcpTopics},
-    FormatRow{.info = {.format = Format::kPickle, .description = "plain pickle stream (pickle.dumps)",
-                       .writable = false, .canonical = Format::kTorchZip},
-              .detect = torch::detect_pickle, .read = torch::read_pickle_file, .write = nullptr,
-              .structure = Structure::kPickle, .topics = kPickleTopics},
+                       .writable = true,
+                       .canonical = Format::kDcp,
+                       .directory = true,
+                       .params = dcp::kWriteParams},
+              .detect = dcp::detect_dcp,
+              .read = dcp::read_dcp,
+              .write = nullptr,
+              .write_dir = dcp::write_dcp,
+              .entry_file = dcp::find_dcp_metadata,
+              .structure = Structure::kPickle,
+              .topics = kDcpTopics},
+    FormatRow{.info = {.format = Format::kPickle,
+                       .description = "plain pickle stream (pickle.dumps)",
+                       .writable = false,
+                       .canonical = Format::kTorchZip},
+              .detect = torch::detect_pickle,
+              .read = torch::read_pickle_file,
+              .write = nullptr,
+              .structure = Structure::kPickle,
+              .topics = kPickleTopics},
     FormatRow{.info = {.format = Format::kHfShards,
                        .description = "Hugging Face shard directory (*.index.json + safetensors or .bin shards)",
-                       .writable = true, .canonical = Format::kHfShards, .directory = true,
+                       .writable = true,
+                       .canonical = Format::kHfShards,
+                       .directory = true,
                        .params = shards::kWriteParams},
-              .detect = shards::detect_hf_shards, .read = shards::read_hf_shards, .write = nullptr,
-              .write_dir = shards::write_hf_shards, .entry_file = shards::find_shard_index,
-              .structure = Structure::kNone, .topics = kHfShardsTopics, .keep = keep_metadata},
+              .detect = shards::detect_hf_shards,
+              .read = shards::read_hf_shards,
+              .write = nullptr,
+              .write_dir = shards::write_hf_shards,
+              .entry_file = shards::find_shard_index,
+              .structure = Structure::kNone,
+              .topics = kHfShardsTopics,
+              .keep = keep_metadata},
 };
 
 // The rows with their naming columns (core/format_names.h) filled in.
@@ -209,9 +258,7 @@ std::optional<GlobalRef> pickle_import_at_start(const io::Input& in) {
 
 // Formats whose files a pickle loader may also read from byte 0 (no zip signature
 // there, not a pickle themselves).
-bool pickle_loaders_read(Format f) {
-  return f == Format::kSafetensors || f == Format::kNpy || f == Format::kTorchTar;
-}
+bool pickle_loaders_read(Format f) { return f == Format::kSafetensors || f == Format::kNpy || f == Format::kTorchTar; }
 
 Checkpoint read_row(const FormatRow& r, const io::Input& in) {
   if (in.read_nested != nullptr) return r.read(in);
@@ -229,8 +276,10 @@ Checkpoint detect_and_read(const io::Input& in) {
       if (const auto g = pickle_import_at_start(in))
         throw Error(rules::kAmbiguousFormat,
                     "a " + std::string(r.info.name) + " file whose bytes are also a pickle importing " + g->module +
-                        "." + g->name + " at " + g->where + " (pickle.load and torch.load would run it); read it with "
-                        "an explicit format to take the " + std::string(r.info.name) + " reading",
+                        "." + g->name + " at " + g->where +
+                        " (pickle.load and torch.load would run it); read it with "
+                        "an explicit format to take the " +
+                        std::string(r.info.name) + " reading",
                     in.name, 0);
     return read_row(r, in);
   }

@@ -1,9 +1,10 @@
 // write_file / write_bytes: the format table's writer, into an atomic file or memory.
+#include "tensorseal/write.h"
+
 #include "api/formats.h"
 #include "hash/content_hash.h"
 #include "io/sink.h"
 #include "tensorseal/error.h"
-#include "tensorseal/write.h"
 
 namespace tensorseal {
 namespace {

@@ -1,8 +1,8 @@
 #include "tensorseal/error.h"
 
-#include <utility>
-
 #include <fmt/format.h>
+
+#include <utility>
 
 #include "util/hex.h"
 #include "util/utf8.h"
@@ -11,27 +11,35 @@ namespace tensorseal {
 
 std::string_view kind_name(ErrorKind kind) noexcept {
   switch (kind) {
-    case ErrorKind::kInvalidArgument: return "invalid-argument";
-    case ErrorKind::kIo: return "io";
-    case ErrorKind::kCorrupt: return "corrupt";
-    case ErrorKind::kUnsafe: return "unsafe";
-    case ErrorKind::kUnsupported: return "unsupported";
-    case ErrorKind::kLimit: return "limit";
-    case ErrorKind::kInternal: return "internal";
+    case ErrorKind::kInvalidArgument:
+      return "invalid-argument";
+    case ErrorKind::kIo:
+      return "io";
+    case ErrorKind::kCorrupt:
+      return "corrupt";
+    case ErrorKind::kUnsafe:
+      return "unsafe";
+    case ErrorKind::kUnsupported:
+      return "unsupported";
+    case ErrorKind::kLimit:
+      return "limit";
+    case ErrorKind::kInternal:
+      return "internal";
   }
   return "internal";
 }
 
 Error::Error(Rule rule, std::string detail, std::string file, std::uint64_t offset)
-    : kind_(rule.kind), rule_(rule.id), detail_(std::move(detail)), file_(std::move(file)),
-      offset_(offset) {
+    : kind_(rule.kind), rule_(rule.id), detail_(std::move(detail)), file_(std::move(file)), offset_(offset) {
   render();
 }
 
 Error Error::located(std::string file, std::uint64_t base_offset) const {
   Error e = *this;
-  if (e.file_.empty()) e.file_ = std::move(file);
-  else if (!file.empty() && e.file_ != file) e.file_ = file + ": " + e.file_;
+  if (e.file_.empty())
+    e.file_ = std::move(file);
+  else if (!file.empty() && e.file_ != file)
+    e.file_ = file + ": " + e.file_;
   if (e.offset_ != kNoOffset) e.offset_ += base_offset;
   e.render();
   return e;

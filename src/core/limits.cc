@@ -1,12 +1,12 @@
 // The Limits fields by name: one table for the CLI flags and the Python keywords.
 #include "tensorseal/limits.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <limits>
 #include <string>
 #include <variant>
-
-#include <fmt/format.h>
 
 #include "tensorseal/error.h"
 

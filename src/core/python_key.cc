@@ -1,5 +1,7 @@
 #include "core/python_key.h"
 
+#include <openssl/evp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -7,8 +9,6 @@
 #include <optional>
 #include <unordered_map>
 #include <vector>
-
-#include <openssl/evp.h>
 
 namespace tensorseal::detail::core {
 namespace {
@@ -80,10 +80,20 @@ bool container_key(const Value& v, std::string& out, Memo& memo) {
 bool key_of(const Value& v, std::string& out, Memo& memo) {
   using K = Value::Kind;
   switch (v.kind()) {
-    case K::kNone: out += 'N'; return true;
-    case K::kBool: out += v.as_bool() ? "i1" : "i0"; return true;
-    case K::kInt: out += 'i'; out += std::to_string(v.as_int()); return true;
-    case K::kBigInt: out += 'I'; out += v.as_bigint().le_bytes; return true;
+    case K::kNone:
+      out += 'N';
+      return true;
+    case K::kBool:
+      out += v.as_bool() ? "i1" : "i0";
+      return true;
+    case K::kInt:
+      out += 'i';
+      out += std::to_string(v.as_int());
+      return true;
+    case K::kBigInt:
+      out += 'I';
+      out += v.as_bigint().le_bytes;
+      return true;
     case K::kComplex: {
       // complex(x, 0) == x in Python (either sign of zero): the key of the float x.
       const Complex c = v.as_complex();
@@ -123,13 +133,17 @@ bool key_of(const Value& v, std::string& out, Memo& memo) {
       out += std::to_string(bits);
       return true;
     }
-    case K::kStr: out += 's'; out += v.as_str(); return true;
+    case K::kStr:
+      out += 's';
+      out += v.as_str();
+      return true;
     case K::kBytes:
       if (v.is_bytearray()) return false;
       out += 'b';
       out += v.as_bytes();
       return true;
-    case K::kTuple: return container_key(v, out, memo);
+    case K::kTuple:
+      return container_key(v, out, memo);
     case K::kSet:
       if (!v.as_set().frozen) return false;
       return container_key(v, out, memo);
@@ -139,13 +153,17 @@ bool key_of(const Value& v, std::string& out, Memo& memo) {
       out += '\0';
       out += v.as_global().name;
       return true;
-    case K::kObject: case K::kTensor: case K::kStorage: {
+    case K::kObject:
+    case K::kTensor:
+    case K::kStorage: {
       char buf[32];
       std::snprintf(buf, sizeof buf, "o%p", v.node());
       out += buf;
       return true;
     }
-    case K::kList: case K::kDict: return false;
+    case K::kList:
+    case K::kDict:
+      return false;
     case K::kRef: {  // the node it refers to (a Ref's node() is its target's)
       const Value t = v.ref_target();
       return !t.is_none() && key_of(t, out, memo);
@@ -160,6 +178,5 @@ bool python_key(const Value& v, std::string& out) {
   Memo memo;
   return key_of(v, out, memo);
 }
-
 
 }  // namespace tensorseal::detail::core

@@ -1,10 +1,10 @@
 #include "tensorseal/storage.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
 #include <mutex>
-
-#include <fmt/format.h>
 
 #include "tensorseal/error.h"
 
@@ -118,8 +118,8 @@ std::shared_ptr<Storage> Storage::mapped(std::shared_ptr<const MappedFile> file,
   return s;
 }
 
-std::shared_ptr<Storage> Storage::external(const std::byte* data, std::uint64_t size,
-                                          std::shared_ptr<const void> owner, DType dtype) {
+std::shared_ptr<Storage> Storage::external(const std::byte* data, std::uint64_t size, std::shared_ptr<const void> owner,
+                                           DType dtype) {
   auto s = make();
   s->data_ = data;
   s->size_ = size;

@@ -1,8 +1,8 @@
 #include "tensorseal/tensor.h"
 
-#include <string>
-
 #include <fmt/format.h>
+
+#include <string>
 
 #include "tensorseal/error.h"
 #include "util/checked.h"
@@ -61,8 +61,8 @@ void Tensor::validate() const {
   if (bits % 8 != 0) {
     // Packed sub-byte elements can only be described contiguously from byte 0.
     if (!is_contiguous() || storage_offset != 0 || (n * bits) % 8 != 0)
-      throw Error(rules::kBadShape, std::string(name(dtype)) +
-                                        " tensors must be contiguous, start at 0 and fill whole bytes");
+      throw Error(rules::kBadShape,
+                  std::string(name(dtype)) + " tensors must be contiguous, start at 0 and fill whole bytes");
     if (n * bits / 8 > storage->size())
       throw Error(rules::kViewOutOfBounds,
                   fmt::format("tensor needs {} bytes but its storage has {}", n * bits / 8, storage->size()));
@@ -159,16 +159,17 @@ std::shared_ptr<Tensor> make_contiguous(DType dtype, std::vector<std::int64_t> s
 
 std::string_view scheme_name(Quantization::Scheme s) noexcept {
   switch (s) {
-    case Quantization::Scheme::kPerTensorAffine: return "per_tensor_affine";
-    case Quantization::Scheme::kPerChannelAffine: return "per_channel_affine";
-    case Quantization::Scheme::kPerChannelAffineFloatQParams: return "per_channel_affine_float_qparams";
+    case Quantization::Scheme::kPerTensorAffine:
+      return "per_tensor_affine";
+    case Quantization::Scheme::kPerChannelAffine:
+      return "per_channel_affine";
+    case Quantization::Scheme::kPerChannelAffineFloatQParams:
+      return "per_channel_affine_float_qparams";
   }
   return "?";
 }
 
-bool carries_quantized(DType d) noexcept {
-  return d == DType::kQInt8 || d == DType::kQUInt8 || d == DType::kQInt32;
-}
+bool carries_quantized(DType d) noexcept { return d == DType::kQInt8 || d == DType::kQUInt8 || d == DType::kQInt32; }
 
 std::string_view python_type_name(const Tensor& t) noexcept {
   if (t.numpy == NumpyType::kArray) return "numpy.ndarray";

@@ -1,12 +1,12 @@
 #include "tensorseal/value.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
-
-#include <fmt/format.h>
 
 #include "core/python_key.h"
 #include "core/walk.h"
@@ -61,7 +61,11 @@ Value::Value(BigInt b) {
   v_ = std::move(b);
 }
 
-Value Value::str(std::string s) { Value v; v.v_ = Str{std::make_shared<const std::string>(std::move(s))}; return v; }
+Value Value::str(std::string s) {
+  Value v;
+  v.v_ = Str{std::make_shared<const std::string>(std::move(s))};
+  return v;
+}
 Value Value::bytes(std::string b, bool bytearray) {
   Value v;
   v.v_ = Bytes{std::make_shared<const std::string>(std::move(b)), bytearray};
@@ -77,7 +81,11 @@ Value Value::tuple(std::vector<Value> items) {
   t->items = std::move(items);
   return t;
 }
-Value Value::dict(DictKind kind) { auto d = std::make_shared<Dict>(); d->kind = kind; return d; }
+Value Value::dict(DictKind kind) {
+  auto d = std::make_shared<Dict>();
+  d->kind = kind;
+  return d;
+}
 Value Value::global(std::string module, std::string name) {
   return std::make_shared<Global>(Global{std::move(module), std::move(name)});
 }
@@ -125,23 +133,37 @@ Value Value::ref_to(const Value& target) {
   Ref r;
   r.node = target.node();
   switch (target.kind()) {
-    case Kind::kList: r.target = std::weak_ptr<List>(std::get<std::shared_ptr<List>>(target.v_)); break;
-    case Kind::kTuple: r.target = std::weak_ptr<Tuple>(std::get<std::shared_ptr<Tuple>>(target.v_)); break;
-    case Kind::kDict: r.target = std::weak_ptr<Dict>(std::get<std::shared_ptr<Dict>>(target.v_)); break;
-    case Kind::kSet: r.target = std::weak_ptr<Set>(std::get<std::shared_ptr<Set>>(target.v_)); break;
-    case Kind::kObject: r.target = std::weak_ptr<Object>(std::get<std::shared_ptr<Object>>(target.v_)); break;
-    case Kind::kRef: return target;
-    default: wrong_kind(target.kind(), "list, tuple, dict, set or object");
+    case Kind::kList:
+      r.target = std::weak_ptr<List>(std::get<std::shared_ptr<List>>(target.v_));
+      break;
+    case Kind::kTuple:
+      r.target = std::weak_ptr<Tuple>(std::get<std::shared_ptr<Tuple>>(target.v_));
+      break;
+    case Kind::kDict:
+      r.target = std::weak_ptr<Dict>(std::get<std::shared_ptr<Dict>>(target.v_));
+      break;
+    case Kind::kSet:
+      r.target = std::weak_ptr<Set>(std::get<std::shared_ptr<Set>>(target.v_));
+      break;
+    case Kind::kObject:
+      r.target = std::weak_ptr<Object>(std::get<std::shared_ptr<Object>>(target.v_));
+      break;
+    case Kind::kRef:
+      return target;
+    default:
+      wrong_kind(target.kind(), "list, tuple, dict, set or object");
   }
   return Value(std::move(r));
 }
 
 Value Value::ref_target() const {
-  return std::visit([](const auto& w) -> Value {
-    auto p = w.lock();
-    if (!p) return Value();
-    return Value(std::move(p));
-  }, as_ref().target);
+  return std::visit(
+      [](const auto& w) -> Value {
+        auto p = w.lock();
+        if (!p) return Value();
+        return Value(std::move(p));
+      },
+      as_ref().target);
 }
 const std::vector<Value>& Value::items() const {
   if (kind() == Kind::kList) return as_list().items;
@@ -158,11 +180,16 @@ const void* Value::node() const noexcept {
   return std::visit(
       [](const auto& x) -> const void* {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, Str>) return x.utf8.get();
-        else if constexpr (std::is_same_v<T, Bytes>) return x.data.get();
-        else if constexpr (std::is_same_v<T, Ref>) return x.node;
-        else if constexpr (requires { x.get(); }) return x.get();
-        else return nullptr;
+        if constexpr (std::is_same_v<T, Str>)
+          return x.utf8.get();
+        else if constexpr (std::is_same_v<T, Bytes>)
+          return x.data.get();
+        else if constexpr (std::is_same_v<T, Ref>)
+          return x.node;
+        else if constexpr (requires { x.get(); })
+          return x.get();
+        else
+          return nullptr;
       },
       v_);
 }
@@ -174,9 +201,9 @@ bool Value::is_global(std::string_view module, std::string_view name) const noex
 }
 
 std::string_view kind_name(Value::Kind k) noexcept {
-  static constexpr std::string_view kNames[] = {"None", "bool", "int", "int", "float", "str", "bytes", "list",
-                                                "tuple", "dict", "set", "tensor", "storage", "global", "object",
-                                                "complex", "ref"};
+  static constexpr std::string_view kNames[] = {"None",    "bool",   "int",    "int",     "float", "str",
+                                                "bytes",   "list",   "tuple",  "dict",    "set",   "tensor",
+                                                "storage", "global", "object", "complex", "ref"};
   return kNames[static_cast<std::size_t>(k)];
 }
 
@@ -191,8 +218,7 @@ struct Dict::Index {
 
 Dict::Dict() = default;
 Dict::Dict(const Dict& other) : kind(other.kind), items(other.items), attrs(other.attrs) {}
-Dict::Dict(Dict&& other) noexcept
-    : kind(other.kind), items(std::move(other.items)), attrs(std::move(other.attrs)) {}
+Dict::Dict(Dict&& other) noexcept : kind(other.kind), items(std::move(other.items)), attrs(std::move(other.attrs)) {}
 Dict& Dict::operator=(const Dict& other) {
   if (this != &other) *this = Dict(other);
   return *this;
@@ -281,36 +307,51 @@ class Equal {
   bool compare(const Value& a, const Value& b) {
     using K = Value::Kind;
     switch (a.kind()) {
-      case K::kNone: return true;
-      case K::kBool: return a.as_bool() == b.as_bool();
-      case K::kInt: return a.as_int() == b.as_int();
-      case K::kBigInt: return a.as_bigint().le_bytes == b.as_bigint().le_bytes;
+      case K::kNone:
+        return true;
+      case K::kBool:
+        return a.as_bool() == b.as_bool();
+      case K::kInt:
+        return a.as_int() == b.as_int();
+      case K::kBigInt:
+        return a.as_bigint().le_bytes == b.as_bigint().le_bytes;
       case K::kFloat: {
         double x = a.as_float(), y = b.as_float();
         return std::memcmp(&x, &y, sizeof x) == 0;
       }
-      case K::kStr: return a.as_str() == b.as_str();
-      case K::kBytes: return a.as_bytes() == b.as_bytes() && a.is_bytearray() == b.is_bytearray();
-      case K::kList: case K::kTuple: return seq(a.items(), b.items());
+      case K::kStr:
+        return a.as_str() == b.as_str();
+      case K::kBytes:
+        return a.as_bytes() == b.as_bytes() && a.is_bytearray() == b.is_bytearray();
+      case K::kList:
+      case K::kTuple:
+        return seq(a.items(), b.items());
       case K::kDict: {
-        const Dict& x = a.as_dict(); const Dict& y = b.as_dict();
+        const Dict& x = a.as_dict();
+        const Dict& y = b.as_dict();
         if (x.kind != y.kind || !items(x.items, y.items)) return false;
         if (!x.attrs || !y.attrs) return !x.attrs && !y.attrs;
         return items(x.attrs->items, y.attrs->items);
       }
-      case K::kSet: return a.as_set().frozen == b.as_set().frozen && seq(a.as_set().items, b.as_set().items);
+      case K::kSet:
+        return a.as_set().frozen == b.as_set().frozen && seq(a.as_set().items, b.as_set().items);
       case K::kComplex: {
         const Complex x = a.as_complex(), y = b.as_complex();
         return std::memcmp(&x.real, &y.real, sizeof x.real) == 0 && std::memcmp(&x.imag, &y.imag, sizeof x.imag) == 0;
       }
-      case K::kTensor: case K::kStorage: return false;  // same node handled above
-      case K::kGlobal: return a.as_global().module == b.as_global().module && a.as_global().name == b.as_global().name;
+      case K::kTensor:
+      case K::kStorage:
+        return false;  // same node handled above
+      case K::kGlobal:
+        return a.as_global().module == b.as_global().module && a.as_global().name == b.as_global().name;
       case K::kObject: {
-        const Object& x = a.as_object(); const Object& y = b.as_object();
+        const Object& x = a.as_object();
+        const Object& y = b.as_object();
         return x.how == y.how && ptr(x.callable, y.callable) && ptr(x.args, y.args) && ptr(x.kwargs, y.kwargs) &&
                ptr(x.state, y.state) && seq(x.list_items, y.list_items) && items(x.dict_items, y.dict_items);
       }
-      case K::kRef: return false;  // resolved by operator(); an expired target equals nothing
+      case K::kRef:
+        return false;  // resolved by operator(); an expired target equals nothing
     }
     return false;
   }
@@ -356,8 +397,10 @@ namespace {
 void repr_into(const Value& v, std::string& out, std::size_t max_len, int depth);
 
 void repr_double(double d, std::string& out) {
-  if (std::isnan(d)) out += "nan";
-  else if (std::isinf(d)) out += d > 0 ? "inf" : "-inf";
+  if (std::isnan(d))
+    out += "nan";
+  else if (std::isinf(d))
+    out += d > 0 ? "inf" : "-inf";
   else {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.17g", d);
@@ -380,11 +423,14 @@ void repr_quoted(std::string_view s, std::string& out, std::size_t max_len) {
   for (char c : s) {
     if (out.size() >= max_len) break;
     auto u = static_cast<unsigned char>(c);
-    if (c == '\'' || c == '\\') { out += '\\'; out += c; }
-    else if (u < 0x20 || u == 0x7f) {
+    if (c == '\'' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f) {
       out += "\\x";
       detail::util::append_hex(out, u);
-    } else out += c;
+    } else
+      out += c;
   }
   out += '\'';
 }
@@ -392,13 +438,26 @@ void repr_quoted(std::string_view s, std::string& out, std::size_t max_len) {
 void repr_into(const Value& v, std::string& out, std::size_t max_len, int depth) {
   using K = Value::Kind;
   if (out.size() >= max_len) return;
-  if (depth > 20) { out += "..."; return; }
+  if (depth > 20) {
+    out += "...";
+    return;
+  }
   switch (v.kind()) {
-    case K::kNone: out += "None"; return;
-    case K::kBool: out += v.as_bool() ? "True" : "False"; return;
-    case K::kInt: out += std::to_string(v.as_int()); return;
-    case K::kBigInt: out += v.as_bigint().to_decimal(); return;
-    case K::kFloat: repr_double(v.as_float(), out); return;
+    case K::kNone:
+      out += "None";
+      return;
+    case K::kBool:
+      out += v.as_bool() ? "True" : "False";
+      return;
+    case K::kInt:
+      out += std::to_string(v.as_int());
+      return;
+    case K::kBigInt:
+      out += v.as_bigint().to_decimal();
+      return;
+    case K::kFloat:
+      repr_double(v.as_float(), out);
+      return;
     case K::kComplex: {
       // Python's repr: (1+2j), (1-0j), (nan+infj); a zero real part with a +0.0 sign: 2j.
       const Complex c = v.as_complex();
@@ -415,12 +474,20 @@ void repr_into(const Value& v, std::string& out, std::size_t max_len, int depth)
       if (!bare) out += ')';
       return;
     }
-    case K::kStr: repr_quoted(v.as_str(), out, max_len); return;
-    case K::kBytes: out += v.is_bytearray() ? "bytearray(b" : "b"; repr_quoted(v.as_bytes(), out, max_len);
+    case K::kStr:
+      repr_quoted(v.as_str(), out, max_len);
+      return;
+    case K::kBytes:
+      out += v.is_bytearray() ? "bytearray(b" : "b";
+      repr_quoted(v.as_bytes(), out, max_len);
       if (v.is_bytearray()) out += ")";
       return;
-    case K::kList: repr_seq(v.items(), out, max_len, depth, '[', ']'); return;
-    case K::kTuple: repr_seq(v.items(), out, max_len, depth, '(', ')'); return;
+    case K::kList:
+      repr_seq(v.items(), out, max_len, depth, '[', ']');
+      return;
+    case K::kTuple:
+      repr_seq(v.items(), out, max_len, depth, '(', ')');
+      return;
     case K::kRef: {  // Python's reprlib spelling of a recursive reference
       const Value t = v.ref_target();
       out += t.is(K::kList) ? "[...]" : t.is(K::kDict) ? "{...}" : t.is(K::kTuple) ? "(...)" : "<...>";
@@ -455,13 +522,19 @@ void repr_into(const Value& v, std::string& out, std::size_t max_len, int depth)
       out += ")";
       return;
     }
-    case K::kStorage: out += fmt::format("storage({} bytes)", v.as_storage()->size()); return;
-    case K::kGlobal: out += v.as_global().module + "." + v.as_global().name; return;
+    case K::kStorage:
+      out += fmt::format("storage({} bytes)", v.as_storage()->size());
+      return;
+    case K::kGlobal:
+      out += v.as_global().module + "." + v.as_global().name;
+      return;
     case K::kObject: {
       const Object& o = v.as_object();
       if (o.callable) repr_into(*o.callable, out, max_len, depth + 1);
-      if (o.args && (o.args->kind() == K::kTuple)) repr_seq(o.args->items(), out, max_len, depth, '(', ')');
-      else out += "(...)";
+      if (o.args && (o.args->kind() == K::kTuple))
+        repr_seq(o.args->items(), out, max_len, depth, '(', ')');
+      else
+        out += "(...)";
       return;
     }
   }
@@ -486,7 +559,10 @@ bool reaches_data(const Value& v) {
 std::string repr(const Value& v, std::size_t max_len) {
   std::string out;
   repr_into(v, out, max_len, 0);
-  if (out.size() > max_len) { out.resize(max_len); out += "..."; }
+  if (out.size() > max_len) {
+    out.resize(max_len);
+    out += "...";
+  }
   return out;
 }
 

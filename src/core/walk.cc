@@ -4,9 +4,12 @@ namespace tensorseal::detail::core {
 
 std::string key_text(const Value& k, std::size_t repr_len) {
   switch (k.kind()) {
-    case Value::Kind::kStr: return std::string(k.as_str());
-    case Value::Kind::kInt: return std::to_string(k.as_int());
-    default: return repr(k, repr_len);
+    case Value::Kind::kStr:
+      return std::string(k.as_str());
+    case Value::Kind::kInt:
+      return std::to_string(k.as_int());
+    default:
+      return repr(k, repr_len);
   }
 }
 
@@ -22,9 +25,7 @@ std::string path_join(const std::string& base, std::string_view part) {
 
 namespace {
 
-bool transparent_module_attr(std::string_view k) {
-  return k == "_parameters" || k == "_buffers" || k == "_modules";
-}
+bool transparent_module_attr(std::string_view k) { return k == "_parameters" || k == "_buffers" || k == "_modules"; }
 
 class Walker {
  public:
@@ -35,11 +36,21 @@ class Walker {
     using K = Value::Kind;
     if (!visitor_.enter(v, path)) return;
     switch (v.kind()) {
-      case K::kList: case K::kTuple: sequence(v.items(), path); return;
-      case K::kSet: sequence(v.as_set().items, path); return;
-      case K::kDict: dict(v.as_dict(), path, false); return;
-      case K::kObject: object(v.as_object(), path); return;
-      default: return;
+      case K::kList:
+      case K::kTuple:
+        sequence(v.items(), path);
+        return;
+      case K::kSet:
+        sequence(v.as_set().items, path);
+        return;
+      case K::kDict:
+        dict(v.as_dict(), path, false);
+        return;
+      case K::kObject:
+        object(v.as_object(), path);
+        return;
+      default:
+        return;
     }
   }
 

@@ -36,7 +36,10 @@ class Visitor {
   virtual bool enter(const Value& v, const std::string& path) = 0;
   // An object's dict state, whose items are reached at the object's path (the dict
   // itself is not entered). Returning false skips them.
-  virtual bool enter_state(const Value& state) { (void)state; return true; }
+  virtual bool enter_state(const Value& state) {
+    (void)state;
+    return true;
+  }
   // False: the visitor ignores `path`; the walker then passes "" everywhere and builds
   // no path (the same values in the same order).
   virtual bool wants_paths() const { return true; }

@@ -70,38 +70,41 @@ inline constexpr std::array<std::string_view, 16> kMetadataGlobals = {
     "torch.distributed.checkpoint.metadata.StorageMeta",
     "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING",
     "torch.distributed.checkpoint.filesystem._StorageInfo",
-    "torch.Size", "torch.serialization._get_layout",
-    "pathlib.PosixPath", "pathlib.WindowsPath",
+    "torch.Size",
+    "torch.serialization._get_layout",
+    "pathlib.PosixPath",
+    "pathlib.WindowsPath",
     "torch.distributed._shard.sharded_tensor.metadata.TensorProperties",
-    "torch.distributed._shard.sharded_tensor.metadata.MEM_FORMAT_ENCODING", "torch.strided",
+    "torch.distributed._shard.sharded_tensor.metadata.MEM_FORMAT_ENCODING",
+    "torch.strided",
 };
 
 namespace rules {
 using K = ErrorKind;
-inline constexpr Rule kNotOnDisk{"dcp/not-on-disk", K::kInvalidArgument};       // .metadata read from memory
-inline constexpr Rule kMetadataGlobal{"dcp/metadata-global", K::kUnsafe};       // outside kMetadataGlobals
-inline constexpr Rule kMetadataShape{"dcp/metadata-shape", K::kCorrupt};        // a field missing or mistyped
-inline constexpr Rule kTransform{"dcp/transform", K::kUnsupported};             // an unknown transform_descriptor
-inline constexpr Rule kTransformData{"dcp/transform-data", K::kCorrupt};  // a compressed item that does not decompress
-inline constexpr Rule kStoragePath{"dcp/storage-path", K::kUnsafe};             // leaves the directory
-inline constexpr Rule kStorageMissing{"dcp/storage-missing", K::kCorrupt};      // no entry / no file
-inline constexpr Rule kStorageBounds{"dcp/storage-bounds", K::kCorrupt};        // past the file's end
-inline constexpr Rule kItemFormat{"dcp/item-format", K::kCorrupt};              // not a torch.save / safetensors item
-inline constexpr Rule kChunkMismatch{"dcp/chunk-mismatch", K::kCorrupt};        // dtype / shape / length disagree
-inline constexpr Rule kChunkOutside{"dcp/chunk-outside", K::kCorrupt};          // beyond the global shape
+inline constexpr Rule kNotOnDisk{"dcp/not-on-disk", K::kInvalidArgument};  // .metadata read from memory
+inline constexpr Rule kMetadataGlobal{"dcp/metadata-global", K::kUnsafe};  // outside kMetadataGlobals
+inline constexpr Rule kMetadataShape{"dcp/metadata-shape", K::kCorrupt};   // a field missing or mistyped
+inline constexpr Rule kTransform{"dcp/transform", K::kUnsupported};        // an unknown transform_descriptor
+inline constexpr Rule kTransformData{"dcp/transform-data", K::kCorrupt};   // a compressed item that does not decompress
+inline constexpr Rule kStoragePath{"dcp/storage-path", K::kUnsafe};        // leaves the directory
+inline constexpr Rule kStorageMissing{"dcp/storage-missing", K::kCorrupt};  // no entry / no file
+inline constexpr Rule kStorageBounds{"dcp/storage-bounds", K::kCorrupt};    // past the file's end
+inline constexpr Rule kItemFormat{"dcp/item-format", K::kCorrupt};          // not a torch.save / safetensors item
+inline constexpr Rule kChunkMismatch{"dcp/chunk-mismatch", K::kCorrupt};    // dtype / shape / length disagree
+inline constexpr Rule kChunkOutside{"dcp/chunk-outside", K::kCorrupt};      // beyond the global shape
 inline constexpr Rule kChunkOverlap{"dcp/chunk-overlap", K::kCorrupt};
-inline constexpr Rule kChunkGap{"dcp/chunk-gap", K::kCorrupt};                  // elements no chunk covers
-inline constexpr Rule kPathConflict{"dcp/path-conflict", K::kCorrupt};          // planner_data paths collide
-inline constexpr Rule kRankMetadata{"dcp/rank-metadata", K::kCorrupt};         // a rank's file missing / ranks disagree
-inline constexpr Rule kTooMany{"dcp/too-many", K::kLimit};                      // entries / chunks / files
-inline constexpr Rule kMaxAlloc{"dcp/max-alloc", K::kLimit};                    // an assembled tensor > max_alloc
-inline constexpr Rule kManifest{"dcp/manifest", K::kCorrupt};                  // malformed / disagrees with .metadata
-inline constexpr Rule kChecksum{"dcp/checksum", K::kCorrupt};                  // an item's bytes changed
-inline constexpr Rule kDigest{"dcp/digest", K::kCorrupt};                      // an item's content changed
+inline constexpr Rule kChunkGap{"dcp/chunk-gap", K::kCorrupt};          // elements no chunk covers
+inline constexpr Rule kPathConflict{"dcp/path-conflict", K::kCorrupt};  // planner_data paths collide
+inline constexpr Rule kRankMetadata{"dcp/rank-metadata", K::kCorrupt};  // a rank's file missing / ranks disagree
+inline constexpr Rule kTooMany{"dcp/too-many", K::kLimit};              // entries / chunks / files
+inline constexpr Rule kMaxAlloc{"dcp/max-alloc", K::kLimit};            // an assembled tensor > max_alloc
+inline constexpr Rule kManifest{"dcp/manifest", K::kCorrupt};           // malformed / disagrees with .metadata
+inline constexpr Rule kChecksum{"dcp/checksum", K::kCorrupt};           // an item's bytes changed
+inline constexpr Rule kDigest{"dcp/digest", K::kCorrupt};               // an item's content changed
 // The live hash of sharded state (dcp/live.cc).
-inline constexpr Rule kLiveState{"dcp/live-state", K::kInvalidArgument};  // ranks disagree / blocks do not fit
+inline constexpr Rule kLiveState{"dcp/live-state", K::kInvalidArgument};      // ranks disagree / blocks do not fit
 inline constexpr Rule kReplicaMismatch{"dcp/replica-mismatch", K::kCorrupt};  // replicas on ranks differ
-inline constexpr Rule kContentHash{"dcp/content-hash", K::kCorrupt};  // the manifest's content_hash differs
+inline constexpr Rule kContentHash{"dcp/content-hash", K::kCorrupt};          // the manifest's content_hash differs
 // Writer-side rules.
 inline constexpr Rule kWriteUnrepresentable{"dcp/write-unrepresentable", K::kInvalidArgument};  // DCP would change it
 inline constexpr Rule kWriteTarget{"dcp/write-target", K::kInvalidArgument};  // refusing to replace the target
@@ -112,24 +115,27 @@ inline constexpr Rule kWritePlan{"dcp/write-plan", K::kInvalidArgument};      //
 // before their `where`.
 namespace topics {
 using detail::core::Topic;
-inline constexpr Topic kSaveId{"dcp.save_id",
-    "each dcp.save pickles a random save_id (uuid4) into .metadata"};
-inline constexpr Topic kCheckpointPath{"dcp.checkpoint_path",
+inline constexpr Topic kSaveId{"dcp.save_id", "each dcp.save pickles a random save_id (uuid4) into .metadata"};
+inline constexpr Topic kCheckpointPath{
+    "dcp.checkpoint_path",
     "each dcp.save pickles the checkpoint directory's path (storage_meta.checkpoint_id) into .metadata"};
-inline constexpr Topic kFiles{"dcp.files",
+inline constexpr Topic kFiles{
+    "dcp.files",
     "the items are assigned to different data files (world size, ranks, single_file_per_rank, thread count)"};
-inline constexpr Topic kItemOrder{"dcp.item_order",
-    "the items are laid out in a different order (storage_data follows ranks and thread completion)"};
+inline constexpr Topic kItemOrder{
+    "dcp.item_order", "the items are laid out in a different order (storage_data follows ranks and thread completion)"};
 inline constexpr Topic kChunks{"dcp.chunks",
-    "the tensors are split into different chunks (another world size or sharding)"};
-inline constexpr Topic kSerialization{"dcp.serialization_format",
+                               "the tensors are split into different chunks (another world size or sharding)"};
+inline constexpr Topic kSerialization{
+    "dcp.serialization_format",
     "the items are serialized differently (torch_save zips or one safetensors file per data file, "
     "compressed through DCP extensions or not)"};
 inline constexpr Topic kVersion{"dcp.version", "the checkpoint was written by another DCP version"};
-inline constexpr Topic kMetadataFiles{"dcp.metadata_files",
+inline constexpr Topic kMetadataFiles{
+    "dcp.metadata_files",
     "the metadata is one .metadata, or one __<rank>.metadata per rank (dcp.save with use_collectives=False)"};
-inline constexpr Topic kAll[] = {kSaveId, kCheckpointPath, kFiles, kItemOrder, kChunks, kSerialization, kVersion,
-                                 kMetadataFiles};
+inline constexpr Topic kAll[] = {kSaveId, kCheckpointPath, kFiles,   kItemOrder,
+                                 kChunks, kSerialization,  kVersion, kMetadataFiles};
 }  // namespace topics
 
 }  // namespace tensorseal::detail::dcp

@@ -81,11 +81,15 @@ std::string encode_metadata(const Metadata& md) {
     sd.as_dict().items.emplace_back(std::move(key), std::move(info));
   }
   Value storage_meta = dataclass(dcp::kMetadataModule, "StorageMeta",
-                                 {{"checkpoint_id", or_none(md.checkpoint_id)}, {"save_id", or_none(md.save_id)},
-                                  {"load_id", Value()}, {"modules", Value::list()}});
+                                 {{"checkpoint_id", or_none(md.checkpoint_id)},
+                                  {"save_id", or_none(md.save_id)},
+                                  {"load_id", Value()},
+                                  {"modules", Value::list()}});
   Value root = dataclass(dcp::kMetadataModule, "Metadata",
-                         {{"state_dict_metadata", std::move(sdm)}, {"planner_data", std::move(planner)},
-                          {"storage_data", std::move(sd)}, {"storage_meta", std::move(storage_meta)},
+                         {{"state_dict_metadata", std::move(sdm)},
+                          {"planner_data", std::move(planner)},
+                          {"storage_data", std::move(sd)},
+                          {"storage_meta", std::move(storage_meta)},
                           {"version", or_none(md.version)}});
   pickle::Writer w({});
   return w.finish(root);

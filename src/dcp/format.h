@@ -5,10 +5,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
-#include <string_view>
 #include <filesystem>
 #include <span>
+#include <string>
+#include <string_view>
 
 #include "io/input.h"
 #include "tensorseal/write.h"
@@ -26,10 +26,13 @@ WriteParams write_params(const WriteOptions& options);
 std::string parse_world_size(std::string_view text);
 
 inline constexpr FormatParam kWriteParams[] = {
-    {.name = "world_size", .flag = "world-size", .value = "N",
+    {.name = "world_size",
+     .flag = "world-size",
+     .value = "N",
      .help = "write OUT as a canonical torch.distributed.checkpoint directory split over N ranks' files "
              "(implies --to dcp)",
-     .parse = parse_world_size, .replaces = ""},
+     .parse = parse_world_size,
+     .replaces = ""},
 };
 
 // A .metadata pickle (dcp::looks_like_metadata). Never throws.

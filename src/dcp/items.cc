@@ -1,8 +1,8 @@
 #include "dcp/items.h"
 
-#include <filesystem>
-
 #include <fmt/format.h>
+
+#include <filesystem>
 
 #include "dcp/constants.h"
 #include "dcp/manifest.h"
@@ -56,8 +56,8 @@ io::Input Items::raw_window(const StorageInfo& s) {
   const io::Input& f = file(s.relative_path);
   if (s.offset > f.size() || s.length > f.size() - s.offset)
     throw Error(rules::kStorageBounds,
-                fmt::format("item [{}, +{}) ends past the file's {} bytes", s.offset, s.length, f.size()),
-                f.name, s.offset);
+                fmt::format("item [{}, +{}) ends past the file's {} bytes", s.offset, s.length, f.size()), f.name,
+                s.offset);
   io::Input sub = f;
   sub.whole = f.window(s.offset, s.length);
   sub.name = fmt::format("{}@{}", f.name, s.offset);
@@ -67,8 +67,8 @@ io::Input Items::raw_window(const StorageInfo& s) {
 io::Input Items::window(const StorageInfo& s) {
   io::Input sub = raw_window(s);
   if (!s.transforms.empty())
-    sub.whole = undo_transforms(sub.bytes(), s.transforms, meta_.options->limits.max_alloc,
-                                file(s.relative_path).name, s.offset);
+    sub.whole = undo_transforms(sub.bytes(), s.transforms, meta_.options->limits.max_alloc, file(s.relative_path).name,
+                                s.offset);
   return sub;
 }
 
@@ -135,16 +135,14 @@ std::shared_ptr<const Tensor> Items::chunk(const StorageInfo& s, const std::stri
     }
     const Value* t = it->second.is(Value::Kind::kDict) ? it->second.as_dict().find(fqn) : nullptr;
     if (t == nullptr)
-      throw Error(rules::kItemFormat, what + ": the safetensors data holds no tensor '" + fqn + "'", f.name,
-                  s.offset);
+      throw Error(rules::kItemFormat, what + ": the safetensors data holds no tensor '" + fqn + "'", f.name, s.offset);
     v = *t;
   } else {
-    throw Error(rules::kItemFormat, what + " is neither a torch.save archive nor safetensors data", f.name,
-                s.offset);
+    throw Error(rules::kItemFormat, what + " is neither a torch.save archive nor safetensors data", f.name, s.offset);
   }
   if (!v.is(Value::Kind::kTensor))
-    throw Error(rules::kItemFormat, what + " holds a " + std::string(kind_name(v.kind())) + ", not a tensor",
-                f.name, s.offset);
+    throw Error(rules::kItemFormat, what + " holds a " + std::string(kind_name(v.kind())) + ", not a tensor", f.name,
+                s.offset);
   const auto& t = v.as_tensor();
   if (s.transforms.empty() && !is_zip_record(head) && t->nbytes() != s.length)
     throw Error(rules::kChunkMismatch,
@@ -155,8 +153,8 @@ std::shared_ptr<const Tensor> Items::chunk(const StorageInfo& s, const std::stri
 const io::Input& Items::file(const std::string& rel) {
   auto it = files_.find(rel);
   if (it != files_.end()) return it->second;
-  const fs::path p = io::file_inside(meta_.directory, rel, rules::kStoragePath, rules::kStorageMissing,
-                                     "data file", meta_.name);
+  const fs::path p =
+      io::file_inside(meta_.directory, rel, rules::kStoragePath, rules::kStorageMissing, "data file", meta_.name);
   io::Input in = io::input_of(MappedFile::open(p), *meta_.options);
   in.nesting = meta_.nesting;
   in.read_nested = meta_.read_nested;

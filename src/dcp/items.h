@@ -59,7 +59,7 @@ class Items {
   std::map<std::string, DcpRecord> manifest_;  // by where()
   std::string recorded_hash_;
   bool skip_checks_ = false;
-  std::set<std::string> verified_;             // items whose checksum held
+  std::set<std::string> verified_;  // items whose checksum held
 };
 
 }  // namespace tensorseal::detail::dcp

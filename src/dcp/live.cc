@@ -25,12 +25,12 @@
 //
 // Every decision depends only on the summaries every rank received, so all ranks run
 // the same rounds and raise the same errors: no collective waits on a rank that left.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
-#include <queue>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <queue>
 
 #include "dcp/constants.h"
 #include "dcp/tree.h"
@@ -79,8 +79,10 @@ std::string groups_text(const Map& by_value) {
 json path_json(const std::vector<Value>& path) {
   json p = json::array();
   for (const auto& x : path) {
-    if (x.is(Value::Kind::kStr)) p.push_back(std::string(x.as_str()));
-    else p.push_back(x.as_int());
+    if (x.is(Value::Kind::kStr))
+      p.push_back(std::string(x.as_str()));
+    else
+      p.push_back(x.as_int());
   }
   return p;
 }
@@ -90,9 +92,9 @@ struct BoxPlan {
   Ints offsets, sizes;
   std::vector<std::uint32_t> holders;  // ascending ranks
   std::size_t mine = SIZE_MAX;         // index into this rank's LiveItem::local, or none
-  detail::dcp::BlockRuns runs;  // the box's contiguous runs in the global bytes
-  std::span<const std::byte> bytes;  // this rank's copy (row-major), when it holds one
-  std::vector<std::byte> scratch;    // gathered copy of a strided local tensor
+  detail::dcp::BlockRuns runs;         // the box's contiguous runs in the global bytes
+  std::span<const std::byte> bytes;    // this rank's copy (row-major), when it holds one
+  std::vector<std::byte> scratch;      // gathered copy of a strided local tensor
 };
 
 struct ItemPlan {
@@ -316,8 +318,8 @@ LiveHash::LiveHash(std::vector<LiveItem> items, const std::vector<std::string>& 
     it.fqn = fqn;
     const json& first = have.front().second;
     it.is_tensor = first.at("tensor").get<bool>();
-    for (const auto& p : first.at("path")) it.path.push_back(p.is_string() ? Value::str(p.get<std::string>())
-                                                                             : Value(p.get<std::int64_t>()));
+    for (const auto& p : first.at("path"))
+      it.path.push_back(p.is_string() ? Value::str(p.get<std::string>()) : Value(p.get<std::int64_t>()));
     if (it.is_tensor) {
       it.dtype = *dtype_from_name(first.at("dtype").get<std::string>());
       it.shape = first.at("shape").get<Ints>();
@@ -372,8 +374,8 @@ LiveHash::LiveHash(std::vector<LiveItem> items, const std::vector<std::string>& 
     detail::dcp::check_tiling(e, where);
     const std::uint64_t item = itemsize(it.dtype);
     if (item == 0 && boxes.size() > 1)
-      throw Error(dcprules::kLiveState, fmt::format("tensor '{}' of sub-byte dtype {} is sharded (not supported)", fqn,
-                                                 name(it.dtype)),
+      throw Error(dcprules::kLiveState,
+                  fmt::format("tensor '{}' of sub-byte dtype {} is sharded (not supported)", fqn, name(it.dtype)),
                   where);
     it.nbytes = volume(it.shape) * item;
     if (item == 0) it.nbytes = (volume(it.shape) * info(it.dtype).bits + 7) / 8;
@@ -495,8 +497,7 @@ void LiveHash::receive(std::span<const std::byte> bytes) {
   if (at != bytes.size()) throw Error(tensorseal::rules::kInternal, "the exchange delivered more bytes than planned");
   m.stats.received_bytes += at;
   std::vector<std::string> out(ours.size());
-  detail::util::parallel_for(ours.size(), m.threads,
-                             [&](std::size_t k) { out[k] = Digest::oneshot(m.algo, bufs[k]); });
+  detail::util::parallel_for(ours.size(), m.threads, [&](std::size_t k) { out[k] = Digest::oneshot(m.algo, bufs[k]); });
   for (std::size_t k = 0; k < ours.size(); ++k) {
     const Moving& mv = m.round[ours[k]];
     m.digests.emplace_back(static_cast<std::uint32_t>(mv.item), mv.chunk, std::move(out[k]));
@@ -604,12 +605,13 @@ std::string LiveHash::finish(const std::vector<std::string>& partials) const {
     const ItemPlan& it = m.items[key.first];
     const BoxPlan& box = it.boxes[key.second];
     const bool whole = box.sizes == it.shape;
-    throw Error(dcprules::kReplicaMismatch,
-                fmt::format("replicas of tensor '{}'{} differ between ranks: {}", it.fqn,
-                            whole ? "" : fmt::format(" (the block at {} of size {})", shape_text(box.offsets),
-                                                     shape_text(box.sizes)),
-                            groups_text(values)),
-                std::string(kWhere));
+    throw Error(
+        dcprules::kReplicaMismatch,
+        fmt::format(
+            "replicas of tensor '{}'{} differ between ranks: {}", it.fqn,
+            whole ? "" : fmt::format(" (the block at {} of size {})", shape_text(box.offsets), shape_text(box.sizes)),
+            groups_text(values)),
+        std::string(kWhere));
   }
   Value root = Value::dict();
   std::unordered_map<const Tensor*, std::string> encoded;

@@ -1,6 +1,7 @@
 #include "dcp/manifest.h"
 
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "dcp/constants.h"

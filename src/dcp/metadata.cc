@@ -4,12 +4,12 @@
 // the reduce hook turns the few value-like constructions into plain values.
 #include "dcp/metadata.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <iterator>
 #include <map>
-
-#include <fmt/format.h>
 
 #include "dcp/constants.h"
 #include "dcp/transform.h"
@@ -128,14 +128,12 @@ void properties_of(const Object& props, Entry& e, const std::string& name) {
   if (st.size() > 1) {
     const Value& layout = st[1];
     if (!(layout.is(Value::Kind::kStr) && layout.as_str() == "torch.strided") && !layout.is_global("torch", "strided"))
-      throw Error(rules::kMetadataShape, "tensor layout " + repr(layout, 60) + " is not strided (not supported)",
-                  name);
+      throw Error(rules::kMetadataShape, "tensor layout " + repr(layout, 60) + " is not strided (not supported)", name);
   }
   if (st.size() > 2 && st[2].is(Value::Kind::kBool)) e.requires_grad = st[2].as_bool();
   if (st.size() > 3 && st[3].is(Value::Kind::kInt)) e.memory_format = st[3].as_int();
   if (st.size() > 4 && st[4].is(Value::Kind::kBool)) e.pin_memory = st[4].as_bool();
 }
-
 
 }  // namespace
 
@@ -190,7 +188,8 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
     const Object& info = instance(v, dcp::kFilesystemModule, "_StorageInfo", name);
     StorageInfo s{text(field(info, "relative_path", "_StorageInfo", name), "_StorageInfo.relative_path", name),
                   non_negative(field(info, "offset", "_StorageInfo", name), "_StorageInfo.offset", name),
-                  non_negative(field(info, "length", "_StorageInfo", name), "_StorageInfo.length", name), {}};
+                  non_negative(field(info, "length", "_StorageInfo", name), "_StorageInfo.length", name),
+                  {}};
     if (const Value* t = optional_field(info, "transform_descriptors")) {
       if (!t->is(Value::Kind::kList)) shape_error(name, "_StorageInfo.transform_descriptors is not a list");
       for (const auto& x : t->items()) {
@@ -230,17 +229,16 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
       const Value& props = field(tm, "properties", "TensorStorageMetadata", name);
       const bool legacy = props.is(Value::Kind::kObject) && props.as_object().callable &&
                           props.as_object().callable->is_global(dcp::kLegacyPropertiesModule, "TensorProperties");
-      properties_of(instance(props, legacy ? dcp::kLegacyPropertiesModule : dcp::kMetadataModule,
-                             "TensorProperties", name),
-                    e, name);
+      properties_of(
+          instance(props, legacy ? dcp::kLegacyPropertiesModule : dcp::kMetadataModule, "TensorProperties", name), e,
+          name);
       e.size = ints(field(tm, "size", "TensorStorageMetadata", name), "TensorStorageMetadata.size", name);
       for (auto s : e.size)
         if (s < 0) shape_error(name, "tensor '" + e.fqn + "' has a negative size");
       const Value& chunks = field(tm, "chunks", "TensorStorageMetadata", name);
       if (!chunks.is(Value::Kind::kList)) shape_error(name, "TensorStorageMetadata.chunks is not a list");
       chunks_total += chunks.items().size();
-      if (chunks_total > limits.max_entries)
-        throw Error(rules::kTooMany, "more than max_entries tensor chunks", name);
+      if (chunks_total > limits.max_entries) throw Error(rules::kTooMany, "more than max_entries tensor chunks", name);
       for (const auto& c : chunks.items()) {
         const Object& co = instance(c, dcp::kMetadataModule, "ChunkStorageMetadata", name);
         Chunk ch{ints(field(co, "offsets", "ChunkStorageMetadata", name), "ChunkStorageMetadata.offsets", name),
@@ -252,10 +250,9 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
                       name);
         const auto it = storage.find(item_key(e.fqn, ch.offsets));
         if (it == storage.end())
-          throw Error(rules::kStorageMissing,
-                      fmt::format("chunk at {} of tensor '{}' has no storage_data entry", shape_text(ch.offsets),
-                                  e.fqn),
-                      name);
+          throw Error(
+              rules::kStorageMissing,
+              fmt::format("chunk at {} of tensor '{}' has no storage_data entry", shape_text(ch.offsets), e.fqn), name);
         e.storage.push_back(it->second);
         e.chunks.push_back(std::move(ch));
       }

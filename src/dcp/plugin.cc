@@ -1,12 +1,12 @@
 // The storage plugin of torch.distributed.checkpoint (dcp/plugin.h).
 #include "dcp/plugin.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <unordered_map>
-
-#include <fmt/format.h>
 
 #include "dcp/constants.h"
 #include "dcp/format.h"
@@ -32,7 +32,6 @@ fs::path normal_target(const fs::path& target) {
   return target.filename().empty() ? target.parent_path() : target;  // "out/" names "out"
 }
 
-
 std::string digest_of(const Value& v) {
   HashOptions o;
   o.algo = HashAlgo::kXxh3;
@@ -50,7 +49,6 @@ std::pair<std::uint64_t, std::uint64_t> file_rank(const std::string& name) {
   }
   return {r, n};
 }
-
 
 // XXH3 digests of the whole tensor's leaf chunks that lie inside this chunk's runs
 // (dcp/tree.h chunks_inside): the writer's part of the manifest's content hash. A chunk
@@ -147,7 +145,9 @@ void prepare(const fs::path& target_in, bool overwrite) {
   }
   const fs::path staging = staging_dir(target);
   fs::remove_all(staging, ec);
-  if (ec) throw Error(tensorseal::rules::kIoWrite, "cannot remove the stale staging directory: " + ec.message(), staging.string());
+  if (ec)
+    throw Error(tensorseal::rules::kIoWrite, "cannot remove the stale staging directory: " + ec.message(),
+                staging.string());
   if (!target.parent_path().empty()) fs::create_directories(target.parent_path(), ec);
   if (!fs::create_directory(staging, ec) || ec)
     throw Error(tensorseal::rules::kIoOpen, "cannot create the staging directory: " + ec.message(), staging.string());
@@ -181,8 +181,7 @@ std::vector<DcpRecord> write_items(const fs::path& target, std::uint32_t rank, s
     DcpWriteItem& it = items[i];
     if (!sink || !one_file) {
       if (sink) sink->commit();
-      name = "__" + std::to_string(rank) + "_" + std::to_string(one_file ? 0 : i) +
-             std::string(kDataSuffix);
+      name = "__" + std::to_string(rank) + "_" + std::to_string(one_file ? 0 : i) + std::string(kDataSuffix);
       sink = std::make_unique<AtomicFileSink>(staging / name, options.fsync);
     }
     DcpRecord r;
@@ -190,8 +189,7 @@ std::vector<DcpRecord> write_items(const fs::path& target, std::uint32_t rank, s
     r.offsets = it.offsets;
     if (it.offsets) {
       if (!it.value.is(Value::Kind::kTensor))
-        throw Error(rules::kWritePlan, item_text(it.fqn, it.offsets) + " is not a tensor",
-                    target.string());
+        throw Error(rules::kWritePlan, item_text(it.fqn, it.offsets) + " is not a tensor", target.string());
       const Tensor& t = *it.value.as_tensor();
       if (t.shape.size() != it.offsets->size())
         throw Error(rules::kWritePlan,
@@ -309,8 +307,7 @@ void commit_staged(const fs::path& target, const DcpMetadata& planned, std::vect
   if (used != records.size())
     for (const auto& r : records)
       if (std::none_of(md.entries.begin(), md.entries.end(), [&](const DcpEntry& e) { return e.fqn == r.fqn; }))
-        throw Error(rules::kWritePlan, item_text(r.fqn, r.offsets) + " was written but not planned",
-                    tname);
+        throw Error(rules::kWritePlan, item_text(r.fqn, r.offsets) + " was written but not planned", tname);
 
   std::sort(records.begin(), records.end(), [](const DcpRecord& a, const DcpRecord& b) {
     const auto fa = file_rank(a.storage.relative_path), fb = file_rank(b.storage.relative_path);
@@ -325,13 +322,11 @@ void commit_staged(const fs::path& target, const DcpMetadata& planned, std::vect
   }
   // save_id: from the manifest's items (the content hash is made after .metadata).
   const std::string items = encode_manifest(records);
-  md.save_id = save_id_of("sha256:" + sha256_hex({reinterpret_cast<const std::byte*>(items.data()),
-                                                                 items.size()}));
+  md.save_id = save_id_of("sha256:" + sha256_hex({reinterpret_cast<const std::byte*>(items.data()), items.size()}));
   md.version = "1.0.0";
   io::write_file_atomically(staging / kMetadataFile, encode_metadata(md), fsync);
   const std::string hash = content_hash ? staged_content_hash(staging, md, records, read_nested) : std::string();
-  io::write_file_atomically(staging / kManifestFile, encode_manifest(records, hash),
-                                    fsync);
+  io::write_file_atomically(staging / kManifestFile, encode_manifest(records, hash), fsync);
   io::swap_into_place(staging, target, fsync, check_dcp_target);
 }
 

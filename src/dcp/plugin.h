@@ -31,8 +31,8 @@ void prepare(const std::filesystem::path& target, bool overwrite);
 std::vector<DcpRecord> write_items(const std::filesystem::path& target, std::uint32_t rank,
                                    std::vector<DcpWriteItem> items, bool one_file, const WriteOptions& options,
                                    io::ReadNested read_nested);
-void commit(const std::filesystem::path& target, const DcpMetadata& planned, std::vector<DcpRecord> records,
-            bool fsync, bool content_hash, io::ReadNested read_nested);
+void commit(const std::filesystem::path& target, const DcpMetadata& planned, std::vector<DcpRecord> records, bool fsync,
+            bool content_hash, io::ReadNested read_nested);
 
 // DcpReader's work. Not movable: the .metadata Input points at `options_`.
 class PluginReader {

@@ -1,10 +1,10 @@
 #include "dcp/ranks.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <system_error>
-
-#include <fmt/format.h>
 
 #include "dcp/constants.h"
 #include "io/file_inside.h"
@@ -48,12 +48,14 @@ void merge(Metadata& out, Metadata rank, const std::string& file, std::map<std::
     }
     Entry& have = out.entries[it->second];
     std::string differs;
-    if (have.is_tensor != e.is_tensor) differs = "a tensor and a bytes item";
+    if (have.is_tensor != e.is_tensor)
+      differs = "a tensor and a bytes item";
     else if (have.is_tensor && have.dtype != e.dtype)
       differs = std::string("dtype ") + std::string(name(have.dtype)) + " and " + std::string(name(e.dtype));
     else if (have.is_tensor && have.size != e.size)
       differs = "size " + shape_text(have.size) + " and " + shape_text(e.size);
-    else if (path_text(have.path) != path_text(e.path)) differs = "its nested path";
+    else if (path_text(have.path) != path_text(e.path))
+      differs = "its nested path";
     if (!differs.empty())
       throw Error(rules::kRankMetadata, "'" + e.fqn + "' differs from a lower rank's: " + differs, file);
     if (!e.is_tensor) continue;  // a bytes item several ranks wrote: the lowest rank's
@@ -101,8 +103,8 @@ Metadata read_rank_metadata(const fs::path& dir, const std::string& name, const 
   Metadata out;
   std::map<std::string, std::size_t> at;
   for (const auto& [r, file] : ranks) {
-    const fs::path real = io::file_inside(dir, file, rules::kStoragePath, rules::kStorageMissing,
-                                          "rank metadata", name);
+    const fs::path real =
+        io::file_inside(dir, file, rules::kStoragePath, rules::kStorageMissing, "rank metadata", name);
     const auto mapped = MappedFile::open(real);
     const std::string shown = (dir / file).string();
     merge(out, parse_metadata(mapped->bytes(), shown, limits), shown, at);

@@ -8,12 +8,12 @@
 // tensor stays a zero-copy view of the data file; tensors of several chunks are
 // assembled into scratch memory (io/scratch.h: an unlinked temp file's mapping from
 // 64 KiB up, so anonymous memory stays small; at most Limits::max_alloc bytes each).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "core/topic.h"
 #include "dcp/constants.h"
@@ -27,13 +27,13 @@
 
 namespace tensorseal::detail::dcp {
 namespace fs = std::filesystem;
-using util::join;
 using core::fact;
 using dcp::Chunk;
 using dcp::Entry;
 using dcp::Items;
-using dcp::where;
 using dcp::StorageInfo;
+using dcp::where;
+using util::join;
 
 namespace {
 
@@ -49,8 +49,7 @@ std::uint64_t volume(const std::vector<std::int64_t>& sizes) {
 
 // Copies chunk `t` (shape c.sizes) into `dst`, the row-major bytes of a tensor of
 // shape `size`, at c.offsets.
-void place(const Tensor& t, const Chunk& c, const std::vector<std::int64_t>& size, std::uint64_t item,
-           std::byte* dst) {
+void place(const Tensor& t, const Chunk& c, const std::vector<std::int64_t>& size, std::uint64_t item, std::byte* dst) {
   std::vector<std::byte> scratch;
   const auto src = t.contiguous_bytes(scratch);
   const std::size_t n = size.size();
@@ -82,8 +81,8 @@ constexpr std::size_t kMaxPieces = std::size_t{1} << 20;
 // mapped data file (decompressed: kept only while assembling) or not contiguous, or when
 // the runs would be more than kMaxPieces or smaller than kMinMeanPiece on average.
 std::optional<std::vector<std::span<const std::byte>>> runs_of(const Entry& e,
-                                                                const std::vector<std::shared_ptr<const Tensor>>& parts,
-                                                                std::uint64_t item) {
+                                                               const std::vector<std::shared_ptr<const Tensor>>& parts,
+                                                               std::uint64_t item) {
   const std::size_t n = e.size.size();
   std::size_t k = 0;
   for (const auto& c : e.chunks)
@@ -111,8 +110,9 @@ std::optional<std::vector<std::span<const std::byte>>> runs_of(const Entry& e,
     for (std::uint64_t r = 0; r * run < src.size(); ++r) {
       std::uint64_t at = 0;  // the run's first element in the tensor
       for (std::size_t d = 0; d < n; ++d)
-        at = at * static_cast<std::uint64_t>(e.size[d]) +
-             static_cast<std::uint64_t>(d < k ? idx[d] + c.offsets[d] : d == k ? c.offsets[d] : 0);
+        at = at * static_cast<std::uint64_t>(e.size[d]) + static_cast<std::uint64_t>(d < k    ? idx[d] + c.offsets[d]
+                                                                                     : d == k ? c.offsets[d]
+                                                                                              : 0);
       runs.emplace_back(at, src.subspan(r * run, run));
       for (std::size_t d = k; d-- > 0;) {
         if (++idx[d] < c.sizes[d]) break;
@@ -151,8 +151,10 @@ Value assemble(const Entry& e, Items& items, const io::Input& meta) {
     if (volume(e.chunks[i].sizes) == volume(e.size) && parts[i]->shape == e.size) whole = i;
   if (whole < parts.size() || e.chunks.empty()) {
     auto t = std::make_shared<Tensor>();
-    if (whole < parts.size()) *t = *parts[whole];
-    else *t = *make_contiguous(e.dtype, e.size, Storage::owned({}));  // an empty tensor
+    if (whole < parts.size())
+      *t = *parts[whole];
+    else
+      *t = *make_contiguous(e.dtype, e.size, Storage::owned({}));  // an empty tensor
     t->requires_grad = false;
     t->is_parameter = false;
     t->numpy = NumpyType::kNone;
@@ -160,10 +162,10 @@ Value assemble(const Entry& e, Items& items, const io::Input& meta) {
   }
   const std::uint64_t item = itemsize(e.dtype);
   if (item == 0)
-    throw Error(rules::kChunkMismatch,
-                fmt::format("tensor '{}' of sub-byte dtype {} is split into chunks (not supported)", e.fqn,
-                            name(e.dtype)),
-                meta.name);
+    throw Error(
+        rules::kChunkMismatch,
+        fmt::format("tensor '{}' of sub-byte dtype {} is split into chunks (not supported)", e.fqn, name(e.dtype)),
+        meta.name);
   const std::uint64_t bytes = volume(e.size) * item;
   if (volume(e.size) > meta.options->limits.max_alloc / item)
     throw Error(rules::kMaxAlloc, fmt::format("tensor '{}' of {} elements exceeds max_alloc", e.fqn, volume(e.size)),
@@ -247,8 +249,10 @@ void set_element(Value& root, const Entry& e, Value v, const std::string& file, 
       auto& list = cur->items();
       const auto k = static_cast<std::size_t>(key.as_int());
       if (list.size() <= k) list.resize(k + 1);
-      if (list[k].is(Value::Kind::kNone)) list[k] = fresh;
-      else if (last) conflict("meets a value another path already set");
+      if (list[k].is(Value::Kind::kNone))
+        list[k] = fresh;
+      else if (last)
+        conflict("meets a value another path already set");
       cur = &list[k];
     } else {
       conflict(fmt::format("passes through a {}", kind_name(cur->kind())));

@@ -1,10 +1,9 @@
 #include "dcp/transform.h"
 
+#include <fmt/format.h>
 #include <zstd.h>
 
 #include <algorithm>
-
-#include <fmt/format.h>
 
 #include "dcp/constants.h"
 #include "tensorseal/error.h"

@@ -53,8 +53,9 @@ std::uint64_t BlockRuns::start(std::uint64_t r) const {
   }
   std::uint64_t elem = 0;
   for (std::size_t d = 0; d < n; ++d)
-    elem = elem * static_cast<std::uint64_t>(shape[d]) +
-           static_cast<std::uint64_t>(d < k ? offsets[d] + idx[d] : d == k ? offsets[d] : 0);
+    elem = elem * static_cast<std::uint64_t>(shape[d]) + static_cast<std::uint64_t>(d < k    ? offsets[d] + idx[d]
+                                                                                    : d == k ? offsets[d]
+                                                                                             : 0);
   return elem * item;
 }
 

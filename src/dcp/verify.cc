@@ -13,10 +13,10 @@
 //             and XXH3 as well when the manifest records a content_hash), then the
 //             encodings; dcp_verify_finish nests the entries as the reader does and
 //             hashes the tree from them
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
-
-#include <fmt/format.h>
 
 #include "dcp/constants.h"
 #include "dcp/tree.h"
@@ -64,8 +64,8 @@ Plan plan_of(const DcpMetadata& md, std::uint32_t world) {
   std::uint64_t before = 0;
   for (std::size_t i = 0; i < md.storage_order.size(); ++i) {
     const auto& st = md.storage_order[i];
-    const auto owner = total == 0 ? 0 : static_cast<std::uint32_t>(
-        static_cast<unsigned __int128>(before) * world / total);
+    const auto owner =
+        total == 0 ? 0 : static_cast<std::uint32_t>(static_cast<unsigned __int128>(before) * world / total);
     p.item_owner.push_back(std::min(owner, world - 1));
     p.item_index.emplace(key_of(st.storage), i);
     before += st.storage.length;
@@ -132,8 +132,8 @@ std::string dcp_verify_part(const fs::path& dir, std::uint32_t rank, std::uint32
     const DcpEntry& e = md.entries[ei->second];
     if (!e.is_tensor) {
       const std::string bytes = checked.bytes_item(e.fqn, false);
-      const Checkpoint c = read_bytes({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()},
-                                      key_of(st.storage), options);
+      const Checkpoint c =
+          read_bytes({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}, key_of(st.storage), options);
       std::vector<std::string> enc;
       for (HashAlgo a : algos) {
         HashOptions o;
@@ -153,8 +153,8 @@ std::string dcp_verify_part(const fs::path& dir, std::uint32_t rank, std::uint32
     keep.push_back(std::move(t));
     const auto& cov = p.covers[ei->second];
     for (std::uint64_t c = 0; c < cov.size(); ++c)
-      if (cov[c].chunk == k) jobs.push_back({static_cast<std::uint32_t>(ei->second), c,
-                                             bytes.subspan(cov[c].at, cov[c].length)});
+      if (cov[c].chunk == k)
+        jobs.push_back({static_cast<std::uint32_t>(ei->second), c, bytes.subspan(cov[c].at, cov[c].length)});
   }
   // This rank's straddling chunks, assembled a window at a time from unchecked reads.
   std::vector<std::tuple<std::uint32_t, std::uint64_t, std::vector<std::string>>> done;
@@ -177,10 +177,10 @@ std::string dcp_verify_part(const fs::path& dir, std::uint32_t rank, std::uint32
       if (p.covers[i][c].chunk == SIZE_MAX && straddler++ % world == rank) mine.push_back(c);
     if (mine.empty()) continue;
     if (itemsize(e.dtype) == 0)
-      throw Error(detail::dcp::rules::kChunkMismatch,
-                  fmt::format("tensor '{}' of sub-byte dtype {} is split into chunks (not supported)", e.fqn,
-                              name(e.dtype)),
-                  dir.string());
+      throw Error(
+          detail::dcp::rules::kChunkMismatch,
+          fmt::format("tensor '{}' of sub-byte dtype {} is split into chunks (not supported)", e.fqn, name(e.dtype)),
+          dir.string());
     std::vector<std::shared_ptr<const Tensor>> parts(e.chunks.size());
     std::vector<std::vector<std::byte>> part_scratch(e.chunks.size());
     std::vector<std::span<const std::byte>> part_bytes(e.chunks.size());
@@ -200,8 +200,10 @@ std::string dcp_verify_part(const fs::path& dir, std::uint32_t rank, std::uint32
         std::uint64_t a = 0, b = r.count;
         while (a < b) {
           const std::uint64_t m = (a + b) / 2;
-          if (r.start(m) + r.bytes <= lo) a = m + 1;
-          else b = m;
+          if (r.start(m) + r.bytes <= lo)
+            a = m + 1;
+          else
+            b = m;
         }
         for (std::uint64_t q = a; q < r.count; ++q) {
           const std::uint64_t s = r.start(q);
@@ -319,8 +321,8 @@ std::string dcp_verify_finish(const fs::path& dir, const std::vector<std::string
     std::unordered_map<const Tensor*, std::string> encoded;
     for (std::size_t i = 0; i < md.entries.size(); ++i) {
       const DcpEntry& e = md.entries[i];
-      auto placeholder = make_contiguous(e.dtype, e.is_tensor ? e.size : std::vector<std::int64_t>{},
-                                         Storage::owned({}));
+      auto placeholder =
+          make_contiguous(e.dtype, e.is_tensor ? e.size : std::vector<std::int64_t>{}, Storage::owned({}));
       if (e.is_tensor) {
         for (std::size_t c = 0; c < digests[a][i].size(); ++c)
           if (digests[a][i][c].empty())
@@ -333,8 +335,10 @@ std::string dcp_verify_finish(const fs::path& dir, const std::vector<std::string
         encoded[placeholder.get()] = encodings[a][i];
       }
       Value v{std::shared_ptr<const Tensor>(placeholder)};
-      if (e.path.empty()) root.as_dict().set(Value::str(e.fqn), std::move(v));
-      else detail::dcp::set_element(root, e, std::move(v), dir.string(), options.limits.max_entries);
+      if (e.path.empty())
+        root.as_dict().set(Value::str(e.fqn), std::move(v));
+      else
+        detail::dcp::set_element(root, e, std::move(v), dir.string(), options.limits.max_entries);
     }
     HashOptions h;
     h.algo = algos[a];

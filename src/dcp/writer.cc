@@ -22,6 +22,8 @@
 // Refused (dcp/write-*): a root that is not a dict, a non-str dict key (DCP would
 // give it back as str), an empty dict or list that DCP drops, two paths with one fqn,
 // a tensor that is a Parameter or requires grad (DCP gives plain tensors back).
+#include "pickle/writer.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -34,7 +36,6 @@
 #include "dcp/ranks.h"
 #include "io/atomic_dir.h"
 #include "io/sink.h"
-#include "pickle/writer.h"
 #include "tensorseal/hash.h"
 #include "torch/format.h"
 
@@ -114,8 +115,8 @@ std::shared_ptr<const Tensor> rows(const Tensor& t, std::int64_t r0, std::int64_
   if (!shape.empty()) shape[0] = r1 - r0;
   const std::uint64_t length = static_cast<std::uint64_t>(r1 - r0) * row;
   if (t.is_contiguous() && t.storage && row != 0) {
-    const std::uint64_t at = static_cast<std::uint64_t>(t.storage_offset) * itemsize(t.dtype) +
-                             static_cast<std::uint64_t>(r0) * row;
+    const std::uint64_t at =
+        static_cast<std::uint64_t>(t.storage_offset) * itemsize(t.dtype) + static_cast<std::uint64_t>(r0) * row;
     auto window = Storage::slice(t.storage, at, length);
     window->dtype = t.dtype;
     return make_contiguous(t.dtype, std::move(shape), std::move(window));

@@ -51,17 +51,17 @@
 // its chunk and then hashes it while it is in cache, so the data is read from memory
 // once; the piece CRCs are combined per checksum (util::crc32_combine) and checked
 // before any digest is formed. A mismatch throws the reader's own error.
+#include "hash/content_hash.h"
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
-
 #include <unordered_set>
 
-#include <fmt/format.h>
-
-#include "hash/content_hash.h"
 #include "hash/digest.h"
 #include "tensorseal/error.h"
 #include "tensorseal/hash.h"
@@ -90,7 +90,7 @@ struct Job {
 };
 
 struct Leaf {
-  const Tensor* tensor = nullptr;   // null for bare storages
+  const Tensor* tensor = nullptr;  // null for bare storages
   const Storage* storage = nullptr;
   std::uint64_t nbytes = 0;
   std::vector<std::span<const std::byte>> runs;  // a contiguous tensor over a pieced storage
@@ -183,19 +183,38 @@ class ContentHasher {
         }
         return;
       }
-      case K::kStorage: add_leaf(nullptr, v.as_storage().get()); return;
-      case K::kRef: has_refs_ = true; return;  // the target is reached through owning edges too
-      case K::kList: case K::kTuple: for (const auto& x : v.items()) plan(x, depth + 1); return;
-      case K::kSet: for (const auto& x : v.as_set().items) plan(x, depth + 1); return;
-      case K::kDict: for (const auto& [k, x] : v.as_dict().items) { plan(k, depth + 1); plan(x, depth + 1); } return;
+      case K::kStorage:
+        add_leaf(nullptr, v.as_storage().get());
+        return;
+      case K::kRef:
+        has_refs_ = true;
+        return;  // the target is reached through owning edges too
+      case K::kList:
+      case K::kTuple:
+        for (const auto& x : v.items()) plan(x, depth + 1);
+        return;
+      case K::kSet:
+        for (const auto& x : v.as_set().items) plan(x, depth + 1);
+        return;
+      case K::kDict:
+        for (const auto& [k, x] : v.as_dict().items) {
+          plan(k, depth + 1);
+          plan(x, depth + 1);
+        }
+        return;
       case K::kObject: {
         const Object& o = v.as_object();
-        for (const auto* p : {&o.callable, &o.args, &o.kwargs, &o.state}) if (*p) plan(**p, depth + 1);
+        for (const auto* p : {&o.callable, &o.args, &o.kwargs, &o.state})
+          if (*p) plan(**p, depth + 1);
         for (const auto& x : o.list_items) plan(x, depth + 1);
-        for (const auto& [k, x] : o.dict_items) { plan(k, depth + 1); plan(x, depth + 1); }
+        for (const auto& [k, x] : o.dict_items) {
+          plan(k, depth + 1);
+          plan(x, depth + 1);
+        }
         return;
       }
-      default: return;
+      default:
+        return;
     }
   }
 
@@ -231,11 +250,13 @@ class ContentHasher {
         jobs.push_back({i, 0, {}, false, true});
         continue;
       }
-      if (l.storage) bytes = l.storage->bytes();
+      if (l.storage)
+        bytes = l.storage->bytes();
       else if (l.tensor->is_contiguous() || info(l.tensor->dtype).bits % 8 != 0) {
         l.tensor->for_each_run([&](std::span<const std::byte> r) { l.runs.push_back(r); });
         if (l.runs.size() == 1) bytes = l.runs[0];
-      } else contiguous = false;
+      } else
+        contiguous = false;
       if (!contiguous) {
         jobs.push_back({i, 0, {}});
         continue;
@@ -247,8 +268,10 @@ class ContentHasher {
         for (std::uint64_t c = 0; c < chunks; ++c) {
           const std::uint64_t lo = c * kChunk, n = std::min(kChunk, l.nbytes - lo);
           while (lo >= run_start + l.runs[r].size()) run_start += l.runs[r++].size();
-          if (lo + n <= run_start + l.runs[r].size()) jobs.push_back({i, c, l.runs[r].subspan(lo - run_start, n)});
-          else jobs.push_back({i, c, {}, true});
+          if (lo + n <= run_start + l.runs[r].size())
+            jobs.push_back({i, c, l.runs[r].subspan(lo - run_start, n)});
+          else
+            jobs.push_back({i, c, {}, true});
         }
         continue;
       }
@@ -373,8 +396,10 @@ class ContentHasher {
         }
       }
     };
-    if (l.storage) l.storage->stream(0, l.nbytes, feed);
-    else l.tensor->for_each_run(feed);
+    if (l.storage)
+      l.storage->stream(0, l.nbytes, feed);
+    else
+      l.tensor->for_each_run(feed);
     if (d && c < l.chunk_digests.size()) l.chunk_digests[c++] = d->finish();
     if (c != l.chunk_digests.size())
       throw Error(rules::kInternal,
@@ -424,9 +449,8 @@ class ContentHasher {
     };
     for (std::size_t c = 0; c < checks.size(); ++c) {
       auto& js = inside[c];
-      std::sort(js.begin(), js.end(), [&](std::size_t a, std::size_t b) {
-        return addr(jobs[a].bytes.data()) < addr(jobs[b].bytes.data());
-      });
+      std::sort(js.begin(), js.end(),
+                [&](std::size_t a, std::size_t b) { return addr(jobs[a].bytes.data()) < addr(jobs[b].bytes.data()); });
       const std::byte* cursor = checks[c]->covered.data();
       for (std::size_t j : js) {
         const std::byte* start = jobs[j].bytes.data();
@@ -460,8 +484,10 @@ class ContentHasher {
       while (b.size() > 1) {
         const auto top = static_cast<unsigned char>(b.back());
         const bool below_neg = static_cast<unsigned char>(b[b.size() - 2]) & 0x80;
-        if ((top == 0x00 && !below_neg) || (top == 0xff && below_neg)) b.pop_back();
-        else break;
+        if ((top == 0x00 && !below_neg) || (top == 0xff && below_neg))
+          b.pop_back();
+        else
+          break;
       }
     }
     out += 'I';
@@ -532,9 +558,16 @@ class ContentHasher {
   void encode_node(const Value& v, std::string& out) {
     using K = Value::Kind;
     switch (v.kind()) {
-      case K::kNone: out += 'N'; return;
-      case K::kBool: out += 'B'; out += static_cast<char>(v.as_bool() ? 1 : 0); return;
-      case K::kInt: put_int(out, v.as_int()); return;
+      case K::kNone:
+        out += 'N';
+        return;
+      case K::kBool:
+        out += 'B';
+        out += static_cast<char>(v.as_bool() ? 1 : 0);
+        return;
+      case K::kInt:
+        put_int(out, v.as_int());
+        return;
       case K::kBigInt: {
         const auto& b = v.as_bigint().le_bytes;
         out += 'I';
@@ -560,9 +593,14 @@ class ContentHasher {
         put_u64(out, im);
         return;
       }
-      case K::kStr: put_str(out, 'S', v.as_str()); return;
-      case K::kBytes: put_str(out, 'Y', v.as_bytes()); return;
-      case K::kList: case K::kTuple: {
+      case K::kStr:
+        put_str(out, 'S', v.as_str());
+        return;
+      case K::kBytes:
+        put_str(out, 'Y', v.as_bytes());
+        return;
+      case K::kList:
+      case K::kTuple: {
         out += v.kind() == K::kList ? 'L' : 'T';
         put_u64(out, v.items().size());
         for (const auto& x : v.items()) {
@@ -571,10 +609,17 @@ class ContentHasher {
         }
         return;
       }
-      case K::kDict: out += 'D'; encode_items(v.as_dict().items, out, true); return;
+      case K::kDict:
+        out += 'D';
+        encode_items(v.as_dict().items, out, true);
+        return;
       case K::kSet: {
         std::vector<std::string> enc;
-        for (const auto& x : v.as_set().items) { std::string e; encode(x, e); enc.push_back(std::move(e)); }
+        for (const auto& x : v.as_set().items) {
+          std::string e;
+          encode(x, e);
+          enc.push_back(std::move(e));
+        }
         std::sort(enc.begin(), enc.end());
         out += 'E';
         put_u64(out, enc.size());
@@ -622,8 +667,10 @@ class ContentHasher {
         out += 'O';
         out += static_cast<char>(o.how);
         for (const auto* p : {&o.callable, &o.args, &o.kwargs, &o.state}) {
-          if (*p) encode(**p, out);
-          else out += 'N';
+          if (*p)
+            encode(**p, out);
+          else
+            out += 'N';
         }
         out += 'L';
         put_u64(out, o.list_items.size());
@@ -632,7 +679,8 @@ class ContentHasher {
         encode_items(o.dict_items, out, false);
         return;
       }
-      case K::kRef: throw Error(rules::kInternal, "a recursive reference the hash plan did not see");
+      case K::kRef:
+        throw Error(rules::kInternal, "a recursive reference the hash plan did not see");
     }
   }
 
@@ -658,20 +706,19 @@ class ContentHasher {
   }
 
  private:
-
   HashOptions opt_;
   detail::util::ProgressMeter* meter_ = nullptr;
   std::vector<const Storage::PendingChecksum*> checks_;  // to verify while hashing, in leaf order
-  std::vector<std::size_t> check_root_;                   // run_many: the tree of each of checks_
-  std::vector<std::exception_ptr> failed_;                // per check: its error, or null
+  std::vector<std::size_t> check_root_;                  // run_many: the tree of each of checks_
+  std::vector<std::exception_ptr> failed_;               // per check: its error, or null
   std::unordered_set<const Storage::PendingChecksum*> pending_seen_;
   std::vector<Leaf> leaves_;
   std::unordered_map<const void*, std::size_t> index_;
   std::unordered_map<const Tensor*, std::string>* streamed_sha256_ = nullptr;
-  std::mutex streamed_mutex_;                // guards streamed_sha256_ (jobs run in parallel)
-  Digest* streamed_ = nullptr;               // digest_of: the root's encoding is hashed as it grows
-  const std::string* streamed_buf_ = nullptr;  // ... from this buffer
-  bool has_refs_ = false;                                 // plan() saw a Ref
+  std::mutex streamed_mutex_;                               // guards streamed_sha256_ (jobs run in parallel)
+  Digest* streamed_ = nullptr;                              // digest_of: the root's encoding is hashed as it grows
+  const std::string* streamed_buf_ = nullptr;               // ... from this buffer
+  bool has_refs_ = false;                                   // plan() saw a Ref
   std::unordered_map<const void*, std::uint64_t> on_path_;  // container -> its depth on the path
   std::uint64_t path_len_ = 0, ref_depth_ = 0, expanded_ = 0;
   const std::unordered_map<const Tensor*, std::string>* encoded_ = nullptr;
@@ -681,9 +728,7 @@ class ContentHasher {
 
 }  // namespace
 
-std::string content_hash(const Value& root, const HashOptions& options) {
-  return ContentHasher(options).run(root);
-}
+std::string content_hash(const Value& root, const HashOptions& options) { return ContentHasher(options).run(root); }
 
 namespace detail::hash {
 

@@ -8,7 +8,6 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
-#include <vector>
 
 #include "tensorseal/error.h"
 #include "tensorseal/hash.h"

@@ -32,14 +32,18 @@ Digest::Digest(HashAlgo algo) : algo_(algo) {
 }
 
 Digest::~Digest() {
-  if (algo_ == HashAlgo::kSha256) EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(state_));
-  else XXH3_freeState(static_cast<XXH3_state_t*>(state_));
+  if (algo_ == HashAlgo::kSha256)
+    EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(state_));
+  else
+    XXH3_freeState(static_cast<XXH3_state_t*>(state_));
 }
 
 void Digest::update(std::span<const std::byte> data) {
   if (data.empty()) return;
-  if (algo_ == HashAlgo::kSha256) EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(state_), data.data(), data.size());
-  else TENSORSEAL_XXH3_128_UPDATE(static_cast<XXH3_state_t*>(state_), data.data(), data.size());
+  if (algo_ == HashAlgo::kSha256)
+    EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(state_), data.data(), data.size());
+  else
+    TENSORSEAL_XXH3_128_UPDATE(static_cast<XXH3_state_t*>(state_), data.data(), data.size());
 }
 
 namespace {

@@ -32,7 +32,6 @@ class Digest {
   void* state_ = nullptr;  // EVP_MD_CTX* or XXH3_state_t*
 };
 
-
 // A raw digest as tensorseal prints digests: "sha256:<hex>" or "xxh3:<hex>".
 inline std::string digest_text(HashAlgo algo, std::string_view raw) {
   return std::string(algo == HashAlgo::kSha256 ? "sha256:" : "xxh3:") + util::to_hex(raw);

@@ -59,8 +59,7 @@ void remove_stale_temps(const std::filesystem::path& dir, const std::string& bas
 
 }  // namespace
 
-AtomicFileSink::AtomicFileSink(std::filesystem::path target, bool fsync)
-    : target_(std::move(target)), fsync_(fsync) {
+AtomicFileSink::AtomicFileSink(std::filesystem::path target, bool fsync) : target_(std::move(target)), fsync_(fsync) {
   std::filesystem::path dir = target_.parent_path();
   if (dir.empty()) dir = ".";
   const std::string base = target_.filename().string();

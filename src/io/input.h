@@ -53,8 +53,8 @@ struct Input {
   // formats made of several files (shard directories) find the others beside it.
   std::filesystem::path directory;
   const ReadOptions* options = nullptr;
-  std::uint32_t nesting = 0;             // depth of nested files (_load_from_bytes)
-  ReadNested read_nested = nullptr;      // null: nested files are refused
+  std::uint32_t nesting = 0;         // depth of nested files (_load_from_bytes)
+  ReadNested read_nested = nullptr;  // null: nested files are refused
   // Null: the reader verifies the container checksums of tensor data while reading.
   // Set: it leaves them to the consumer as LaterChecks::where says. Copies of this
   // Input (shards, npy members, DCP data files) share it.

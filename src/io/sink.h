@@ -116,8 +116,10 @@ class ProgressSink final : public Sink {
   void pass(std::span<const std::byte> data, bool borrowed) {
     while (!data.empty()) {
       const auto piece = data.first(std::min(data.size(), kPiece));
-      if (borrowed) to_.write_borrowed(piece);
-      else to_.write(piece);
+      if (borrowed)
+        to_.write_borrowed(piece);
+      else
+        to_.write(piece);
       meter_.add(piece.size());
       position_ += piece.size();
       data = data.subspan(piece.size());

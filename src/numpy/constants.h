@@ -59,7 +59,7 @@ using detail::core::Topic;
 inline constexpr Topic kVersion{"npy.version", "the .npy format version differs (1.0, 2.0, 3.0)"};
 inline constexpr Topic kHeaderPadding{"npy.header_padding", "the .npy header is padded differently"};
 inline constexpr Topic kFortranOrder{"npy.fortran_order",
-    "the array is stored in a different memory order (C vs Fortran)"};
+                                     "the array is stored in a different memory order (C vs Fortran)"};
 inline constexpr Topic kByteOrder{"npy.byte_order", "the array is stored in a different byte order"};
 inline constexpr Topic kAll[] = {kVersion, kHeaderPadding, kFortranOrder, kByteOrder};
 }  // namespace topics

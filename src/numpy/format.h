@@ -26,8 +26,12 @@ WriteParams write_params(const WriteOptions& options);
 std::string parse_compress(std::string_view text);
 
 inline constexpr FormatParam kNpzWriteParams[] = {
-    {.name = "compress", .flag = "", .value = "0|1", .help = "members DEFLATED (np.savez_compressed)",
-     .parse = parse_compress, .replaces = ""},
+    {.name = "compress",
+     .flag = "",
+     .value = "0|1",
+     .help = "members DEFLATED (np.savez_compressed)",
+     .parse = parse_compress,
+     .replaces = ""},
 };
 
 bool detect_npy(std::span<const std::byte> head) noexcept;

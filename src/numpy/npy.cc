@@ -15,16 +15,16 @@
 // which hold pickles) are refused as unsupported. Nothing is evaluated.
 #include "numpy/npy.h"
 
+#include <fmt/format.h>
+
 #include <map>
 #include <optional>
 #include <variant>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "core/fail.h"
-#include "numpy/format.h"
 #include "numpy/constants.h"
+#include "numpy/format.h"
 #include "tensorseal/error.h"
 #include "util/checked.h"
 #include "util/endian.h"
@@ -384,12 +384,10 @@ std::string header(std::string_view descr, bool fortran_order, std::span<const s
 
 std::string header_for(const Tensor& t) {
   const auto& i = info(t.dtype);
-  if (i.numpy.empty())
-    throw Error(numpy::rules::kWriteDtype, "numpy has no dtype for " + std::string(i.name));
+  if (i.numpy.empty()) throw Error(numpy::rules::kWriteDtype, "numpy has no dtype for " + std::string(i.name));
   t.validate();
   return header(i.numpy, false, t.shape);
 }
-
 
 bool detect_npy(std::span<const std::byte> head) noexcept {
   return head.size() >= numpy::kMagic.size() && util::as_chars(head.first(numpy::kMagic.size())) == numpy::kMagic;
@@ -423,8 +421,7 @@ Checkpoint read_object_npy(const io::Input& in, std::uint64_t data_at) {
                      (v.as_object().callable->is_global("numpy.core.multiarray", "_reconstruct") ||
                       v.as_object().callable->is_global("numpy._core.multiarray", "_reconstruct")) &&
                      v.as_object().state && v.as_object().state->is(Value::Kind::kTuple) &&
-                     v.as_object().state->items().size() == 5 &&
-                     v.as_object().state->items()[4].is(Value::Kind::kList);
+                     v.as_object().state->items().size() == 5 && v.as_object().state->items()[4].is(Value::Kind::kList);
   if (!array)
     throw Error(numpy::rules::kObjectArray,
                 "the data of an object array is not a pickled numpy object array (" + repr(v, 80) + ")", in.name,

@@ -17,9 +17,9 @@ namespace tensorseal::detail::numpy {
 struct Parsed {
   std::shared_ptr<Tensor> tensor;
   int major = 1, minor = 0;
-  std::uint64_t data_offset = 0;     // first data byte inside the image
-  std::uint64_t trailing_spaces = 0; // spaces between the dict's '}' and the final '\n'
-  bool big_endian = false;           // data was big-endian (parse: swapped into an owned storage)
+  std::uint64_t data_offset = 0;      // first data byte inside the image
+  std::uint64_t trailing_spaces = 0;  // spaces between the dict's '}' and the final '\n'
+  bool big_endian = false;            // data was big-endian (parse: swapped into an owned storage)
   bool fortran_order = false;
   std::string descr;
 };

@@ -18,13 +18,13 @@
 // zipfile (see docs/formats/npy.md for the exact conditions). WriteOptions::compress:
 // every member DEFLATED by zip::deflate (tensorseal's own, pinned encoder), the rest of
 // the archive as np.savez_compressed's zipfile writes it.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 
-#include <fmt/format.h>
-
-#include "numpy/format.h"
 #include "numpy/constants.h"
+#include "numpy/format.h"
 #include "numpy/npy.h"
 #include "tensorseal/error.h"
 #include "util/crc32.h"
@@ -97,7 +97,7 @@ std::shared_ptr<Storage> streamed_member(const io::Input& in, const zip::Entry& 
   const bool release = whole->is_mapped();
   auto read = [whole, e, name, verify, release, at, swap](std::uint64_t offset, std::uint64_t size,
                                                           const Storage::Sink& sink) {
-    const std::uint64_t lo = at + offset, hi = lo + size;  // in the member's image
+    const std::uint64_t lo = at + offset, hi = lo + size;                // in the member's image
     auto emit = [&](std::uint64_t from, std::span<const std::byte> b) {  // b's part inside [lo, hi)
       const std::uint64_t a = std::max(from, lo), z = std::min(from + b.size(), hi);
       if (a < z) sink(b.subspan(a - from, z - a));
@@ -210,8 +210,8 @@ Checkpoint read_npz(const io::Input& in) {
     }
     if (!stored) {
       const DType dtype = p.tensor->dtype;
-      p.tensor->storage = streamed_member(in, e, p.data_offset, p.tensor->nbytes(), dtype,
-                                          p.big_endian ? swap_unit(dtype) : 0);
+      p.tensor->storage =
+          streamed_member(in, e, p.data_offset, p.tensor->nbytes(), dtype, p.big_endian ? swap_unit(dtype) : 0);
       p.tensor->validate();
     }
     // Keys are unique: the zip reader refuses duplicate member names.
@@ -257,8 +257,10 @@ void write_npz(const Value& root, const WriteOptions& options, io::Sink& sink, M
                                        std::string(kind_name(v.kind())));
     if (k.as_str().empty() || k.as_str().find('\0') != std::string_view::npos)
       throw Error(rules::kNotFlat, "key " + repr(k, 60) + " cannot name a zip member");
-    if (object) items.push_back({k.as_str(), nullptr, objects(v)});
-    else items.push_back({k.as_str(), v.as_tensor().get(), {}});
+    if (object)
+      items.push_back({k.as_str(), nullptr, objects(v)});
+    else
+      items.push_back({k.as_str(), v.as_tensor().get(), {}});
   }
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.key < b.key; });
   zip::Writer w(sink, zip::Profile::kNumpy);
@@ -285,8 +287,8 @@ void write_npz(const Value& root, const WriteOptions& options, io::Sink& sink, M
       it.tensor->for_each_run(
           [&](std::span<const std::byte> run) { image.insert(image.end(), run.begin(), run.end()); });
       const std::vector<std::byte> stream = zip::deflate(image);
-      w.record_deflated(std::string(it.key) + std::string(numpy::kMemberSuffix), image.size(),
-                        util::crc32(0, image), stream);
+      w.record_deflated(std::string(it.key) + std::string(numpy::kMemberSuffix), image.size(), util::crc32(0, image),
+                        stream);
       continue;
     }
     // The local header carries the CRC: one pass to compute it, one to write.

@@ -14,6 +14,8 @@
 //   int     = ['-'] digits ['L' | 'l']     (Python 2 longs: numpy filters them for 1.0/2.0)
 //   tuple   = '(' [literal (',' literal)* [',']] ')'   list = '[' ... ']'
 //   dict    = '{' [literal ':' literal (',' ...)* [',']] '}'  (a repeated key: unproven)
+#include <fmt/format.h>
+
 #include <cctype>
 #include <cstring>
 #include <map>
@@ -23,8 +25,6 @@
 #include <string_view>
 #include <variant>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "numpy/constants.h"
 #include "numpy/npy.h"

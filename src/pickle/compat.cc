@@ -14,8 +14,12 @@
 namespace tensorseal::detail::pickle {
 namespace {
 
-struct ModuleMap { std::string_view from, to; };
-struct NameMap { std::string_view from_module, from_name, to_module, to_name; };
+struct ModuleMap {
+  std::string_view from, to;
+};
+struct NameMap {
+  std::string_view from_module, from_name, to_module, to_name;
+};
 
 constexpr ModuleMap kImportMapping[] = {
     {"BaseHTTPServer", "http.server"},

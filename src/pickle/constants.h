@@ -90,10 +90,11 @@ namespace topics {
 using core::Topic;
 inline constexpr Topic kProtocol{"pickle.protocol", "the pickle protocol version differs"};
 inline constexpr Topic kMemo{"pickle.memo",
-    "the pickle memo is used differently (MEMOIZE/BINPUT numbering, repeated objects)"};
+                             "the pickle memo is used differently (MEMOIZE/BINPUT numbering, repeated objects)"};
 inline constexpr Topic kOpcodes{"pickle.opcodes", "the pickle uses different opcodes for the same values"};
 inline constexpr Topic kFrames{"pickle.frames", "the pickle is cut into a different number of FRAMEs (protocol 4+)"};
-inline constexpr Topic kStopLeftover{"pickle.stop-leftover",
+inline constexpr Topic kStopLeftover{
+    "pickle.stop-leftover",
     "the pickle leaves a different number of values or marks behind at STOP (CPython's pickler leaves none)"};
 inline constexpr Topic kAll[] = {kProtocol, kMemo, kOpcodes, kFrames, kStopLeftover};
 }  // namespace topics

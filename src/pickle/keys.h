@@ -21,8 +21,10 @@ inline bool dict_set(std::vector<std::pair<Value, Value>>& items, KeyIndex& inde
   std::string enc;
   if (!core::python_key(key, enc)) return false;
   auto [it, inserted] = index.try_emplace(std::move(enc), items.size());
-  if (inserted) items.emplace_back(std::move(key), std::move(value));
-  else items[it->second].second = std::move(value);
+  if (inserted)
+    items.emplace_back(std::move(key), std::move(value));
+  else
+    items[it->second].second = std::move(value);
   return true;
 }
 

@@ -15,8 +15,10 @@ inline std::string minimal_le(std::string_view le) {
   while (n > 1) {
     auto last = static_cast<std::uint8_t>(le[n - 1]);
     auto prev = static_cast<std::uint8_t>(le[n - 2]);
-    if ((last == 0x00 && !(prev & 0x80)) || (last == 0xFF && (prev & 0x80))) --n;
-    else break;
+    if ((last == 0x00 && !(prev & 0x80)) || (last == 0xFF && (prev & 0x80)))
+      --n;
+    else
+      break;
   }
   if (n == 1 && le[0] == 0) n = 0;  // CPython's encode_long(0) is b''
   return std::string(le.substr(0, n));

@@ -14,18 +14,18 @@ namespace tensorseal::detail::pickle {
 // How an opcode's inline argument is encoded (pickletools' ArgumentDescriptor).
 enum class Arg : std::uint8_t {
   kNone,
-  kU1,          // uint1
-  kU2,          // uint2 little-endian
-  kI4,          // int4 little-endian (signed)
-  kU4,          // uint4 little-endian
-  kU8,          // uint8 little-endian
-  kF8BE,        // float8 big-endian (BINFLOAT)
-  kLine,        // bytes up to and excluding '\n' (decimal ints, floats, quoted strings, PERSID)
-  kTwoLines,    // "module\nname\n" (GLOBAL, INST)
-  kLenU1Data,   // uint1 length, then data
-  kLenI4Data,   // int4 length (negative is an error), then data
-  kLenU4Data,   // uint4 length, then data
-  kLenU8Data,   // uint8 length, then data
+  kU1,         // uint1
+  kU2,         // uint2 little-endian
+  kI4,         // int4 little-endian (signed)
+  kU4,         // uint4 little-endian
+  kU8,         // uint8 little-endian
+  kF8BE,       // float8 big-endian (BINFLOAT)
+  kLine,       // bytes up to and excluding '\n' (decimal ints, floats, quoted strings, PERSID)
+  kTwoLines,   // "module\nname\n" (GLOBAL, INST)
+  kLenU1Data,  // uint1 length, then data
+  kLenI4Data,  // int4 length (negative is an error), then data
+  kLenU4Data,  // uint4 length, then data
+  kLenU8Data,  // uint8 length, then data
 };
 
 namespace op {
@@ -107,8 +107,8 @@ inline constexpr std::uint8_t kReadonlyBuffer = 0x98;
 inline constexpr int kHighestProtocol = 5;
 
 struct OpInfo {
-  std::string_view name;  // empty: not an opcode
-  std::int8_t proto = -1; // protocol that introduced it
+  std::string_view name;   // empty: not an opcode
+  std::int8_t proto = -1;  // protocol that introduced it
   Arg arg = Arg::kNone;
 };
 

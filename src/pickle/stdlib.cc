@@ -122,16 +122,11 @@ std::optional<Value> build_encode(const std::vector<Value>& args) {
 }
 
 constexpr StdlibCall kCalls[] = {
-    {"_codecs", "encode", build_encode},
-    {"builtins", "bytearray", build_bytearray},
-    {"builtins", "bytes", build_bytes},
-    {"builtins", "complex", build_complex, true},
-    {"builtins", "dict", build_dict},
-    {"builtins", "frozenset", build_frozenset},
-    {"builtins", "getattr", build_getattr},
-    {"builtins", "set", build_set},
-    {"collections", "Counter", build_counter},
-    {"collections", "OrderedDict", build_ordered_dict},
+    {"_codecs", "encode", build_encode},       {"builtins", "bytearray", build_bytearray},
+    {"builtins", "bytes", build_bytes},        {"builtins", "complex", build_complex, true},
+    {"builtins", "dict", build_dict},          {"builtins", "frozenset", build_frozenset},
+    {"builtins", "getattr", build_getattr},    {"builtins", "set", build_set},
+    {"collections", "Counter", build_counter}, {"collections", "OrderedDict", build_ordered_dict},
 };
 
 constexpr bool sorted_rows() {
@@ -171,10 +166,14 @@ std::optional<Complex> complex_from_args(const std::vector<Value>& args) {
   double parts[2] = {0.0, 0.0};
   for (std::size_t i = 0; i < args.size(); ++i) {
     const Value& a = args[i];
-    if (a.is(Value::Kind::kFloat)) parts[i] = a.as_float();
-    else if (a.is(Value::Kind::kInt)) parts[i] = static_cast<double>(a.as_int());  // round-to-nearest, as float(int)
-    else if (a.is(Value::Kind::kBool)) parts[i] = a.as_bool() ? 1.0 : 0.0;
-    else return std::nullopt;
+    if (a.is(Value::Kind::kFloat))
+      parts[i] = a.as_float();
+    else if (a.is(Value::Kind::kInt))
+      parts[i] = static_cast<double>(a.as_int());  // round-to-nearest, as float(int)
+    else if (a.is(Value::Kind::kBool))
+      parts[i] = a.as_bool() ? 1.0 : 0.0;
+    else
+      return std::nullopt;
   }
   return Complex{parts[0], parts[1]};
 }

@@ -13,21 +13,45 @@ std::string escape_decode(std::string_view s) {
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
-    if (c != '\\') { out += c; continue; }
+    if (c != '\\') {
+      out += c;
+      continue;
+    }
     if (++i >= s.size()) throw Error(rules::kBadStringLiteral, "STRING ends with a lone backslash");
     char e = s[i];
     switch (e) {
-      case '\n': break;  // line continuation
-      case '\\': out += '\\'; break;
-      case '\'': out += '\''; break;
-      case '"': out += '"'; break;
-      case 'a': out += '\a'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      case 't': out += '\t'; break;
-      case 'v': out += '\v'; break;
+      case '\n':
+        break;  // line continuation
+      case '\\':
+        out += '\\';
+        break;
+      case '\'':
+        out += '\'';
+        break;
+      case '"':
+        out += '"';
+        break;
+      case 'a':
+        out += '\a';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'v':
+        out += '\v';
+        break;
       case 'x': {
         int h1 = i + 1 < s.size() ? util::hex_digit(s[i + 1]) : -1;
         int h2 = i + 2 < s.size() ? util::hex_digit(s[i + 2]) : -1;
@@ -56,7 +80,11 @@ std::string raw_unicode_escape_decode(std::string_view s) {
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size();) {
     auto c = static_cast<unsigned char>(s[i]);
-    if (c != '\\') { util::append_utf8(out, c); ++i; continue; }
+    if (c != '\\') {
+      util::append_utf8(out, c);
+      ++i;
+      continue;
+    }
     std::size_t run = 0;
     while (i + run < s.size() && s[i + run] == '\\') ++run;
     std::size_t after = i + run;

@@ -22,6 +22,10 @@
 // above a changed node, are measured exactly against max_depth and max_alloc). Changed
 // nodes that are garbage at STOP, or all of them when parsing fails, are emptied, so no
 // cycle outlives the machine.
+#include "pickle/vm.h"
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
@@ -30,15 +34,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include <fmt/format.h>
-
 #include "pickle/compat.h"
 #include "pickle/constants.h"
 #include "pickle/keys.h"
 #include "pickle/longs.h"
 #include "pickle/opcodes.h"
 #include "pickle/text.h"
-#include "pickle/vm.h"
 #include "util/checked.h"
 #include "util/endian.h"
 #include "util/utf8.h"
@@ -167,10 +168,14 @@ class Vm {
   static std::uint64_t weight(const Slot& s) {
     if (s.info) return s.info->weight;
     switch (s.v.kind()) {
-      case Value::Kind::kStr: return kSlotCost + s.v.as_str().size();
-      case Value::Kind::kBytes: return kSlotCost + s.v.as_bytes().size();
-      case Value::Kind::kBigInt: return kSlotCost + s.v.as_bigint().le_bytes.size();
-      default: return kSlotCost;
+      case Value::Kind::kStr:
+        return kSlotCost + s.v.as_str().size();
+      case Value::Kind::kBytes:
+        return kSlotCost + s.v.as_bytes().size();
+      case Value::Kind::kBigInt:
+        return kSlotCost + s.v.as_bigint().le_bytes.size();
+      default:
+        return kSlotCost;
     }
   }
   static std::uint32_t height(const Slot& s) { return s.info ? s.info->height : 0; }
@@ -232,8 +237,13 @@ class Vm {
     auto edges_of = [](Value& v) {
       std::vector<Edge> out;
       switch (v.kind()) {
-        case K::kList: case K::kTuple: for (Value& x : v.items()) out.push_back({&x, false}); break;
-        case K::kSet: for (Value& x : v.as_set().items) out.push_back({&x, true}); break;
+        case K::kList:
+        case K::kTuple:
+          for (Value& x : v.items()) out.push_back({&x, false});
+          break;
+        case K::kSet:
+          for (Value& x : v.as_set().items) out.push_back({&x, true});
+          break;
         case K::kDict:
           for (auto& [k, x] : v.as_dict().items) {
             out.push_back({const_cast<Value*>(&k), true});  // keys are never edited in place
@@ -256,16 +266,21 @@ class Vm {
         case K::kTensor:
           out.push_back({const_cast<Value*>(v.as_tensor()->attributes.get()), true});
           break;
-        default: break;
+        default:
+          break;
       }
       return out;
     };
     auto leaf_weight = [](const Value& v) -> std::uint64_t {
       switch (v.kind()) {
-        case K::kStr: return kSlotCost + v.as_str().size();
-        case K::kBytes: return kSlotCost + v.as_bytes().size();
-        case K::kBigInt: return kSlotCost + v.as_bigint().le_bytes.size();
-        default: return kSlotCost;
+        case K::kStr:
+          return kSlotCost + v.as_str().size();
+        case K::kBytes:
+          return kSlotCost + v.as_bytes().size();
+        case K::kBigInt:
+          return kSlotCost + v.as_bigint().le_bytes.size();
+        default:
+          return kSlotCost;
       }
     };
     auto count = [&] {
@@ -287,7 +302,8 @@ class Vm {
                                              f.height, lim_.max_depth));
         if (f.weight > lim_.max_alloc)
           fail(rules::kMaxAlloc, fmt::format("the value expanded without sharing exceeds max_alloc ({} bytes) after "
-                                             "a recursive change", lim_.max_alloc));
+                                             "a recursive change",
+                                             lim_.max_alloc));
         const void* node = f.v->node();
         const auto hw = std::make_pair(f.height, f.weight);
         done.emplace(node, hw);
@@ -305,7 +321,8 @@ class Vm {
       Value target = x.is(K::kRef) ? x.ref_target() : x;
       if (x.is(K::kRef) && target.is_none())
         fail(rules::kLateMutation, fmt::format("{}: a recursive reference outlives the value it refers to "
-                                               "(not representable)", opname()));
+                                               "(not representable)",
+                                               opname()));
       if (!is_node(target)) {
         f.weight = sat_add(f.weight, leaf_weight(target));
         continue;
@@ -314,7 +331,8 @@ class Vm {
       if (on_path.count(node)) {  // an edge back up the path: a Ref
         if (e.fixed)
           fail(rules::kLateMutation, fmt::format("{} makes a recursive structure through a dict key, a set item or "
-                                                 "a tensor's attributes (not representable)", opname()));
+                                                 "a tensor's attributes (not representable)",
+                                                 opname()));
         if (!x.is(K::kRef)) x = Value::ref_to(target);
         f.weight = sat_add(f.weight, kSlotCost);
         continue;
@@ -326,8 +344,7 @@ class Vm {
         continue;
       }
       if (path.size() >= lim_.max_depth)
-        fail(rules::kMaxDepth, fmt::format("values nest over max_depth ({}) after a recursive change",
-                                           lim_.max_depth));
+        fail(rules::kMaxDepth, fmt::format("values nest over max_depth ({}) after a recursive change", lim_.max_depth));
       on_path.insert(node);
       path.push_back(Frame{&x, edges_of(x)});  // `f` is not used after this
     }
@@ -340,9 +357,16 @@ class Vm {
   // garbage at STOP, or all of them when parsing fails.
   static void clear_node(Value& v) {
     switch (v.kind()) {
-      case Value::Kind::kList: v.as_list().items.clear(); break;
-      case Value::Kind::kDict: v.as_dict().items.clear(); v.as_dict().attrs.reset(); break;
-      case Value::Kind::kSet: v.as_set().items.clear(); break;
+      case Value::Kind::kList:
+        v.as_list().items.clear();
+        break;
+      case Value::Kind::kDict:
+        v.as_dict().items.clear();
+        v.as_dict().attrs.reset();
+        break;
+      case Value::Kind::kSet:
+        v.as_set().items.clear();
+        break;
       case Value::Kind::kObject: {
         Object& o = v.as_object();
         o.callable.reset();
@@ -353,7 +377,8 @@ class Vm {
         o.dict_items.clear();
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
 
@@ -361,8 +386,7 @@ class Vm {
   std::size_t fence() const { return marks_.empty() ? 0 : marks_.back(); }
   void push(Slot s) {
     if (stack_.size() + marks_.size() >= lim_.max_stack)
-      fail(rules::kMaxStack,
-           fmt::format("stack holds {} entries, the max_stack limit", stack_.size() + marks_.size()));
+      fail(rules::kMaxStack, fmt::format("stack holds {} entries, the max_stack limit", stack_.size() + marks_.size()));
     stack_.push_back(std::move(s));
   }
   void push_leaf(Value v) { push(Slot{std::move(v), nullptr}); }
@@ -426,8 +450,10 @@ class Vm {
   Slot make_py2_str(std::string_view raw) {
     check_string(raw.size());
     switch (hooks_.py2_strings) {
-      case Py2Strings::kUtf8: break;
-      case Py2Strings::kBytes: return make_bytes(raw, false);
+      case Py2Strings::kUtf8:
+        break;
+      case Py2Strings::kBytes:
+        return make_bytes(raw, false);
       case Py2Strings::kAscii:
         for (std::size_t i = 0; i < raw.size(); ++i)
           if (static_cast<unsigned char>(raw[i]) >= 0x80)
@@ -452,10 +478,9 @@ class Vm {
       }
     }
     if (auto bad = util::first_invalid_utf8(raw))
-      fail(rules::kPy2StringEncoding,
-           fmt::format("{} Python 2 str is not UTF-8 at byte {} "
-                       "(decoded as UTF-8 like torch.load's default encoding='utf-8')",
-                       opname(), *bad));
+      fail(rules::kPy2StringEncoding, fmt::format("{} Python 2 str is not UTF-8 at byte {} "
+                                                  "(decoded as UTF-8 like torch.load's default encoding='utf-8')",
+                                                  opname(), *bad));
     charge(kSlotCost + raw.size());
     return Slot{Value::str(std::string(raw)), nullptr};
   }
@@ -525,7 +550,10 @@ class Vm {
   Value parse_decimal(std::string_view s) {
     bool neg = false;
     std::string_view d = s;
-    if (!d.empty() && d[0] == '-') { neg = true; d.remove_prefix(1); }
+    if (!d.empty() && d[0] == '-') {
+      neg = true;
+      d.remove_prefix(1);
+    }
     bool ok = !d.empty() && std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
               (d.size() == 1 || d[0] != '0');
     if (!ok)
@@ -546,7 +574,10 @@ class Vm {
         b = static_cast<std::uint8_t>(x & 0xFF);
         carry = x >> 8;
       }
-      while (carry) { mag.push_back(static_cast<std::uint8_t>(carry & 0xFF)); carry >>= 8; }
+      while (carry) {
+        mag.push_back(static_cast<std::uint8_t>(carry & 0xFF));
+        carry >>= 8;
+      }
     }
     mag.push_back(0);  // sign byte
     if (neg) {
@@ -588,8 +619,7 @@ class Vm {
     std::uint64_t v = 0;
     auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || s[0] == '-' || s[0] == '+')
-      fail(rules::kBadMemoIndex,
-           fmt::format("{} index '{}' is not a non-negative integer", opname(), s.substr(0, 40)));
+      fail(rules::kBadMemoIndex, fmt::format("{} index '{}' is not a non-negative integer", opname(), s.substr(0, 40)));
     return v;
   }
 
@@ -708,7 +738,8 @@ class Vm {
       parts.push_back(&state.v.as_dict());
     } else if (state.v.is(Value::Kind::kTuple) && state.v.items().size() == 2) {
       for (const Value& x : state.v.items()) {
-        if (x.is(Value::Kind::kDict)) parts.push_back(&x.as_dict());
+        if (x.is(Value::Kind::kDict))
+          parts.push_back(&x.as_dict());
         else if (!x.is_none())
           fail(rules::kBadBuildState, fmt::format("BUILD on a dict: state tuple holds a {}", kind_name(x.kind())));
       }
@@ -761,8 +792,10 @@ class Vm {
   }
   void memo_get(std::uint64_t index) {
     const Slot* s = nullptr;
-    if (index < dense_.size()) s = &dense_[index];
-    else if (auto it = sparse_.find(index); it != sparse_.end()) s = &it->second;
+    if (index < dense_.size())
+      s = &dense_[index];
+    else if (auto it = sparse_.find(index); it != sparse_.end())
+      s = &it->second;
     if (!s) fail(rules::kMemoMissing, fmt::format("{} of memo index {}, which was never stored", opname(), index));
     ++gets_;
     push(*s);
@@ -787,8 +820,8 @@ class Vm {
   std::vector<Slot> dense_;
   std::unordered_map<std::uint64_t, Slot> sparse_;
   std::uint64_t alloc_ = 0, ops_ = 0, puts_ = 0, gets_ = 0, frames_ = 0;
-  bool late_ = false;  // a placed node was changed: recorded heights/weights may be stale
-  std::vector<Value> late_nodes_;  // the nodes so changed (cleared on failure: no leaked cycles)
+  bool late_ = false;                            // a placed node was changed: recorded heights/weights may be stale
+  std::vector<Value> late_nodes_;                // the nodes so changed (cleared on failure: no leaked cycles)
   std::size_t left_stack_ = 0, left_marks_ = 0;  // what STOP left behind
   std::array<std::uint64_t, 256> counts_{};
   Parsed out_;
@@ -861,28 +894,60 @@ void Vm::step() {
       return;
     case op::kPop:
       // C unpickler: POP right after MARK discards the mark.
-      if (!marks_.empty() && marks_.back() == stack_.size()) { marks_.pop_back(); return; }
+      if (!marks_.empty() && marks_.back() == stack_.size()) {
+        marks_.pop_back();
+        return;
+      }
       pop();
       return;
-    case op::kPopMark: pop_mark(); return;
-    case op::kDup: { Slot s = top(); push(std::move(s)); return; }
+    case op::kPopMark:
+      pop_mark();
+      return;
+    case op::kDup: {
+      Slot s = top();
+      push(std::move(s));
+      return;
+    }
     // ---- memo ----
-    case op::kPut: memo_put(parse_memo_index(line())); return;
-    case op::kBinPut: memo_put(u8()); return;
-    case op::kLongBinPut: memo_put(u32()); return;
-    case op::kMemoize: memo_put(memo_size()); return;
-    case op::kGet: memo_get(parse_memo_index(line())); return;
-    case op::kBinGet: memo_get(u8()); return;
-    case op::kLongBinGet: memo_get(u32()); return;
+    case op::kPut:
+      memo_put(parse_memo_index(line()));
+      return;
+    case op::kBinPut:
+      memo_put(u8());
+      return;
+    case op::kLongBinPut:
+      memo_put(u32());
+      return;
+    case op::kMemoize:
+      memo_put(memo_size());
+      return;
+    case op::kGet:
+      memo_get(parse_memo_index(line()));
+      return;
+    case op::kBinGet:
+      memo_get(u8());
+      return;
+    case op::kLongBinGet:
+      memo_get(u32());
+      return;
     // ---- scalars ----
-    case op::kNone: push_leaf(Value()); return;
-    case op::kNewTrue: push_leaf(Value(true)); return;
-    case op::kNewFalse: push_leaf(Value(false)); return;
+    case op::kNone:
+      push_leaf(Value());
+      return;
+    case op::kNewTrue:
+      push_leaf(Value(true));
+      return;
+    case op::kNewFalse:
+      push_leaf(Value(false));
+      return;
     case op::kInt: {
       std::string_view s = line();
-      if (s == "00") push_leaf(Value(false));
-      else if (s == "01") push_leaf(Value(true));
-      else push_leaf(parse_decimal(s));
+      if (s == "00")
+        push_leaf(Value(false));
+      else if (s == "01")
+        push_leaf(Value(true));
+      else
+        push_leaf(parse_decimal(s));
       return;
     }
     case op::kLong: {
@@ -893,9 +958,15 @@ void Vm::step() {
       push_leaf(std::move(v));
       return;
     }
-    case op::kBinInt: push_leaf(Value(std::int64_t{i32()})); return;
-    case op::kBinInt1: push_leaf(Value(std::int64_t{u8()})); return;
-    case op::kBinInt2: push_leaf(Value(std::int64_t{u16()})); return;
+    case op::kBinInt:
+      push_leaf(Value(std::int64_t{i32()}));
+      return;
+    case op::kBinInt1:
+      push_leaf(Value(std::int64_t{u8()}));
+      return;
+    case op::kBinInt2:
+      push_leaf(Value(std::int64_t{u16()}));
+      return;
     case op::kLong1: {
       std::uint8_t n = u8();
       push_leaf(long_from_le(bytes(n)));
@@ -910,7 +981,9 @@ void Vm::step() {
       push_leaf(long_from_le(bytes(static_cast<std::uint64_t>(n))));
       return;
     }
-    case op::kFloat: push_leaf(Value(parse_float(line()))); return;
+    case op::kFloat:
+      push_leaf(Value(parse_float(line())));
+      return;
     case op::kBinFloat: {
       const std::uint8_t* b = need(8);
       std::uint64_t u = 0;
@@ -935,7 +1008,9 @@ void Vm::step() {
       push(make_py2_str(d));
       return;
     }
-    case op::kShortBinString: push(make_py2_str(bytes(u8()))); return;
+    case op::kShortBinString:
+      push(make_py2_str(bytes(u8())));
+      return;
     case op::kUnicode: {
       std::string s = located(raw_unicode_escape_decode, line());
       check_string(s.size());
@@ -943,7 +1018,9 @@ void Vm::step() {
       push_leaf(Value::str(std::move(s)));
       return;
     }
-    case op::kShortBinUnicode: push(make_str(bytes(u8()))); return;
+    case op::kShortBinUnicode:
+      push(make_str(bytes(u8())));
+      return;
     case op::kBinUnicode:
     case op::kBinUnicode8: {
       std::uint64_t n = op_ == op::kBinUnicode ? u32() : u64();
@@ -951,7 +1028,9 @@ void Vm::step() {
       push(make_str(d));
       return;
     }
-    case op::kShortBinBytes: push(make_bytes(bytes(u8()), false)); return;
+    case op::kShortBinBytes:
+      push(make_bytes(bytes(u8()), false));
+      return;
     case op::kBinBytes:
     case op::kBinBytes8:
     case op::kByteArray8: {
@@ -965,9 +1044,15 @@ void Vm::step() {
       fail(rules::kOutOfBandBuffer,
            fmt::format("{}: out-of-band buffers (pickle protocol 5 buffer_callback) are not supported", opname()));
     // ---- containers ----
-    case op::kEmptyList: push(Slot{Value::list(), new_node()}); return;
-    case op::kEmptyDict: push(Slot{Value::dict(), new_node()}); return;
-    case op::kEmptyTuple: push(Slot{Value::tuple(), new_node()}); return;
+    case op::kEmptyList:
+      push(Slot{Value::list(), new_node()});
+      return;
+    case op::kEmptyDict:
+      push(Slot{Value::dict(), new_node()});
+      return;
+    case op::kEmptyTuple:
+      push(Slot{Value::tuple(), new_node()});
+      return;
     case op::kEmptySet: {
       auto info = new_node();
       info->keys = std::make_unique<KeyIndex>();
@@ -979,11 +1064,16 @@ void Vm::step() {
       auto info = new_node();
       auto l = std::make_shared<List>();
       l->items.reserve(items.size());
-      for (auto& s : items) { adopt(*info, s); l->items.push_back(std::move(s.v)); }
+      for (auto& s : items) {
+        adopt(*info, s);
+        l->items.push_back(std::move(s.v));
+      }
       push(Slot{Value(std::move(l)), std::move(info)});
       return;
     }
-    case op::kTuple: push(make_tuple(pop_mark())); return;
+    case op::kTuple:
+      push(make_tuple(pop_mark()));
+      return;
     case op::kTuple1:
     case op::kTuple2:
     case op::kTuple3: {
@@ -1140,7 +1230,9 @@ void Vm::step() {
       push(persistent(make_str(s)));
       return;
     }
-    case op::kBinPersId: push(persistent(pop())); return;
+    case op::kBinPersId:
+      push(persistent(pop()));
+      return;
     case op::kExt1:
     case op::kExt2:
     case op::kExt4: {
@@ -1168,14 +1260,14 @@ void Vm::finish_facts() {
   out_.facts.push_back(core::fact(topics::kOpcodes, name_, std::move(fp)));
   if (frames_) out_.facts.push_back(core::fact(topics::kFrames, name_, fmt::format("count={}", frames_)));
   if (left_stack_ != 0 || left_marks_ != 0)
-    out_.facts.push_back(core::fact(topics::kStopLeftover, name_,
-                                    fmt::format("stack={} marks={}", left_stack_, left_marks_)));
+    out_.facts.push_back(
+        core::fact(topics::kStopLeftover, name_, fmt::format("stack={} marks={}", left_stack_, left_marks_)));
 }
 
 }  // namespace
 
-Parsed parse(std::span<const std::byte> data, const std::string& name, std::uint64_t base_offset,
-             const Limits& limits, const Hooks& hooks) {
+Parsed parse(std::span<const std::byte> data, const std::string& name, std::uint64_t base_offset, const Limits& limits,
+             const Hooks& hooks) {
   Vm vm(data, name, base_offset, limits, hooks);
   return vm.run();
 }

@@ -49,8 +49,7 @@ struct Hooks {
   // APPEND(S): the items; SETITEM(S): keys and values alternating). Lets a scanner see
   // the calls a loader makes through methods a BUILD installed on the target
   // (`__setstate__`, `append`, `extend`) and mutations of non-containers.
-  std::function<void(std::uint8_t op, const Value& target, const std::vector<Value>& operands,
-                     std::uint64_t offset)>
+  std::function<void(std::uint8_t op, const Value& target, const std::vector<Value>& operands, std::uint64_t offset)>
       on_mutate;
   // How Python 2 str opcodes decode (ReadOptions::py2_strings).
   Py2Strings py2_strings = Py2Strings::kUtf8;

@@ -21,10 +21,10 @@
 //   repeated node/str/bytes/global: BINGET | LONG_BINGET
 #include "pickle/writer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "pickle/compat.h"
 #include "pickle/constants.h"
@@ -164,11 +164,20 @@ void Writer::begin_tuple(std::size_t n) {
 }
 void Writer::end_tuple(std::size_t n) {
   switch (n) {
-    case 0: emit(out_, op::kEmptyTuple); return;  // CPython does not memoize ()
-    case 1: emit(out_, op::kTuple1); break;
-    case 2: emit(out_, op::kTuple2); break;
-    case 3: emit(out_, op::kTuple3); break;
-    default: emit(out_, op::kTuple);
+    case 0:
+      emit(out_, op::kEmptyTuple);
+      return;  // CPython does not memoize ()
+    case 1:
+      emit(out_, op::kTuple1);
+      break;
+    case 2:
+      emit(out_, op::kTuple2);
+      break;
+    case 3:
+      emit(out_, op::kTuple3);
+      break;
+    default:
+      emit(out_, op::kTuple);
   }
   put_memo();
 }
@@ -208,12 +217,11 @@ void Writer::global(std::string_view module, std::string_view name) {
   } else {
     auto [m, n] = py3_to_py2_name(module, name);
     for (std::string_view part : {std::string_view(m), std::string_view(n)})
-      if (part.empty() || std::any_of(part.begin(), part.end(), [](char c) {
-            return static_cast<unsigned char>(c) >= 0x80 || c == '\n';
-          }))
-          fail(rules::kWriteGlobalName, "global '" + std::string(module) + "." + std::string(name) +
-                                            "' cannot be written at protocol 2 (needs non-empty ASCII names "
-                                            "without newlines)");
+      if (part.empty() || std::any_of(part.begin(), part.end(),
+                                      [](char c) { return static_cast<unsigned char>(c) >= 0x80 || c == '\n'; }))
+        fail(rules::kWriteGlobalName, "global '" + std::string(module) + "." + std::string(name) +
+                                          "' cannot be written at protocol 2 (needs non-empty ASCII names "
+                                          "without newlines)");
     emit(out_, op::kGlobal);
     out_ += m;
     out_ += '\n';
@@ -394,8 +402,12 @@ void Writer::value(const Value& v) {
   DepthGuard guard(depth_);
   using K = Value::Kind;
   switch (v.kind()) {
-    case K::kNone: emit(out_, op::kNone); return;
-    case K::kBool: emit(out_, v.as_bool() ? op::kNewTrue : op::kNewFalse); return;
+    case K::kNone:
+      emit(out_, op::kNone);
+      return;
+    case K::kBool:
+      emit(out_, v.as_bool() ? op::kNewTrue : op::kNewFalse);
+      return;
     case K::kInt: {
       std::int64_t i = v.as_int();
       if (i >= 0 && i <= 0xFF) {
@@ -428,7 +440,9 @@ void Writer::value(const Value& v) {
       out_ += le;
       return;
     }
-    case K::kFloat: binfloat(v.as_float()); return;
+    case K::kFloat:
+      binfloat(v.as_float());
+      return;
     case K::kComplex: {
       const Complex c = v.as_complex();
       global("builtins", "complex");
@@ -439,7 +453,9 @@ void Writer::value(const Value& v) {
       put_memo();
       return;
     }
-    case K::kStr: str(v.as_str()); return;
+    case K::kStr:
+      str(v.as_str());
+      return;
     case K::kBytes:
       if (!v.is_bytearray()) {
         bytes(v.as_bytes());
@@ -486,15 +502,24 @@ void Writer::value(const Value& v) {
         return;
       }
       switch (items.size()) {
-        case 1: emit(out_, op::kTuple1); break;
-        case 2: emit(out_, op::kTuple2); break;
-        case 3: emit(out_, op::kTuple3); break;
-        default: emit(out_, op::kTuple);
+        case 1:
+          emit(out_, op::kTuple1);
+          break;
+        case 2:
+          emit(out_, op::kTuple2);
+          break;
+        case 3:
+          emit(out_, op::kTuple3);
+          break;
+        default:
+          emit(out_, op::kTuple);
       }
       end_node(v.node());
       return;
     }
-    case K::kDict: dict(v); return;
+    case K::kDict:
+      dict(v);
+      return;
     case K::kSet: {
       // save_set / save_frozenset (protocol < 4): set(list(obj)) via REDUCE.
       if (!begin_node(v.node())) return;
@@ -517,8 +542,12 @@ void Writer::value(const Value& v) {
       if (!hooks_.storage) fail(rules::kWriteNoHook, "a storage needs Writer::Hooks::storage (the torch layer)");
       hooks_.storage(*this, *v.as_storage());
       return;
-    case K::kGlobal: global(v.as_global().module, v.as_global().name); return;
-    case K::kObject: object(v); return;
+    case K::kGlobal:
+      global(v.as_global().module, v.as_global().name);
+      return;
+    case K::kObject:
+      object(v);
+      return;
     case K::kRef: {
       // An edge back to an enclosing node: BINGET once it is memoized. Lists, dicts and
       // objects are memoized before their items and state; a tuple is written again
@@ -530,8 +559,9 @@ void Writer::value(const Value& v) {
       const Value target = v.ref_target();
       if (target.is_none()) fail(rules::kWriteBadValue, "a recursive reference whose target no longer exists");
       if (!target.is(K::kTuple) && in_progress_.count(v.node()))
-        fail(rules::kWriteBadValue, "a recursive reference into a set's items or an object's constructor arguments "
-                                    "(pickle cannot express it)");
+        fail(rules::kWriteBadValue,
+             "a recursive reference into a set's items or an object's constructor arguments "
+             "(pickle cannot express it)");
       value(target);
       return;
     }

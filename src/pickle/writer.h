@@ -44,22 +44,22 @@ class Writer {
   std::string finish(const Value& root);
 
   // Building blocks for hooks.
-  void value(const Value& v);                      // any value, memo rules above
+  void value(const Value& v);                                   // any value, memo rules above
   void global(std::string_view module, std::string_view name);  // memoized by name
-  void mark();                                     // MARK
-  void tuple_from_mark();                          // TUPLE + BINPUT (items since mark())
+  void mark();                                                  // MARK
+  void tuple_from_mark();                                       // TUPLE + BINPUT (items since mark())
   // A tuple of n items, as CPython writes it: begin_tuple(n), write the n items,
   // end_tuple(n). Gives EMPTY_TUPLE, items + TUPLE1/2/3, or MARK items TUPLE; every
   // non-empty tuple gets BINPUT.
   void begin_tuple(std::size_t n);
   void end_tuple(std::size_t n);
-  void tuple(std::span<const Value> items);        // the same with value() for each
-  void tuple(std::size_t n);                       // after n <= 3 items: end_tuple(n)
-  void reduce();                                   // REDUCE
-  void build();                                    // BUILD
-  void binpersid();                                // BINPERSID
-  void newobj();                                   // NEWOBJ
-  void raw(std::string_view bytes);                // opcodes not covered above
+  void tuple(std::span<const Value> items);  // the same with value() for each
+  void tuple(std::size_t n);                 // after n <= 3 items: end_tuple(n)
+  void reduce();                             // REDUCE
+  void build();                              // BUILD
+  void binpersid();                          // BINPERSID
+  void newobj();                             // NEWOBJ
+  void raw(std::string_view bytes);          // opcodes not covered above
   // Before writing a node: when `node` was written before, emits BINGET and returns
   // false (write nothing else); otherwise returns true.
   bool begin_node(const void* node);

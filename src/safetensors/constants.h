@@ -13,7 +13,7 @@
 
 namespace tensorseal::detail::safetensors {
 
-inline constexpr std::uint64_t kLengthPrefixSize = 8;        // u64 little-endian
+inline constexpr std::uint64_t kLengthPrefixSize = 8;         // u64 little-endian
 inline constexpr std::uint64_t kMaxHeaderSize = 100'000'000;  // safetensors' own cap
 inline constexpr std::uint64_t kHeaderAlignment = 8;          // writers pad with ' '
 inline constexpr std::string_view kMetadataKey = "__metadata__";
@@ -24,9 +24,8 @@ inline constexpr std::uint64_t kMaxJsonDepth = 128;
 // Writer order: safetensors sorts tensors by dtype, descending in this enum order
 // (safetensors/src/tensor.rs `Dtype`), then by name bytewise.
 inline constexpr std::string_view kDtypeOrder[] = {
-    "BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0",
-    "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32", "U32", "F32",
-    "C64", "F64", "I64", "U64"};
+    "BOOL", "F4",  "F6_E2M3", "F6_E3M2", "U8",  "I8",  "F8_E5M2", "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ",
+    "I16",  "U16", "F16",     "BF16",    "I32", "U32", "F32",     "C64",     "F64",     "I64",         "U64"};
 
 namespace rules {
 using K = ErrorKind;
@@ -60,14 +59,15 @@ namespace topics {
 using detail::core::Topic;
 inline constexpr Topic kHeaderLength{"safetensors.header_length", "the safetensors header has a different length"};
 inline constexpr Topic kHeaderPadding{"safetensors.header_padding",
-    "the safetensors header is padded with a different number of spaces"};
+                                      "the safetensors header is padded with a different number of spaces"};
 inline constexpr Topic kKeyOrder{"safetensors.key_order",
-    "the tensors are listed in a different order in the safetensors header"};
-inline constexpr Topic kMetadataOrder{"safetensors.metadata_order",
+                                 "the tensors are listed in a different order in the safetensors header"};
+inline constexpr Topic kMetadataOrder{
+    "safetensors.metadata_order",
     "the __metadata__ keys are in a different order; safetensors writes them from a hash map, so the order "
     "changes between runs"};
 inline constexpr Topic kStructure{"safetensors.structure",
-    "the safetensors file stores the checkpoint's structure in its metadata differently"};
+                                  "the safetensors file stores the checkpoint's structure in its metadata differently"};
 inline constexpr Topic kAll[] = {kHeaderLength, kHeaderPadding, kKeyOrder, kMetadataOrder, kStructure};
 }  // namespace topics
 

@@ -26,14 +26,14 @@
 // parser alone, with a handler doing nothing, takes about 15 ms on it.
 #include "safetensors/header.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <unordered_set>
-
-#include <fmt/format.h>
 
 #include "safetensors/constants.h"
 #include "safetensors/structure.h"
@@ -57,13 +57,13 @@ enum class Form : std::uint8_t { kAbsent, kExpected, kOther };
 struct RawEntry {
   std::string name;
   bool is_object = false;
-  Form dtype = Form::kAbsent;    // kExpected: a string
-  Form shape = Form::kAbsent;    // kExpected: an array of unsigned integers
-  Form offsets = Form::kAbsent;  // kExpected: an array of two unsigned integers
+  Form dtype = Form::kAbsent;       // kExpected: a string
+  Form shape = Form::kAbsent;       // kExpected: an array of unsigned integers
+  Form offsets = Form::kAbsent;     // kExpected: an array of two unsigned integers
   std::string code;                 // the dtype string
   std::vector<std::int64_t> sizes;  // the shape, each u64 stored as its bit pattern
   std::uint64_t begin = 0, end = 0;
-  std::unique_ptr<json> other;      // shape or data_offsets when kOther (for messages)
+  std::unique_ptr<json> other;  // shape or data_offsets when kOther (for messages)
 };
 
 struct RawMeta {
@@ -75,11 +75,11 @@ struct RawMeta {
 enum class MetaForm : std::uint8_t { kAbsent, kObject, kNull, kOther };
 
 struct RawHeader {
-  bool is_object = false;            // the header is a JSON object
-  std::vector<RawEntry> entries;     // its keys but "__metadata__", file order
+  bool is_object = false;         // the header is a JSON object
+  std::vector<RawEntry> entries;  // its keys but "__metadata__", file order
   std::size_t metadata_position = kAbsent;
   MetaForm meta = MetaForm::kAbsent;
-  std::vector<RawMeta> metadata;     // __metadata__'s items when kObject, file order
+  std::vector<RawMeta> metadata;       // __metadata__'s items when kObject, file order
   std::vector<std::uint32_t> by_name;  // entries sorted by name, when already computed
 };
 
@@ -113,9 +113,8 @@ std::vector<std::uint32_t> sort_by_name(std::size_t count, Name&& name) {
     for (unsigned char c : b) key = key << 8 | c;
     keyed[i] = {key, s, static_cast<std::uint32_t>(i)};
   }
-  std::sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
-    return a.key != b.key ? a.key < b.key : a.name < b.name;
-  });
+  std::sort(keyed.begin(), keyed.end(),
+            [](const Keyed& a, const Keyed& b) { return a.key != b.key ? a.key < b.key : a.name < b.name; });
   std::vector<std::uint32_t> out(count);
   for (std::size_t i = 0; i < count; ++i) out[i] = keyed[i].index;
   return out;
@@ -166,8 +165,8 @@ class FastScanner {
     ws();
     if (p_ != end_) return false;
     // Duplicate keys: sorted neighbours. (The SAX parser names the first one.)
-    out.by_name = sort_by_name(out.entries.size(),
-                               [&](std::size_t i) -> std::string_view { return out.entries[i].name; });
+    out.by_name =
+        sort_by_name(out.entries.size(), [&](std::size_t i) -> std::string_view { return out.entries[i].name; });
     for (std::size_t i = 1; i < out.by_name.size(); ++i)
       if (out.entries[out.by_name[i - 1]].name == out.entries[out.by_name[i]].name) return false;
     std::vector<std::string_view> meta_keys;
@@ -252,8 +251,7 @@ class FastScanner {
         e.code.assign(code);
         e.dtype = Form::kExpected;
       } else if (field == "shape" && e.shape == Form::kAbsent) {
-        if (!array(max_ndim_, [&](std::uint64_t v) { e.sizes.push_back(static_cast<std::int64_t>(v)); }))
-          return false;
+        if (!array(max_ndim_, [&](std::uint64_t v) { e.sizes.push_back(static_cast<std::int64_t>(v)); })) return false;
         e.shape = Form::kExpected;
       } else if (field == "data_offsets" && e.offsets == Form::kAbsent) {
         std::uint64_t o[2];
@@ -333,8 +331,12 @@ class SaxHandler {
  public:
   SaxHandler(RawHeader& out, const io::Input& in) : out_(out), in_(in) {}
 
-  bool null() { return scalar(Event::kNull, nullptr, [](Dom& d) { return d.null(); }); }
-  bool boolean(bool v) { return scalar(Event::kOther, nullptr, [&](Dom& d) { return d.boolean(v); }); }
+  bool null() {
+    return scalar(Event::kNull, nullptr, [](Dom& d) { return d.null(); });
+  }
+  bool boolean(bool v) {
+    return scalar(Event::kOther, nullptr, [&](Dom& d) { return d.boolean(v); });
+  }
   bool number_integer(json::number_integer_t v) {
     return scalar(Event::kOther, nullptr, [&](Dom& d) { return d.number_integer(v); });
   }
@@ -344,8 +346,12 @@ class SaxHandler {
   bool number_float(json::number_float_t v, const json::string_t& s) {
     return scalar(Event::kOther, nullptr, [&](Dom& d) { return d.number_float(v, s); });
   }
-  bool string(json::string_t& v) { return scalar(Event::kString, &v, [&](Dom& d) { return d.string(v); }); }
-  bool binary(json::binary_t& v) { return scalar(Event::kOther, nullptr, [&](Dom& d) { return d.binary(v); }); }
+  bool string(json::string_t& v) {
+    return scalar(Event::kString, &v, [&](Dom& d) { return d.string(v); });
+  }
+  bool binary(json::binary_t& v) {
+    return scalar(Event::kOther, nullptr, [&](Dom& d) { return d.binary(v); });
+  }
   bool start_object(std::size_t n) {
     open();
     const Role role = value_start(Event::kObject, nullptr);
@@ -353,7 +359,9 @@ class SaxHandler {
     frames_.push_back({role, true, Slot::kNone, {}});
     return true;
   }
-  bool end_object() { return close([](Dom& d) { return d.end_object(); }); }
+  bool end_object() {
+    return close([](Dom& d) { return d.end_object(); });
+  }
   bool start_array(std::size_t n) {
     open();
     const Role role = value_start(Event::kArray, nullptr);
@@ -361,12 +369,14 @@ class SaxHandler {
     frames_.push_back({role, false, Slot::kNone, {}});
     return true;
   }
-  bool end_array() { return close([](Dom& d) { return d.end_array(); }); }
+  bool end_array() {
+    return close([](Dom& d) { return d.end_array(); });
+  }
   bool key(json::string_t& k) {
     Frame& f = frames_.back();
     if (!f.keys.insert(k))
-      fail(rules::kDuplicateKey, "key '" + k + "' appears twice in " +
-                                         (frames_.size() == 1 ? "the header" : "one header object"), in_, kAt);
+      fail(rules::kDuplicateKey,
+           "key '" + k + "' appears twice in " + (frames_.size() == 1 ? "the header" : "one header object"), in_, kAt);
     switch (f.role) {
       case Role::kTop:
         if (k == safetensors::kMetadataKey) {
@@ -382,10 +392,13 @@ class SaxHandler {
         f.slot = Slot::kMetaValue;
         break;
       case Role::kEntry:
-        f.slot = k == "dtype" ? Slot::kDtype : k == "shape" ? Slot::kShape : k == "data_offsets" ? Slot::kOffsets
-                                                                                                   : Slot::kNone;
+        f.slot = k == "dtype"          ? Slot::kDtype
+                 : k == "shape"        ? Slot::kShape
+                 : k == "data_offsets" ? Slot::kOffsets
+                                       : Slot::kNone;
         break;
-      case Role::kOther: break;
+      case Role::kOther:
+        break;
     }
     if (dom_) dom_->key(k);
     return true;
@@ -410,8 +423,8 @@ class SaxHandler {
 
   void open() {
     if (frames_.size() + 1 >= safetensors::kMaxJsonDepth)
-      fail(rules::kHeaderJson, fmt::format("header nests deeper than {} levels", safetensors::kMaxJsonDepth - 1),
-           in_, kAt);
+      fail(rules::kHeaderJson, fmt::format("header nests deeper than {} levels", safetensors::kMaxJsonDepth - 1), in_,
+           kAt);
   }
 
   // Called as every value starts; returns the role a container value gets.
@@ -424,7 +437,8 @@ class SaxHandler {
     const Slot slot = f.slot;
     f.slot = Slot::kNone;
     switch (slot) {
-      case Slot::kNone: return Role::kOther;
+      case Slot::kNone:
+        return Role::kOther;
       case Slot::kEntry:
         if (ev != Event::kObject) return Role::kOther;
         out_.entries.back().is_object = true;
@@ -438,7 +452,9 @@ class SaxHandler {
           out_.metadata.back().value = *s;
         }
         return Role::kOther;
-      case Slot::kDtype: case Slot::kShape: case Slot::kOffsets:
+      case Slot::kDtype:
+      case Slot::kShape:
+      case Slot::kOffsets:
         captured_ = json();
         dom_.emplace(captured_);
         capture_slot_ = slot;
@@ -500,7 +516,8 @@ class SaxHandler {
           e.other = std::make_unique<json>(std::move(v));
         }
         break;
-      default: break;
+      default:
+        break;
     }
     capture_depth_ = kAbsent;
   }
@@ -564,8 +581,8 @@ SafetensorsEntry check_entry(RawEntry& r, const io::Input& in, DtypeCodes& codes
   for (auto d : r.sizes)
     if (static_cast<std::uint64_t>(d) > static_cast<std::uint64_t>(INT64_MAX)) not_sizes();
   if (r.offsets != Form::kExpected)
-    fail(rules::kBadOffsets, fmt::format("entry '{}': data_offsets {} is not [begin, end]", name, r.other->dump()),
-         in, kAt);
+    fail(rules::kBadOffsets, fmt::format("entry '{}': data_offsets {} is not [begin, end]", name, r.other->dump()), in,
+         kAt);
   if (r.begin > r.end)
     fail(rules::kBadOffsets, fmt::format("entry '{}': data_offsets begin {} > end {}", name, r.begin, r.end), in, kAt);
   // Size check with overflow-checked arithmetic: numel * bits / 8 == end - begin.
@@ -601,11 +618,9 @@ SafetensorsIndex validate(RawHeader& raw, const io::Input& in, std::uint64_t n) 
   DtypeCodes codes;
   for (std::size_t i = 0; i <= raw.entries.size(); ++i) {
     if (i == raw.metadata_position) {
-      if (raw.meta == MetaForm::kOther)
-        fail(rules::kMetadataType, "__metadata__ is not an object of strings", in, kAt);
+      if (raw.meta == MetaForm::kOther) fail(rules::kMetadataType, "__metadata__ is not an object of strings", in, kAt);
       for (auto& m : raw.metadata) {
-        if (!m.is_string)
-          fail(rules::kMetadataType, "__metadata__ value for '" + m.key + "' is not a string", in, kAt);
+        if (!m.is_string) fail(rules::kMetadataType, "__metadata__ value for '" + m.key + "' is not a string", in, kAt);
         idx.metadata.emplace_back(std::move(m.key), std::move(m.value));
       }
     }
@@ -670,8 +685,7 @@ SafetensorsIndex index_safetensors(const io::Input& in, bool fast_scan) {
     fail(rules::kFileTooSmall, fmt::format("file of {} bytes has no header length", bytes.size()), in, 0);
   const std::uint64_t n = util::load_le<std::uint64_t>(bytes.data());
   const std::uint64_t cap = std::min(safetensors::kMaxHeaderSize, in.options->limits.max_safetensors_header);
-  if (n > cap)
-    fail(rules::kHeaderTooLarge, fmt::format("header length {} exceeds the limit {}", n, cap), in, 0);
+  if (n > cap) fail(rules::kHeaderTooLarge, fmt::format("header length {} exceeds the limit {}", n, cap), in, 0);
   if (n > bytes.size() - safetensors::kLengthPrefixSize)
     fail(rules::kHeaderLength,
          fmt::format("header length {} runs past the end of the file ({} bytes)", n, bytes.size()), in, 0);
@@ -701,8 +715,8 @@ SafetensorsIndex index_safetensors(const io::Input& in, bool fast_scan) {
 
   SafetensorsIndex idx = validate(raw, in, n);
   if (idx.by_name.size() != idx.entries.size())
-    idx.by_name = sort_by_name(idx.entries.size(),
-                               [&](std::size_t i) -> std::string_view { return idx.entries[i].name; });
+    idx.by_name =
+        sort_by_name(idx.entries.size(), [&](std::size_t i) -> std::string_view { return idx.entries[i].name; });
   while (idx.header_padding < text.size() && text[text.size() - 1 - idx.header_padding] == ' ') ++idx.header_padding;
   idx.file = in.name;
   idx.whole = in.whole;

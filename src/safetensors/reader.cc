@@ -3,6 +3,7 @@
 // checkpoint written by tensorseal (__metadata__["tensorseal.structure"]) gets its tree
 // back (structure.h).
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "safetensors/constants.h"

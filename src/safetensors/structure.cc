@@ -72,9 +72,9 @@ ViewKey view_key(const Tensor& t) { return {t.storage.get(), t.dtype, t.storage_
 // transparent nn.Module attributes, dict attrs sit under "<path>#attrs", and a name
 // already taken gets "#1", "#2", ...
 struct Encoder {
-  Dict flat;                                         // name -> tensor, first occurrence
-  std::map<ViewKey, std::string> names;              // a view -> its flat name (tied = one entry)
-  std::map<const Storage*, const Tensor*> bases;     // storage -> contiguous tensor covering its views
+  Dict flat;                                      // name -> tensor, first occurrence
+  std::map<ViewKey, std::string> names;           // a view -> its flat name (tied = one entry)
+  std::map<const Storage*, const Tensor*> bases;  // storage -> contiguous tensor covering its views
   std::map<const Tensor*, std::string> base_names;
   std::set<std::string> used;
 
@@ -89,7 +89,10 @@ struct Encoder {
       std::uint64_t best_len = 0;
       for (const Tensor* t : g) {
         auto [b, e] = t->storage_extent();
-        if (t->is_contiguous() && e - b >= best_len && info(t->dtype).bits % 8 == 0) { best = t; best_len = e - b; }
+        if (t->is_contiguous() && e - b >= best_len && info(t->dtype).bits % 8 == 0) {
+          best = t;
+          best_len = e - b;
+        }
       }
       if (!best) continue;
       auto [bb, be] = best->storage_extent();
@@ -121,31 +124,38 @@ struct Encoder {
 
   json seq(const std::vector<Value>& xs, const std::string& path) {
     json a = json::array();
-    for (std::size_t i = 0; i < xs.size(); ++i)
-      a.push_back(enc(xs[i], core::path_join(path, std::to_string(i))));
+    for (std::size_t i = 0; i < xs.size(); ++i) a.push_back(enc(xs[i], core::path_join(path, std::to_string(i))));
     return a;
   }
 
   json enc(const Value& v, const std::string& path) {
     using K = Value::Kind;
     switch (v.kind()) {
-      case K::kNone: return nullptr;
-      case K::kBool: return v.as_bool();
-      case K::kInt: return json{{"i", std::to_string(v.as_int())}};
-      case K::kBigInt: return json{{"i", v.as_bigint().to_decimal()}};
-      case K::kFloat: return json{{"f", float_bits(v.as_float())}};
+      case K::kNone:
+        return nullptr;
+      case K::kBool:
+        return v.as_bool();
+      case K::kInt:
+        return json{{"i", std::to_string(v.as_int())}};
+      case K::kBigInt:
+        return json{{"i", v.as_bigint().to_decimal()}};
+      case K::kFloat:
+        return json{{"f", float_bits(v.as_float())}};
       case K::kComplex: {
         const Complex c = v.as_complex();
         return json{{"c", json::array({float_bits(c.real), float_bits(c.imag)})}};
       }
-      case K::kStr: return std::string(v.as_str());
+      case K::kStr:
+        return std::string(v.as_str());
       case K::kBytes: {
         json j{{"b", util::to_hex(v.as_bytes())}};
         if (v.is_bytearray()) j["ba"] = true;
         return j;
       }
-      case K::kList: return json{{"l", seq(v.items(), path)}};
-      case K::kTuple: return json{{"u", seq(v.items(), path)}};
+      case K::kList:
+        return json{{"l", seq(v.items(), path)}};
+      case K::kTuple:
+        return json{{"u", seq(v.items(), path)}};
       case K::kSet: {
         json j{{"s", seq(v.as_set().items, path)}};
         if (v.as_set().frozen) j["frozen"] = true;
@@ -164,7 +174,8 @@ struct Encoder {
         auto it = names.find(view_key(*t));
         std::string name;
         const bool first = it == names.end();
-        if (!first) name = it->second;
+        if (!first)
+          name = it->second;
         else {
           name = unique(path);
           names.emplace(view_key(*t), name);
@@ -190,9 +201,12 @@ struct Encoder {
           if (bn == names.end()) {  // make sure the base itself is stored
             base_name = unique(path + "#base");
             names.emplace(view_key(base), base_name);
-            flat.items.emplace_back(Value::str(base_name), Value(make_contiguous(base.dtype, base.shape,
-                Storage::slice(base.storage, base.storage_extent().first, base.nbytes()))));
-          } else base_name = bn->second;
+            flat.items.emplace_back(
+                Value::str(base_name),
+                Value(make_contiguous(base.dtype, base.shape,
+                                      Storage::slice(base.storage, base.storage_extent().first, base.nbytes()))));
+          } else
+            base_name = bn->second;
           j["base"] = base_name;
           j["off"] = t->storage_offset - base.storage_offset;
           j["strides"] = t->strides;
@@ -204,7 +218,8 @@ struct Encoder {
         throw Error(rules::kNotFlat, "a bare storage at '" + path + "' cannot be stored in safetensors");
       case K::kRef:
         throw Error(rules::kNotFlat, "a recursive value at '" + path + "' cannot be stored in safetensors");
-      case K::kGlobal: return json{{"g", json::array({v.as_global().module, v.as_global().name})}};
+      case K::kGlobal:
+        return json{{"g", json::array({v.as_global().module, v.as_global().name})}};
       case K::kObject: {
         const Object& o = v.as_object();
         json j = json::object();
@@ -393,7 +408,10 @@ struct Decoder {
         b = static_cast<std::uint8_t>(v);
         carry = v >> 8;
       }
-      while (carry) { mag.push_back(static_cast<std::uint8_t>(carry)); carry >>= 8; }
+      while (carry) {
+        mag.push_back(static_cast<std::uint8_t>(carry));
+        carry >>= 8;
+      }
     }
     mag.push_back(0);  // room for the sign bit
     if (neg) {
@@ -406,8 +424,10 @@ struct Decoder {
     }
     while (mag.size() > 1) {
       const bool below = mag[mag.size() - 2] & 0x80;
-      if ((mag.back() == 0 && !below) || (mag.back() == 0xff && below)) mag.pop_back();
-      else break;
+      if ((mag.back() == 0 && !below) || (mag.back() == 0xff && below))
+        mag.pop_back();
+      else
+        break;
     }
     return BigInt{std::string(mag.begin(), mag.end())};
   }

@@ -26,8 +26,8 @@ inline constexpr int kVersion = 1;
 bool is_flat(const Value& root);
 
 struct Flattened {
-  Value flat;               // plain dict name -> tensor (each stored once)
-  std::string structure;    // JSON for __metadata__[kStructureKey]
+  Value flat;             // plain dict name -> tensor (each stored once)
+  std::string structure;  // JSON for __metadata__[kStructureKey]
 };
 Flattened flatten(const Value& root);
 

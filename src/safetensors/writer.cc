@@ -9,13 +9,13 @@
 // is a HashMap's and changes between runs; with one key both agree). JSON is compact
 // with serde_json's escaping, so the header bytes match. torch.float4_e2m1fn_x2 is
 // written as F4 with the last dimension doubled, as safetensors' torch binding does.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 
-#include <fmt/format.h>
-
-#include "safetensors/format.h"
 #include "safetensors/constants.h"
+#include "safetensors/format.h"
 #include "safetensors/structure.h"
 #include "util/endian.h"
 
@@ -43,19 +43,34 @@ void json_string(std::string& out, std::string_view s) {
   for (char ch : s.substr(plain)) {
     auto c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           out += "\\u00";
           out += kHex[c >> 4];
           out += kHex[c & 15];
-        } else out += ch;
+        } else
+          out += ch;
     }
   }
   out += '"';
@@ -109,7 +124,7 @@ void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) 
   for (const auto& [k, v] : root.as_dict().items) {
     if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor))
       throw Error(rules::kNotFlat, "safetensors holds str -> tensor entries; got " + repr(k, 60) + " -> " +
-                                           std::string(kind_name(v.kind())));
+                                       std::string(kind_name(v.kind())));
     const Tensor& t = *v.as_tensor();
     if (k.as_str() == safetensors::kMetadataKey)
       throw Error(rules::kReservedName, "a tensor cannot be named __metadata__");
@@ -117,7 +132,7 @@ void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) 
     if (t.dtype == DType::kFloat4E2M1FNx2 && !t.shape.empty()) code = "F4";  // see the shape below
     if (code.empty())
       throw Error(rules::kDtypeUnsupported, "tensor '" + std::string(k.as_str()) + "' has dtype " +
-                                                    std::string(name(t.dtype)) + ", which safetensors cannot store");
+                                                std::string(name(t.dtype)) + ", which safetensors cannot store");
     t.validate();
     items.push_back({k.as_str(), &t, code, dtype_rank(code)});
   }

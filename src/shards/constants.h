@@ -48,18 +48,18 @@ inline constexpr std::uint64_t kKB = 1'000, kMB = 1'000'000, kGB = 1'000'000'000
 
 namespace rules {
 using K = ErrorKind;
-inline constexpr Rule kNoIndex{"shards/no-index", K::kCorrupt};             // directory without a shard index
+inline constexpr Rule kNoIndex{"shards/no-index", K::kCorrupt};  // directory without a shard index
 inline constexpr Rule kAmbiguousIndex{"shards/ambiguous-index", K::kCorrupt};
 inline constexpr Rule kIndexTooLarge{"shards/index-too-large", K::kLimit};
-inline constexpr Rule kIndexJson{"shards/index-json", K::kCorrupt};         // not JSON, or a duplicate key
-inline constexpr Rule kIndexShape{"shards/index-shape", K::kCorrupt};       // weight_map / metadata types
-inline constexpr Rule kNotOnDisk{"shards/not-on-disk", K::kInvalidArgument};  // an index read from memory
-inline constexpr Rule kShardPath{"shards/shard-path", K::kUnsafe};          // escapes the directory
-inline constexpr Rule kShardMissing{"shards/shard-missing", K::kCorrupt};   // listed, absent
-inline constexpr Rule kShardFormat{"shards/shard-format", K::kCorrupt};     // not safetensors / torch zip
-inline constexpr Rule kShardNotFlat{"shards/shard-not-flat", K::kCorrupt};  // root not str -> tensor
-inline constexpr Rule kTensorMissing{"shards/tensor-missing", K::kCorrupt};  // in weight_map, not in its shard
-inline constexpr Rule kTensorExtra{"shards/tensor-extra", K::kCorrupt};      // in a shard, not mapped there
+inline constexpr Rule kIndexJson{"shards/index-json", K::kCorrupt};              // not JSON, or a duplicate key
+inline constexpr Rule kIndexShape{"shards/index-shape", K::kCorrupt};            // weight_map / metadata types
+inline constexpr Rule kNotOnDisk{"shards/not-on-disk", K::kInvalidArgument};     // an index read from memory
+inline constexpr Rule kShardPath{"shards/shard-path", K::kUnsafe};               // escapes the directory
+inline constexpr Rule kShardMissing{"shards/shard-missing", K::kCorrupt};        // listed, absent
+inline constexpr Rule kShardFormat{"shards/shard-format", K::kCorrupt};          // not safetensors / torch zip
+inline constexpr Rule kShardNotFlat{"shards/shard-not-flat", K::kCorrupt};       // root not str -> tensor
+inline constexpr Rule kTensorMissing{"shards/tensor-missing", K::kCorrupt};      // in weight_map, not in its shard
+inline constexpr Rule kTensorExtra{"shards/tensor-extra", K::kCorrupt};          // in a shard, not mapped there
 inline constexpr Rule kTensorDuplicate{"shards/tensor-duplicate", K::kCorrupt};  // in two shards
 inline constexpr Rule kTotalSize{"shards/total-size", K::kCorrupt};
 inline constexpr Rule kTooManyShards{"shards/too-many-shards", K::kLimit};
@@ -74,20 +74,22 @@ inline constexpr Rule kTarget{"shards/target", K::kInvalidArgument};  // refusin
 // their `where`.
 namespace topics {
 using detail::core::Topic;
-inline constexpr Topic kIndexName{"shards.index_name",
-    "the shard index has a different file name (.bin shards use pytorch_model.bin.index.json)"};
-inline constexpr Topic kFiles{"shards.files",
+inline constexpr Topic kIndexName{
+    "shards.index_name", "the shard index has a different file name (.bin shards use pytorch_model.bin.index.json)"};
+inline constexpr Topic kFiles{
+    "shards.files",
     "the checkpoint is split into different shard files (another max_shard_size, or another library's default: "
     "huggingface_hub 5GB, transformers 50GB)"};
-inline constexpr Topic kBoundaries{"shards.boundaries",
-    "the shard boundaries differ: the tensors are distributed differently among the shard files"};
-inline constexpr Topic kKeyOrder{"shards.index_key_order",
+inline constexpr Topic kBoundaries{
+    "shards.boundaries", "the shard boundaries differ: the tensors are distributed differently among the shard files"};
+inline constexpr Topic kKeyOrder{
+    "shards.index_key_order",
     "the weight_map lists the tensors in a different order (transformers sorts the keys, huggingface_hub keeps "
     "state-dict order)"};
 inline constexpr Topic kIndexMetadata{"shards.index_metadata",
-    "the index carries different metadata keys (transformers adds total_parameters)"};
-inline constexpr Topic kIndexFormatting{"shards.index_formatting",
-    "the index JSON is formatted differently (indentation, spacing, trailing newline)"};
+                                      "the index carries different metadata keys (transformers adds total_parameters)"};
+inline constexpr Topic kIndexFormatting{
+    "shards.index_formatting", "the index JSON is formatted differently (indentation, spacing, trailing newline)"};
 inline constexpr Topic kAll[] = {kIndexName, kFiles, kBoundaries, kKeyOrder, kIndexMetadata, kIndexFormatting};
 }  // namespace topics
 

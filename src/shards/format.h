@@ -33,12 +33,19 @@ std::string parse_max_shard_size(std::string_view text);
 std::string parse_shard_counts(std::string_view text);
 
 inline constexpr FormatParam kWriteParams[] = {
-    {.name = "max_shard_size", .flag = "shards", .value = "SIZE",
+    {.name = "max_shard_size",
+     .flag = "shards",
+     .value = "SIZE",
      .help = "write OUT as a directory of Hugging Face safetensors shards of at most SIZE tensor bytes each "
              "(5GB, 500MB, ...: decimal units as huggingface_hub)",
-     .parse = parse_max_shard_size, .replaces = "shard_counts"},
-    {.name = "shard_counts", .flag = "", .value = "N,N,...", .help = "entries per shard file, in root order",
-     .parse = parse_shard_counts, .replaces = ""},
+     .parse = parse_max_shard_size,
+     .replaces = "shard_counts"},
+    {.name = "shard_counts",
+     .flag = "",
+     .value = "N,N,...",
+     .help = "entries per shard file, in root order",
+     .parse = parse_shard_counts,
+     .replaces = ""},
 };
 
 // A JSON object ('{' after optional whitespace) that names "weight_map" in its first

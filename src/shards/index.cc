@@ -4,8 +4,9 @@
 // Duplicate keys anywhere are refused: JSON parsers disagree on which one wins.
 #include "shards/index.h"
 
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
@@ -27,7 +28,8 @@ std::string formatting_of(std::string_view text) {
   std::string out;
   const auto nl = text.find('\n');
   const auto brace = text.find('{');
-  if (nl == std::string_view::npos || brace == std::string_view::npos || nl < brace) out = "compact";
+  if (nl == std::string_view::npos || brace == std::string_view::npos || nl < brace)
+    out = "compact";
   else {
     std::size_t i = nl + 1, n = 0;
     while (i < text.size() && text[i] == ' ') ++i, ++n;
@@ -56,8 +58,10 @@ ShardIndex parse_index(std::span<const std::byte> bytes, const std::string& name
   std::vector<std::set<std::string>> open;
   std::string duplicate;
   auto cb = [&](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) open.emplace_back();
-    else if (event == json::parse_event_t::object_end) open.pop_back();
+    if (event == json::parse_event_t::object_start)
+      open.emplace_back();
+    else if (event == json::parse_event_t::object_end)
+      open.pop_back();
     else if (event == json::parse_event_t::key && !open.empty() && duplicate.empty()) {
       const auto& k = parsed.get_ref<const std::string&>();
       if (!open.back().insert(k).second) duplicate = k;
@@ -85,8 +89,10 @@ ShardIndex parse_index(std::span<const std::byte> bytes, const std::string& name
   if (const auto meta = j.find(shards::kMetadataKey); meta != j.end() && !meta->is_null()) {
     if (!meta->is_object()) shape_error(name, "\"metadata\" is not an object");
     for (const auto& [k, v] : meta->items()) {
-      if (k == shards::kTotalSizeKey) idx.total_size = total_size_of(v, name);
-      else idx.other_metadata.emplace_back(k, v.dump());
+      if (k == shards::kTotalSizeKey)
+        idx.total_size = total_size_of(v, name);
+      else
+        idx.other_metadata.emplace_back(k, v.dump());
     }
   }
   return idx;

@@ -19,11 +19,12 @@
 // runs of those counts: each file keeps its tensors.
 // T = the sum of all tensors' element bytes. Every byte depends only on the tensors,
 // the metadata and max_shard_size (or the split kept by shard_counts).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -179,8 +180,8 @@ void write_hf_shards(const Value& root, const WriteOptions& options, const fs::p
   std::uint64_t total = 0;
   for (const auto& [k, v] : root.as_dict().items) {
     if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor))
-      throw Error(rules::kNotFlat, "shards hold str -> tensor entries; got " + repr(k, 60) + " -> " +
-                                           std::string(kind_name(v.kind())));
+      throw Error(rules::kNotFlat,
+                  "shards hold str -> tensor entries; got " + repr(k, 60) + " -> " + std::string(kind_name(v.kind())));
     const std::uint64_t b = v.as_tensor()->nbytes();
     entries.push_back({k, v, b});
     total += b;

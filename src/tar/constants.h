@@ -54,7 +54,10 @@ inline constexpr std::uint64_t kChecksumSpaces = 8 * ' ';
 
 // magic + version: POSIX ustar (Python's USTAR_FORMAT and PAX_FORMAT) and GNU tar
 // (Python's GNU_FORMAT).
-inline constexpr std::string_view kUstarMagic{"ustar\0" "00", 8};
+inline constexpr std::string_view kUstarMagic{
+    "ustar\0"
+    "00",
+    8};
 inline constexpr std::string_view kGnuMagic{"ustar  \0", 8};
 
 // Base-256 numbers (GNU): a first byte of 0x80 (positive) or 0xFF (negative, two's
@@ -100,7 +103,8 @@ inline constexpr Rule kTooManyMembers{"tar/too-many-members", K::kLimit};
 
 namespace topics {
 using detail::core::Topic;
-inline constexpr Topic kDialect{"tar.dialect",
+inline constexpr Topic kDialect{
+    "tar.dialect",
     "the tar archives are written in different dialects (ustar, GNU, pax): header bytes differ, members do not"};
 inline constexpr Topic kAll[] = {kDialect};
 }  // namespace topics

@@ -22,12 +22,12 @@
 // extractfile() and extract() give for it.
 #include "tar/reader.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <optional>
 #include <string_view>
-
-#include <fmt/format.h>
 
 #include "tar/constants.h"
 #include "tensorseal/error.h"
@@ -56,8 +56,10 @@ std::string show(std::string_view s) {
       break;
     }
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') out += static_cast<char>(c);
-    else out += fmt::format("\\x{:02x}", c);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'')
+      out += static_cast<char>(c);
+    else
+      out += fmt::format("\\x{:02x}", c);
   }
   return out + "'";
 }
@@ -74,8 +76,8 @@ std::optional<std::int64_t> python_nti(std::string_view f) {
   if (first == kBase256Negative) return -1;
   if (first == kBase256Positive) {
     std::int64_t v = 0;
-    for (std::size_t i = 1; i < f.size(); ++i) v = std::min<std::int64_t>((v << 8) | static_cast<unsigned char>(f[i]),
-                                                                       std::int64_t{1} << 48);  // saturated
+    for (std::size_t i = 1; i < f.size(); ++i)
+      v = std::min<std::int64_t>((v << 8) | static_cast<unsigned char>(f[i]), std::int64_t{1} << 48);  // saturated
     return v;
   }
   std::string_view s = until_nul(f);
@@ -185,9 +187,7 @@ class Walker {
   }
 
  private:
-  [[noreturn]] void fail(Rule rule, u64 at, const std::string& detail) const {
-    throw Error(rule, detail, name_, at);
-  }
+  [[noreturn]] void fail(Rule rule, u64 at, const std::string& detail) const { throw Error(rule, detail, name_, at); }
 
   // The end-of-archive block at `pos`: nothing may be pending, and only zero bytes
   // may follow (tarfile stops reading at the first zero block).
@@ -231,10 +231,16 @@ class Walker {
       fail(rules::kNegativeSize, pos + kSize.offset, "the size field is a negative base-256 number");
     const u64 data = pos + kBlock;
     switch (type) {
-      case kPaxHeader: return extension(pos, data, size_field.value, true, false);
-      case kGnuLongName: return extension(pos, data, size_field.value, false, false);
-      case kGnuLongLink: return extension(pos, data, size_field.value, false, true);
-      case kRegular: case kRegularOld: case kHardLink: break;
+      case kPaxHeader:
+        return extension(pos, data, size_field.value, true, false);
+      case kGnuLongName:
+        return extension(pos, data, size_field.value, false, false);
+      case kGnuLongLink:
+        return extension(pos, data, size_field.value, false, true);
+      case kRegular:
+      case kRegularOld:
+      case kHardLink:
+        break;
       default:
         fail(rules::kUnsupportedType, pos + kTypeflag.offset,
              fmt::format("member type {} is not a regular file, hard link or extension header "
@@ -270,8 +276,8 @@ class Walker {
     if (pax) {
       if (pending_.pax) fail(rules::kBadPax, pos, "two pax extended headers for one member");
       if (size > kMaxPaxSize)
-        fail(rules::kBadPax, pos + kSize.offset, fmt::format("pax extended header of {} bytes (at most {})", size,
-                                                             kMaxPaxSize));
+        fail(rules::kBadPax, pos + kSize.offset,
+             fmt::format("pax extended header of {} bytes (at most {})", size, kMaxPaxSize));
       const u64 next = data_run(pos, data, size);
       pending_.pax = archive_.dialect.pax = true;
       pax_records(data, text(file_.subspan(data, size)));
@@ -304,8 +310,9 @@ class Walker {
       u64 length = 0;
       while (i < s.size() && s[i] >= '0' && s[i] <= '9' && i - at < 20) length = length * 10 + (s[i++] - '0');
       if (i == at || i >= s.size() || s[i] != ' ' || length == 0 || length > s.size() - at)
-        fail(rules::kBadPax, record_at, "a pax record does not start with its length and a space, or runs past "
-                                        "the header");
+        fail(rules::kBadPax, record_at,
+             "a pax record does not start with its length and a space, or runs past "
+             "the header");
       const std::string_view record = s.substr(at, length);
       const std::size_t key_at = i - at + 1, eq = record.find('=', key_at);
       if (record.back() != '\n' || eq == std::string_view::npos || eq == key_at)
@@ -388,7 +395,8 @@ class Walker {
       if (header_size != 0 && header_size != *pending_.size)
         fail(rules::kPaxSizeMismatch, pos + kSize.offset,
              fmt::format("the header says {} bytes, its pax record {} (tarfile takes the pax size, older tars the "
-                         "header's)", header_size, *pending_.size));
+                         "header's)",
+                         header_size, *pending_.size));
       size = *pending_.size;
     }
     if (by_name_.count(m.name))

@@ -36,7 +36,7 @@ struct Dialect {
 struct Archive {
   std::vector<Member> members;  // in archive order
   Dialect dialect;
-  std::uint64_t end = 0;        // offset of the end-of-archive block
+  std::uint64_t end = 0;  // offset of the end-of-archive block
 };
 
 // Whether `head` opens with a block tarfile accepts as a first header (else torch.load
@@ -51,7 +51,7 @@ bool looks_like_tar(std::span<const std::byte> head) noexcept;
 // thrown. Checks every rule of tar/constants.h; `name` and the offsets go into errors.
 // Returns the members (as read() does).
 Archive walk(std::span<const std::byte> file, const std::string& name, const Limits& limits,
-          const std::function<void(const Member&, std::span<const std::byte> data)>& visit);
+             const std::function<void(const Member&, std::span<const std::byte> data)>& visit);
 
 // walk() collecting the members.
 [[nodiscard]] Archive read(std::span<const std::byte> file, const std::string& name, const Limits& limits);

@@ -74,9 +74,7 @@ struct Stats {
   }
 };
 
-std::size_t bucket_of(std::uint64_t ulp) {
-  return ulp == 0 ? 0 : static_cast<std::size_t>(64 - __builtin_clzll(ulp));
-}
+std::size_t bucket_of(std::uint64_t ulp) { return ulp == 0 ? 0 : static_cast<std::size_t>(64 - __builtin_clzll(ulp)); }
 
 std::uint64_t clamp_u64(unsigned __int128 v) {
   return v > std::numeric_limits<std::uint64_t>::max() ? std::numeric_limits<std::uint64_t>::max()
@@ -104,9 +102,7 @@ struct Comparer {
     if (!within(abs, b, ulp)) ++s.out_of_tolerance;
   }
 
-  static double rel_of(double abs, double b_magnitude) {
-    return b_magnitude == 0 ? kInf : abs / b_magnitude;
-  }
+  static double rel_of(double abs, double b_magnitude) { return b_magnitude == 0 ? kInf : abs / b_magnitude; }
 
   void run(const Pair& p, std::uint64_t begin, std::uint64_t end, Stats& s) const {
     const std::uint32_t ua = p.unit_size;
@@ -119,11 +115,21 @@ struct Comparer {
     }
     for (std::uint64_t i = begin; i < end; ++i, pa += ua, pb += ub) {
       switch (p.mode) {
-        case Mode::kBytes: bytes(pa, pb, ua, i, s); break;
-        case Mode::kFloat: real(*p.ca, pa, pb, i, s); break;
-        case Mode::kInt: integer(*p.ca, pa, pb, i, s); break;
-        case Mode::kComplex: complex(*p.ca, pa, pb, i, s); break;
-        case Mode::kCross: cross(p, pa, pb, i, s); break;
+        case Mode::kBytes:
+          bytes(pa, pb, ua, i, s);
+          break;
+        case Mode::kFloat:
+          real(*p.ca, pa, pb, i, s);
+          break;
+        case Mode::kInt:
+          integer(*p.ca, pa, pb, i, s);
+          break;
+        case Mode::kComplex:
+          complex(*p.ca, pa, pb, i, s);
+          break;
+        case Mode::kCross:
+          cross(p, pa, pb, i, s);
+          break;
       }
     }
   }
@@ -284,12 +290,18 @@ bool b_is_coarser(const ElementCodec& a, const ElementCodec& b) {
 
 std::string_view status_name(TensorStatus s) noexcept {
   switch (s) {
-    case TensorStatus::kIdentical: return "identical";
-    case TensorStatus::kNumericallyEqual: return "numerically-equal";
-    case TensorStatus::kWithinTolerance: return "within-tolerance";
-    case TensorStatus::kDifferent: return "different";
-    case TensorStatus::kShapeChanged: return "shape-changed";
-    case TensorStatus::kIncomparable: return "incomparable";
+    case TensorStatus::kIdentical:
+      return "identical";
+    case TensorStatus::kNumericallyEqual:
+      return "numerically-equal";
+    case TensorStatus::kWithinTolerance:
+      return "within-tolerance";
+    case TensorStatus::kDifferent:
+      return "different";
+    case TensorStatus::kShapeChanged:
+      return "shape-changed";
+    case TensorStatus::kIncomparable:
+      return "incomparable";
   }
   return "?";
 }
@@ -301,8 +313,7 @@ std::string TensorDiff::conversion() const {
 
 bool DiffReport::tensor_equal(const TensorDiff& t) const noexcept {
   if (t.status == TensorStatus::kIdentical) return true;
-  return has_tolerance() &&
-         (t.status == TensorStatus::kNumericallyEqual || t.status == TensorStatus::kWithinTolerance);
+  return has_tolerance() && (t.status == TensorStatus::kNumericallyEqual || t.status == TensorStatus::kWithinTolerance);
 }
 
 bool DiffReport::equal() const noexcept {
@@ -434,8 +445,8 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
     d.parameter_a = ta.is_parameter;
     d.parameter_b = tb.is_parameter;
     if (d.requires_grad_a != d.requires_grad_b)
-      r.values.push_back({d.path + " (requires_grad)", d.requires_grad_a ? "True" : "False",
-                          d.requires_grad_b ? "True" : "False"});
+      r.values.push_back(
+          {d.path + " (requires_grad)", d.requires_grad_a ? "True" : "False", d.requires_grad_b ? "True" : "False"});
     if (d.parameter_a != d.parameter_b)
       r.values.push_back(
           {d.path + " (nn.Parameter)", d.parameter_a ? "True" : "False", d.parameter_b ? "True" : "False"});
@@ -559,10 +570,14 @@ DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opt
       }
       d.first = std::move(f);
     }
-    if (d.bit_different == 0 && !d.dtype_changed()) d.status = TensorStatus::kIdentical;
-    else if (d.value_different == 0) d.status = TensorStatus::kNumericallyEqual;
-    else if (d.out_of_tolerance == 0) d.status = TensorStatus::kWithinTolerance;
-    else d.status = TensorStatus::kDifferent;
+    if (d.bit_different == 0 && !d.dtype_changed())
+      d.status = TensorStatus::kIdentical;
+    else if (d.value_different == 0)
+      d.status = TensorStatus::kNumericallyEqual;
+    else if (d.out_of_tolerance == 0)
+      d.status = TensorStatus::kWithinTolerance;
+    else
+      d.status = TensorStatus::kDifferent;
   }
   return r;
 }
@@ -593,10 +608,14 @@ std::string to_json(const DiffReport& r) {
     identical += t.status == TensorStatus::kIdentical ? 1 : 0;
     differing_paired += r.tensor_equal(t) ? 0 : 1;
   }
-  j["summary"] = {{"tensors", r.total_tensors()},         {"differing", r.differing_tensors()},
-                  {"identical", identical},               {"compared", r.tensors.size()},
-                  {"compared_differing", differing_paired}, {"only_in_a", r.only_in_a.size()},
-                  {"only_in_b", r.only_in_b.size()},      {"renamed", r.renamed.size()},
+  j["summary"] = {{"tensors", r.total_tensors()},
+                  {"differing", r.differing_tensors()},
+                  {"identical", identical},
+                  {"compared", r.tensors.size()},
+                  {"compared_differing", differing_paired},
+                  {"only_in_a", r.only_in_a.size()},
+                  {"only_in_b", r.only_in_b.size()},
+                  {"renamed", r.renamed.size()},
                   {"value_differences", r.values.size()}};
   ojson tensors = ojson::array();
   for (const auto& t : r.tensors) {
@@ -622,8 +641,11 @@ std::string to_json(const DiffReport& r) {
     e["max_ulp"] = number(t.max_ulp);
     e["ulp_dtype"] = name(t.ulp_dtype);
     if (t.first) {
-      e["first_difference"] = {{"index", t.first->index}, {"a", t.first->a}, {"b", t.first->b},
-                               {"a_bits", t.first->a_bits}, {"b_bits", t.first->b_bits}};
+      e["first_difference"] = {{"index", t.first->index},
+                               {"a", t.first->a},
+                               {"b", t.first->b},
+                               {"a_bits", t.first->a_bits},
+                               {"b_bits", t.first->b_bits}};
     } else {
       e["first_difference"] = nullptr;
     }

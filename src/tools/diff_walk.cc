@@ -1,11 +1,11 @@
 #include "tools/diff_walk.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <unordered_set>
-
-#include <fmt/format.h>
 
 #include "core/walk.h"
 #include "tensorseal/hash.h"
@@ -33,12 +33,24 @@ class Flattener : public detail::core::Visitor {
   bool enter(const Value& v, const std::string& path) override {
     using K = Value::Kind;
     switch (v.kind()) {
-      case K::kTensor: out.tensors.push_back({path, v.as_tensor()}); return false;
-      case K::kNone: leaf(path, "N", "None"); return false;
-      case K::kBool: leaf(path, v.as_bool() ? "B1" : "B0", v.as_bool() ? "True" : "False"); return false;
-      case K::kInt: leaf(path, "I" + std::to_string(v.as_int()), std::to_string(v.as_int())); return false;
-      case K::kBigInt: leaf(path, "I" + v.as_bigint().to_decimal(), v.as_bigint().to_decimal()); return false;
-      case K::kFloat: leaf(path, "F" + float_key(v.as_float()), float_display(v.as_float())); return false;
+      case K::kTensor:
+        out.tensors.push_back({path, v.as_tensor()});
+        return false;
+      case K::kNone:
+        leaf(path, "N", "None");
+        return false;
+      case K::kBool:
+        leaf(path, v.as_bool() ? "B1" : "B0", v.as_bool() ? "True" : "False");
+        return false;
+      case K::kInt:
+        leaf(path, "I" + std::to_string(v.as_int()), std::to_string(v.as_int()));
+        return false;
+      case K::kBigInt:
+        leaf(path, "I" + v.as_bigint().to_decimal(), v.as_bigint().to_decimal());
+        return false;
+      case K::kFloat:
+        leaf(path, "F" + float_key(v.as_float()), float_display(v.as_float()));
+        return false;
       case K::kComplex: {
         const Complex c = v.as_complex();
         const bool nan = std::isnan(c.real) || std::isnan(c.imag);
@@ -46,8 +58,12 @@ class Flattener : public detail::core::Visitor {
              nan ? repr(v) + " (0x" + float_key(c.real) + ", 0x" + float_key(c.imag) + ")" : repr(v));
         return false;
       }
-      case K::kStr: leaf(path, "S" + std::string(v.as_str()), repr(v)); return false;
-      case K::kBytes: leaf(path, "Y" + std::string(v.as_bytes()), repr(v)); return false;
+      case K::kStr:
+        leaf(path, "S" + std::string(v.as_str()), repr(v));
+        return false;
+      case K::kBytes:
+        leaf(path, "Y" + std::string(v.as_bytes()), repr(v));
+        return false;
       case K::kGlobal: {
         const Global& g = v.as_global();
         leaf(path, "G" + g.module + "\n" + g.name, g.module + "." + g.name);
@@ -60,24 +76,36 @@ class Flattener : public detail::core::Visitor {
         leaf(path, "R" + std::string(name(s.dtype)) + sha, d);
         return false;
       }
-      case K::kRef: leaf(path, "P" + repr(v), repr(v) + " (recursive reference)"); return false;
-      default: break;
+      case K::kRef:
+        leaf(path, "P" + repr(v), repr(v) + " (recursive reference)");
+        return false;
+      default:
+        break;
     }
     // Containers: entered once each (shared nodes, cycles).
     if (!seen_.insert(v.node()).second) return false;
     switch (v.kind()) {
-      case K::kList: leaf(path, "<list>", "<list>"); break;
-      case K::kTuple: leaf(path, "<tuple>", "<tuple>"); break;
-      case K::kSet: leaf(path, "<set>", "<set>"); break;
+      case K::kList:
+        leaf(path, "<list>", "<list>");
+        break;
+      case K::kTuple:
+        leaf(path, "<tuple>", "<tuple>");
+        break;
+      case K::kSet:
+        leaf(path, "<set>", "<set>");
+        break;
       // dict, OrderedDict and Counter alike, as the content hash treats them.
-      case K::kDict: leaf(path, "<dict>", "<dict>"); break;
+      case K::kDict:
+        leaf(path, "<dict>", "<dict>");
+        break;
       case K::kObject: {
         const Object& o = v.as_object();
         const std::string callable = "<object " + (o.callable ? repr(*o.callable, 120) : std::string("?")) + ">";
         leaf(path, callable, callable);
         break;
       }
-      default: break;
+      default:
+        break;
     }
     return true;
   }

@@ -16,11 +16,15 @@ namespace {
 
 FloatVariant variant_of(DType d) {
   switch (d) {
-    case DType::kFloat8E4M3FN: return FloatVariant::kFn;
+    case DType::kFloat8E4M3FN:
+      return FloatVariant::kFn;
     case DType::kFloat8E4M3FNUZ:
-    case DType::kFloat8E5M2FNUZ: return FloatVariant::kFnuz;
-    case DType::kFloat8E8M0FNU: return FloatVariant::kE8m0;
-    default: return FloatVariant::kIeee;
+    case DType::kFloat8E5M2FNUZ:
+      return FloatVariant::kFnuz;
+    case DType::kFloat8E8M0FNU:
+      return FloatVariant::kE8m0;
+    default:
+      return FloatVariant::kIeee;
   }
 }
 
@@ -57,7 +61,8 @@ ElementCodec make_codec(const DTypeInfo& i) {
       if (c.variant == FloatVariant::kFnuz) c.bias += 1;
       c.precision = i.mantissa_bits + 1;
       break;
-    case DTypeKind::kRaw: break;
+    case DTypeKind::kRaw:
+      break;
   }
   return c;
 }
@@ -99,8 +104,7 @@ double decode_generic(const ElementCodec& c, std::uint64_t bits) {
   const std::uint64_t man = bits & man_mask;
   switch (c.variant) {
     case FloatVariant::kIeee:
-      if (exp == exp_max)
-        return man == 0 ? (sign ? -INFINITY : INFINITY) : std::numeric_limits<double>::quiet_NaN();
+      if (exp == exp_max) return man == 0 ? (sign ? -INFINITY : INFINITY) : std::numeric_limits<double>::quiet_NaN();
       break;
     case FloatVariant::kFn:
       if (exp == exp_max && man == man_mask) return std::numeric_limits<double>::quiet_NaN();
@@ -108,7 +112,8 @@ double decode_generic(const ElementCodec& c, std::uint64_t bits) {
     case FloatVariant::kFnuz:
       if (sign && exp == 0 && man == 0) return std::numeric_limits<double>::quiet_NaN();
       break;
-    default: break;
+    default:
+      break;
   }
   double v = exp == 0
                  ? std::ldexp(static_cast<double>(man), 1 - c.bias - m)
@@ -151,10 +156,13 @@ double ulp_size(const ElementCodec& c, double x) noexcept {
 std::string element_text(const ElementCodec& c, const std::byte* p) {
   if (!c.decodable) return element_bits_text(c, p);
   switch (c.kind) {
-    case DTypeKind::kBool: return int_value(c, p) ? "True" : "False";
+    case DTypeKind::kBool:
+      return int_value(c, p) ? "True" : "False";
     case DTypeKind::kUnsigned:
-    case DTypeKind::kSigned: return int128_text(int_value(c, p));
-    case DTypeKind::kFloat: return number_text(component_value(c, p), c.comp_size >= 8 ? 17 : 9);
+    case DTypeKind::kSigned:
+      return int128_text(int_value(c, p));
+    case DTypeKind::kFloat:
+      return number_text(component_value(c, p), c.comp_size >= 8 ? 17 : 9);
     case DTypeKind::kComplex: {
       const int digits = c.comp_size >= 8 ? 17 : 9;
       const double im = component_value(c, p, 1);
@@ -162,7 +170,8 @@ std::string element_text(const ElementCodec& c, const std::byte* p) {
       s += (std::signbit(im) || std::isnan(im)) ? "" : "+";
       return s + number_text(im, digits) + "j)";
     }
-    case DTypeKind::kRaw: break;
+    case DTypeKind::kRaw:
+      break;
   }
   return element_bits_text(c, p);
 }

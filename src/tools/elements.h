@@ -33,9 +33,9 @@ enum class FloatVariant : std::uint8_t { kNone, kIeee, kFn, kFnuz, kE8m0 };
 struct ElementCodec {
   DType dtype;
   DTypeKind kind;
-  bool decodable = false;     // numbers can be read (else: compare bytes only)
+  bool decodable = false;  // numbers can be read (else: compare bytes only)
   bool complex = false;
-  std::uint32_t size = 0;     // bytes per element (0 for packed sub-byte types)
+  std::uint32_t size = 0;       // bytes per element (0 for packed sub-byte types)
   std::uint32_t comp_size = 0;  // bytes per component (== size unless complex)
   FloatVariant variant = FloatVariant::kNone;
   int exponent_bits = 0, mantissa_bits = 0, bias = 0;
@@ -55,10 +55,23 @@ const ElementCodec& codec(DType dtype) noexcept;
 inline std::uint64_t load_bits(const ElementCodec& c, const std::byte* p, int component = 0) noexcept {
   p += static_cast<std::size_t>(component) * c.comp_size;
   switch (c.comp_size) {
-    case 1: return static_cast<std::uint64_t>(p[0]);
-    case 2: { std::uint16_t v; std::memcpy(&v, p, 2); return v; }
-    case 4: { std::uint32_t v; std::memcpy(&v, p, 4); return v; }
-    default: { std::uint64_t v; std::memcpy(&v, p, 8); return v; }
+    case 1:
+      return static_cast<std::uint64_t>(p[0]);
+    case 2: {
+      std::uint16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case 4: {
+      std::uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    default: {
+      std::uint64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
   }
 }
 
@@ -76,7 +89,8 @@ inline double float_from_bits(const ElementCodec& c, std::uint64_t bits) noexcep
       std::memcpy(&d, &bits, 8);
       return d;
     }
-    default: return c.table[bits];
+    default:
+      return c.table[bits];
   }
 }
 

@@ -1,13 +1,13 @@
 // `explain`: the sources of byte difference between two checkpoints, from their facts.
 #include "tensorseal/explain.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <deque>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
-
-#include <fmt/format.h>
 
 #include "api/formats.h"
 #include "tensorseal/diff.h"
@@ -21,8 +21,9 @@ namespace {
 using detail::core::Topic;
 
 // Topics of explain's own comparisons (the rest are facts from the readers).
-constexpr Topic kFormat{"format", "the container format differs (the same content can be stored as torch zip, "
-                                  "legacy torch, pickle, safetensors or numpy files)"};
+constexpr Topic kFormat{"format",
+                        "the container format differs (the same content can be stored as torch zip, "
+                        "legacy torch, pickle, safetensors or numpy files)"};
 constexpr Topic kMetadata{
     "metadata", "user metadata stored beside the content (safetensors __metadata__) differs; it is not content"};
 constexpr Topic kOrderTensors{"order.tensors", "the tensors are stored in a different order; order is not content"};
@@ -105,8 +106,10 @@ void compare_metadata(const Checkpoint& a, const Checkpoint& b, ExplainReport& r
   };
   for (const auto& [k, v] : ma) {
     auto it = mb.find(k);
-    if (it == mb.end()) differ(k, v, std::nullopt);
-    else if (it->second != v) differ(k, v, it->second);
+    if (it == mb.end())
+      differ(k, v, std::nullopt);
+    else if (it->second != v)
+      differ(k, v, it->second);
   }
   for (const auto& [k, v] : mb)
     if (!ma.count(k)) differ(k, std::nullopt, v);

@@ -4,6 +4,7 @@
 #include "tensorseal/git_setup.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,8 +15,6 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "io/sink.h"
 
@@ -58,12 +57,15 @@ GitResult run_git(const std::filesystem::path& dir, const std::vector<std::strin
   char buf[4096];
   for (;;) {
     const ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n > 0) r.out.append(buf, static_cast<std::size_t>(n));
-    else if (n == 0 || errno != EINTR) break;
+    if (n > 0)
+      r.out.append(buf, static_cast<std::size_t>(n));
+    else if (n == 0 || errno != EINTR)
+      break;
   }
   ::close(fds[0]);
   int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
   return r;
 }
@@ -125,9 +127,9 @@ std::vector<std::pair<std::string, std::string>> git_config_entries() {
 GitSetupReport git_setup(const GitSetupOptions& o) {
   GitSetupReport r;
   r.scope = o.global ? "global" : "local";
-  r.attributes_file = o.global ? global_attributes(o.directory)
-                               : std::filesystem::path(git_or_throw(o.directory, {"rev-parse", "--show-toplevel"})) /
-                                     ".gitattributes";
+  r.attributes_file =
+      o.global ? global_attributes(o.directory)
+               : std::filesystem::path(git_or_throw(o.directory, {"rev-parse", "--show-toplevel"})) / ".gitattributes";
   // Attributes: append the lines not yet present (compared line by line, trimmed).
   std::string text = read_text(r.attributes_file);
   std::vector<std::string> have;

@@ -2,11 +2,11 @@
 // checkpoint, and its JSON rendering.
 #include "tensorseal/inspect.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
-
-#include <fmt/format.h>
 
 #include "core/walk.h"
 #include "hash/content_hash.h"
@@ -40,8 +40,13 @@ class ValueCollector final : public detail::core::Visitor {
     const bool leaf = v.is(K::kStr) || v.is(K::kBytes) || v.is(K::kGlobal);  // listed at every path
     if (const void* n = v.node(); !leaf && n != nullptr && !seen_.insert(n).second) return false;
     switch (v.kind()) {
-      case K::kTensor: return false;  // InspectReport::tensors
-      case K::kList: case K::kTuple: case K::kDict: case K::kSet: return true;
+      case K::kTensor:
+        return false;  // InspectReport::tensors
+      case K::kList:
+      case K::kTuple:
+      case K::kDict:
+      case K::kSet:
+        return true;
       case K::kObject: {
         const Object& o = v.as_object();
         if (detail::torch::composite_of(o)) return false;  // a sparse/nested tensor: in tensors
@@ -70,7 +75,8 @@ class ValueCollector final : public detail::core::Visitor {
           return false;
         }
         break;
-      default: break;
+      default:
+        break;
     }
     out_.push_back({path, repr(v, 4 * kShortText)});
     return false;
@@ -89,7 +95,7 @@ class TensorPaths final : public detail::core::Visitor {
  public:
   struct Entry {
     std::string path;
-    std::shared_ptr<const Tensor> tensor;                      // a tensor, or
+    std::shared_ptr<const Tensor> tensor;                       // a tensor, or
     std::shared_ptr<const detail::torch::Composite> composite;  // a composite
     std::size_t first;  // index of the entry that lists it first (itself when first)
   };
@@ -162,8 +168,8 @@ detail::tools::ojson parts_json(const std::vector<InspectTensor::Part>& parts) {
   if (parts.empty()) return nullptr;
   detail::tools::ojson j = detail::tools::ojson::array();
   for (const auto& p : parts)
-    j.push_back({{"role", p.role}, {"dtype", name(p.dtype)}, {"shape", p.shape}, {"nbytes", p.nbytes},
-                 {"sha256", p.sha256}});
+    j.push_back(
+        {{"role", p.role}, {"dtype", name(p.dtype)}, {"shape", p.shape}, {"nbytes", p.nbytes}, {"sha256", p.sha256}});
   return j;
 }
 
@@ -186,7 +192,8 @@ InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
     for (std::size_t i = 0; i < count.out.size(); ++i) {
       const auto& e = count.out[i];
       if (e.first != i) continue;
-      if (e.tensor) total += e.tensor->nbytes();
+      if (e.tensor)
+        total += e.tensor->nbytes();
       else
         for (const auto& part : e.composite->parts) total += part.second->nbytes();
     }
@@ -224,8 +231,8 @@ InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
         continue;
       }
       const auto& comp = *e.composite;
-      InspectTensor it{std::move(e.path), comp.dtype, comp.shape, 0, "", std::move(alias), "torch.Tensor", nullptr,
-                       nullptr};
+      InspectTensor it{std::move(e.path), comp.dtype,     comp.shape, 0,      "",
+                       std::move(alias),  "torch.Tensor", nullptr,    nullptr};
       it.layout = comp.layout;
       for (const auto& [role, t] : comp.parts) {
         it.nbytes += t->nbytes();
@@ -285,18 +292,18 @@ std::string to_json(const InspectReport& r) {
   // strings hold no raw newline), so that 200,000 tensors never exist as a JSON tree.
   // Two passes (sizes, then text) let the document be allocated once.
   auto tensor = [&](const InspectTensor& t) {
-    std::string one = detail::tools::dump(ojson{{"path", t.path},
-                                                {"dtype", name(t.dtype)},
-                                                {"shape", t.shape},
-                                                {"nbytes", t.nbytes},
-                                                {"sha256", detail::tools::or_null_if_empty(t.sha256)},
-                                                {"alias_of", detail::tools::or_null_if_empty(t.alias_of)},
-                                                {"type", t.type},
-                                                {"quantization", quantization_json(t.quantization.get())},
-                                                {"attributes", t.attributes ? ojson(repr(*t.attributes, 1000))
-                                                                            : ojson(nullptr)},
-                                                {"layout", t.layout},
-                                                {"parts", parts_json(t.parts)}});
+    std::string one =
+        detail::tools::dump(ojson{{"path", t.path},
+                                  {"dtype", name(t.dtype)},
+                                  {"shape", t.shape},
+                                  {"nbytes", t.nbytes},
+                                  {"sha256", detail::tools::or_null_if_empty(t.sha256)},
+                                  {"alias_of", detail::tools::or_null_if_empty(t.alias_of)},
+                                  {"type", t.type},
+                                  {"quantization", quantization_json(t.quantization.get())},
+                                  {"attributes", t.attributes ? ojson(repr(*t.attributes, 1000)) : ojson(nullptr)},
+                                  {"layout", t.layout},
+                                  {"parts", parts_json(t.parts)}});
     std::string out = "    ";
     out.reserve(one.size() + 4 * static_cast<std::size_t>(std::count(one.begin(), one.end(), '\n')) + 4);
     for (char ch : one) {

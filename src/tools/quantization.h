@@ -3,9 +3,9 @@
 // "per_channel_affine axis=1 scales sha256:<hex> zero_points sha256:<hex>".
 #pragma once
 
-#include <string>
-
 #include <fmt/format.h>
+
+#include <string>
 
 #include "tensorseal/hash.h"
 #include "tensorseal/tensor.h"

@@ -6,11 +6,11 @@
 //   #ulp-histograms  ULP error histograms of the worst tensors (SVG)
 //   #tensor-table    every compared tensor; click a header to sort (inline JS)
 //   #one-sided, #values  tensors on one side only / renamed, other values that differ
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-
-#include <fmt/format.h>
 
 #include "io/sink.h"
 #include "tensorseal/diff.h"
@@ -23,12 +23,23 @@ std::string esc(std::string_view s) {
   o.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&#39;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&#39;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -147,8 +158,8 @@ std::string error_plot(const DiffReport& r) {
     if (e > 0) {
       const double y = std::isfinite(e) ? y_of(std::log10(e)) : y_of(top);
       s += "<rect class=\"bar\" x=\"" + num(x - bar / 2) + "\" y=\"" + num(y) + "\" width=\"" + num(bar) +
-           "\" height=\"" + num(std::max(1.0, base - y)) + "\" fill=\"" +
-           (r.tensor_equal(t) ? "#e8a33d" : "#d93025") + "\">" + tip + "</rect>";
+           "\" height=\"" + num(std::max(1.0, base - y)) + "\" fill=\"" + (r.tensor_equal(t) ? "#e8a33d" : "#d93025") +
+           "\">" + tip + "</rect>";
     } else {
       const char* color = t.status == TensorStatus::kIdentical ? "#34a853"
                           : (t.status == TensorStatus::kShapeChanged || t.status == TensorStatus::kIncomparable)
@@ -167,8 +178,8 @@ std::string histogram_svg(const TensorDiff& t) {
   std::uint64_t peak = 1;
   for (auto c : h) peak = std::max(peak, c);
   const double top = std::log10(static_cast<double>(peak) + 1);
-  std::string s = "<svg class=\"ulp-hist\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(W) +
-                  "\" height=\"" + num(H) + "\" viewBox=\"0 0 " + num(W) + " " + num(H) + "\">";
+  std::string s = "<svg class=\"ulp-hist\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(W) + "\" height=\"" +
+                  num(H) + "\" viewBox=\"0 0 " + num(W) + " " + num(H) + "\">";
   std::string title = t.path;
   if (title.size() > 44) title = "\xe2\x80\xa6" + title.substr(title.size() - 43);
   s += "<text x=\"" + num(W / 2) + "\" y=\"14\" text-anchor=\"middle\" font-weight=\"600\">" + esc(title) +
@@ -200,8 +211,8 @@ std::string html_report(const DiffReport& r) {
   h.reserve(1 << 16);
   h += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
        "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
-       "<title>tseal diff: " + esc(r.file_a) + " vs " + esc(r.file_b) + "</title><style>" + kStyle +
-       "</style></head><body>\n";
+       "<title>tseal diff: " +
+       esc(r.file_a) + " vs " + esc(r.file_b) + "</title><style>" + kStyle + "</style></head><body>\n";
   h += "<h1>tseal diff</h1><div class=\"files\">A: " + esc(r.file_a) + "<br>B: " + esc(r.file_b) + "</div>\n";
   const bool eq = r.equal();
   std::string verdict;
@@ -217,8 +228,8 @@ std::string html_report(const DiffReport& r) {
        "</b><div class=\"cards\">";
   std::size_t counts[6] = {};
   for (const auto& t : r.tensors) ++counts[static_cast<int>(t.status)];
-  const char* labels[6] = {"identical", "numerically equal", "within tolerance", "different", "shape changed",
-                           "incomparable"};
+  const char* labels[6] = {"identical", "numerically equal", "within tolerance",
+                           "different", "shape changed",     "incomparable"};
   for (int i = 0; i < 6; ++i)
     if (counts[i] || i == 0)
       h += "<span class=\"card\">" + std::string(labels[i]) + ": " + std::to_string(counts[i]) + "</span>";

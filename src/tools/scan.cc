@@ -19,29 +19,57 @@ namespace {
 // torch's weights_only allowlist (torch/_weights_only_unpickler.py) plus numpy's array
 // reconstruction and the inert builtins protocol 2 uses.
 constexpr std::array<std::string_view, 47> kSafe = {
-    "collections.OrderedDict", "collections.Counter",
-    "torch.nn.parameter.Parameter", "torch.Size", "torch.Tensor", "torch.device",
-    "torch.storage.UntypedStorage", "torch.storage.TypedStorage", "torch.UntypedStorage",
-    "torch.serialization._get_layout", "torch.storage._load_from_bytes",
-    "torch._utils._rebuild_tensor", "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor_v3",
-    "torch._utils._rebuild_parameter", "torch._utils._rebuild_parameter_with_state",
-    "torch._utils._rebuild_qtensor", "torch._utils._rebuild_sparse_tensor",
-    "torch._utils._rebuild_sparse_csr_tensor", "torch._utils._rebuild_wrapper_subclass",
-    "torch._utils._rebuild_meta_tensor_no_storage", "torch._utils._rebuild_device_tensor_from_numpy",
-    "torch._utils._rebuild_nested_tensor", "torch._tensor._rebuild_from_type_v2",
+    "collections.OrderedDict",
+    "collections.Counter",
+    "torch.nn.parameter.Parameter",
+    "torch.Size",
+    "torch.Tensor",
+    "torch.device",
+    "torch.storage.UntypedStorage",
+    "torch.storage.TypedStorage",
+    "torch.UntypedStorage",
+    "torch.serialization._get_layout",
+    "torch.storage._load_from_bytes",
+    "torch._utils._rebuild_tensor",
+    "torch._utils._rebuild_tensor_v2",
+    "torch._utils._rebuild_tensor_v3",
+    "torch._utils._rebuild_parameter",
+    "torch._utils._rebuild_parameter_with_state",
+    "torch._utils._rebuild_qtensor",
+    "torch._utils._rebuild_sparse_tensor",
+    "torch._utils._rebuild_sparse_csr_tensor",
+    "torch._utils._rebuild_wrapper_subclass",
+    "torch._utils._rebuild_meta_tensor_no_storage",
+    "torch._utils._rebuild_device_tensor_from_numpy",
+    "torch._utils._rebuild_nested_tensor",
+    "torch._tensor._rebuild_from_type_v2",
     // jagged nested tensors (allowed by weights_only once torch.nested / torch._dynamo are imported)
-    "torch.nested._internal.nested_tensor._rebuild_njt", "torch.nested._internal.nested_tensor.NestedTensor",
+    "torch.nested._internal.nested_tensor._rebuild_njt",
+    "torch.nested._internal.nested_tensor.NestedTensor",
     "torch._dynamo.decorators._DimRange",
     // DTensors: is_weights_only_dtensor_class (torch/composite.h holds the classes)
-    "torch.per_tensor_affine", "torch.per_channel_affine", "torch.per_tensor_symmetric",
-    "torch.per_channel_symmetric", "torch.per_channel_affine_float_qparams",
-    "_codecs.encode", "builtins.set", "builtins.frozenset", "builtins.complex", "builtins.bytearray",
-    "builtins.bytes", "builtins.slice",
-    "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct", "numpy.ndarray", "numpy.dtype",
-    "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar",
+    "torch.per_tensor_affine",
+    "torch.per_channel_affine",
+    "torch.per_tensor_symmetric",
+    "torch.per_channel_symmetric",
+    "torch.per_channel_affine_float_qparams",
+    "_codecs.encode",
+    "builtins.set",
+    "builtins.frozenset",
+    "builtins.complex",
+    "builtins.bytearray",
+    "builtins.bytes",
+    "builtins.slice",
+    "numpy.core.multiarray._reconstruct",
+    "numpy._core.multiarray._reconstruct",
+    "numpy.ndarray",
+    "numpy.dtype",
+    "numpy.core.multiarray.scalar",
+    "numpy._core.multiarray.scalar",
     // protocol >= 5 arrays: frombuffer(buf, dtype).reshape(shape, order); numpy refuses
     // object dtypes from a buffer, so it rebuilds data only.
-    "numpy.core.numeric._frombuffer", "numpy._core.numeric._frombuffer",
+    "numpy.core.numeric._frombuffer",
+    "numpy._core.numeric._frombuffer",
 };
 
 // DTensor and its spec's classes, allowed by weights_only once torch.distributed.tensor
@@ -54,66 +82,177 @@ bool is_weights_only_dtensor_class(std::string_view module, std::string_view nam
 // Whole modules whose every name can run code, touch files, processes or the network.
 // The list and its sources: docs/security.md ("Dangerous globals").
 constexpr auto kDangerousModules = std::to_array<std::string_view>({
-    "os", "posix", "nt", "subprocess", "_posixsubprocess", "sys", "runpy", "importlib", "pickle", "_pickle",
-    "cPickle", "marshal", "ctypes", "socket", "shutil", "pty", "commands", "webbrowser", "code", "codeop",
-    "asyncio", "multiprocessing", "_thread", "threading", "signal", "tempfile", "urllib", "http", "ftplib",
-    "smtplib", "telnetlib", "bdb", "pdb", "timeit", "trace", "profile", "cProfile", "distutils", "setuptools",
-    "pip", "zipimport", "imp", "types", "dill",
+    "os",
+    "posix",
+    "nt",
+    "subprocess",
+    "_posixsubprocess",
+    "sys",
+    "runpy",
+    "importlib",
+    "pickle",
+    "_pickle",
+    "cPickle",
+    "marshal",
+    "ctypes",
+    "socket",
+    "shutil",
+    "pty",
+    "commands",
+    "webbrowser",
+    "code",
+    "codeop",
+    "asyncio",
+    "multiprocessing",
+    "_thread",
+    "threading",
+    "signal",
+    "tempfile",
+    "urllib",
+    "http",
+    "ftplib",
+    "smtplib",
+    "telnetlib",
+    "bdb",
+    "pdb",
+    "timeit",
+    "trace",
+    "profile",
+    "cProfile",
+    "distutils",
+    "setuptools",
+    "pip",
+    "zipimport",
+    "imp",
+    "types",
+    "dill",
     // Gadget modules: pydoc.locate imports any name, pydoc.pipepager runs a shell;
     // venv/ensurepip run pip in a subprocess; idlelib's run/rpc/debugger execute code;
     // imaplib.IMAP4_stream and platform.popen run commands;
     // _io/io open files.
-    "pydoc", "venv", "ensurepip", "idlelib", "imaplib", "platform", "_io", "io",
+    "pydoc",
+    "venv",
+    "ensurepip",
+    "idlelib",
+    "imaplib",
+    "platform",
+    "_io",
+    "io",
     // Private stdlib twins and gadgets found since (docs/security.md): the C halves of
     // operator/functools (attrgetter, methodcaller, partial, reduce, call); _pyio.open;
     // ctypes' C half; sockets; doctest/site/compileall/py_compile run or compile code;
     // archives, databases and compressors open files for writing.
-    "operator", "_operator", "functools", "_functools", "_pyio", "_ctypes", "_socket", "_winapi", "_subprocess",
-    "doctest", "site", "compileall", "py_compile", "zipapp", "socketserver", "xmlrpc", "shelve", "dbm",
-    "sqlite3", "tarfile", "zipfile", "gzip", "bz2", "lzma", "fileinput",
+    "operator",
+    "_operator",
+    "functools",
+    "_functools",
+    "_pyio",
+    "_ctypes",
+    "_socket",
+    "_winapi",
+    "_subprocess",
+    "doctest",
+    "site",
+    "compileall",
+    "py_compile",
+    "zipapp",
+    "socketserver",
+    "xmlrpc",
+    "shelve",
+    "dbm",
+    "sqlite3",
+    "tarfile",
+    "zipfile",
+    "gzip",
+    "bz2",
+    "lzma",
+    "fileinput",
 });
 
 // Dotted prefixes (module paths) every name under which is dangerous.
 constexpr auto kDangerousPrefixes = std::to_array<std::string_view>({
-    "torch.utils.collect_env",  // run(command) via subprocess
-    "torch.utils.cpp_extension",  // load/load_inline compile and import code
-    "numpy.f2py",  // compiles and imports Fortran/C
+    "torch.utils.collect_env",                          // run(command) via subprocess
+    "torch.utils.cpp_extension",                        // load/load_inline compile and import code
+    "numpy.f2py",                                       // compiles and imports Fortran/C
     "numpy.distutils", "numpy.testing._private.utils",  // runstring exec()s a string
-    "logging.config",  // listen()/fileConfig evaluate configuration code
-    "logging.handlers",  // file, socket, SMTP and HTTP writers
-    "torch._C._jit", "torch.jit",  // load/compile TorchScript programs
-    "torch.package",  // PackageImporter imports code from the archive
-    "torch.hub",  // downloads and runs hubconf.py
-    "torch.fx.graph_module",  // _forward_from_src exec()s generated source
-    "torch._inductor.codecache",  // PyCodeCache.load compiles and imports source
-    "numpy.testing",  // numpy.testing._private.utils.runstring, re-exported
-    "numpy.ctypeslib",  // load_library loads a shared library
-    "numpy.lib.npyio", "numpy.lib._npyio_impl",  // load/save/savez: pickles and files
+    "logging.config",                                   // listen()/fileConfig evaluate configuration code
+    "logging.handlers",                                 // file, socket, SMTP and HTTP writers
+    "torch._C._jit", "torch.jit",                       // load/compile TorchScript programs
+    "torch.package",                                    // PackageImporter imports code from the archive
+    "torch.hub",                                        // downloads and runs hubconf.py
+    "torch.fx.graph_module",                            // _forward_from_src exec()s generated source
+    "torch._inductor.codecache",                        // PyCodeCache.load compiles and imports source
+    "numpy.testing",                                    // numpy.testing._private.utils.runstring, re-exported
+    "numpy.ctypeslib",                                  // load_library loads a shared library
+    "numpy.lib.npyio", "numpy.lib._npyio_impl",         // load/save/savez: pickles and files
 });
 
 // Single names that execute code or reach anything through attribute access.
 constexpr auto kDangerousNames = std::to_array<std::string_view>({
-    "builtins.eval", "builtins.exec", "builtins.execfile", "builtins.compile", "builtins.getattr",
-    "builtins.setattr", "builtins.delattr", "builtins.open", "builtins.file", "builtins.__import__",
-    "io.open", "_io.open", "io.open_code", "_io.open_code", "io.FileIO", "_io.FileIO",  // builtins.open's own names
-    "builtins.globals", "builtins.locals", "builtins.vars", "builtins.input", "builtins.raw_input",
-    "builtins.breakpoint", "builtins.apply", "builtins.reload", "builtins.exit", "builtins.quit",
-    "builtins.help", "builtins.memoryview",
-    "operator.attrgetter", "operator.itemgetter", "operator.methodcaller",
-    "functools.partial", "functools.reduce", "functools.partialmethod",
-    "torch.serialization.load", "torch.load", "torch.hub.load", "torch.hub.load_state_dict_from_url",
-    "torch.jit.load", "numpy.load", "numpy.lib.npyio.load", "copyreg._reconstructor",
-    "copyreg.__newobj__", "copyreg.__newobj_ex__", "builtins.__build_class__",
-    "numpy.memmap", "numpy.fromfile", "numpy.loadtxt", "numpy.genfromtxt",
-    "numpy.savez", "numpy.savez_compressed", "numpy.tofile",
+    "builtins.eval",
+    "builtins.exec",
+    "builtins.execfile",
+    "builtins.compile",
+    "builtins.getattr",
+    "builtins.setattr",
+    "builtins.delattr",
+    "builtins.open",
+    "builtins.file",
+    "builtins.__import__",
+    "io.open",
+    "_io.open",
+    "io.open_code",
+    "_io.open_code",
+    "io.FileIO",
+    "_io.FileIO",  // builtins.open's own names
+    "builtins.globals",
+    "builtins.locals",
+    "builtins.vars",
+    "builtins.input",
+    "builtins.raw_input",
+    "builtins.breakpoint",
+    "builtins.apply",
+    "builtins.reload",
+    "builtins.exit",
+    "builtins.quit",
+    "builtins.help",
+    "builtins.memoryview",
+    "operator.attrgetter",
+    "operator.itemgetter",
+    "operator.methodcaller",
+    "functools.partial",
+    "functools.reduce",
+    "functools.partialmethod",
+    "torch.serialization.load",
+    "torch.load",
+    "torch.hub.load",
+    "torch.hub.load_state_dict_from_url",
+    "torch.jit.load",
+    "numpy.load",
+    "numpy.lib.npyio.load",
+    "copyreg._reconstructor",
+    "copyreg.__newobj__",
+    "copyreg.__newobj_ex__",
+    "builtins.__build_class__",
+    "numpy.memmap",
+    "numpy.fromfile",
+    "numpy.loadtxt",
+    "numpy.genfromtxt",
+    "numpy.savez",
+    "numpy.savez_compressed",
+    "numpy.tofile",
 });
 
 // Single gadgets outside the modules above: file writes and command runners.
 constexpr std::array<std::string_view, 8> kDangerousGadgets = {
-    "torch.save", "torch.serialization.save", "torch._C.PyTorchFileWriter",  // write any file
-    "logging.FileHandler", "logging.basicConfig",  // create/append files
+    "torch.save",
+    "torch.serialization.save",
+    "torch._C.PyTorchFileWriter",  // write any file
+    "logging.FileHandler",
+    "logging.basicConfig",       // create/append files
     "uuid._get_command_stdout",  // runs a command
-    "numpy.save", "numpy.savetxt",  // write any file
+    "numpy.save",
+    "numpy.savetxt",  // write any file
 };
 
 // A name the last component of which runs code or commands wherever it is reached
@@ -121,19 +260,58 @@ constexpr std::array<std::string_view, 8> kDangerousGadgets = {
 // Also gadget methods reached through a class ("code.InteractiveInterpreter.runsource",
 // "pathlib.Path.touch") and loaders of other pickles.
 constexpr auto kDangerousLeaves = std::to_array<std::string_view>({
-    "system", "popen", "popen2", "popen3", "execv", "execve", "execl", "execlp", "execvp", "spawnv", "spawnl",
-    "eval", "exec", "__import__", "execfile", "compile", "runsource", "runcode", "runctx", "runcall", "run",
-    "run_path", "run_module", "_run_code", "_run_module_code", "spawn", "spawnve", "spawnvp", "fork_exec",
-    "check_output", "check_call", "getoutput", "getstatusoutput", "Popen", "pipepager", "tempfilepager", "locate",
-    "import_module", "load_inline", "loads", "runstring", "startfile", "touch", "write_text", "write_bytes",
-    "unlink", "rmtree",
+    "system",
+    "popen",
+    "popen2",
+    "popen3",
+    "execv",
+    "execve",
+    "execl",
+    "execlp",
+    "execvp",
+    "spawnv",
+    "spawnl",
+    "eval",
+    "exec",
+    "__import__",
+    "execfile",
+    "compile",
+    "runsource",
+    "runcode",
+    "runctx",
+    "runcall",
+    "run",
+    "run_path",
+    "run_module",
+    "_run_code",
+    "_run_module_code",
+    "spawn",
+    "spawnve",
+    "spawnvp",
+    "fork_exec",
+    "check_output",
+    "check_call",
+    "getoutput",
+    "getstatusoutput",
+    "Popen",
+    "pipepager",
+    "tempfilepager",
+    "locate",
+    "import_module",
+    "load_inline",
+    "loads",
+    "runstring",
+    "startfile",
+    "touch",
+    "write_text",
+    "write_bytes",
+    "unlink",
+    "rmtree",
 });
 
 // Attribute walks no value class needs: through these a dotted name reaches any
 // object ("torch._utils._rebuild_tensor.__globals__", "builtins.open.__call__").
-bool is_dunder(std::string_view part) {
-  return part.size() > 4 && part.starts_with("__") && part.ends_with("__");
-}
+bool is_dunder(std::string_view part) { return part.size() > 4 && part.starts_with("__") && part.ends_with("__"); }
 
 std::string fold(std::string_view module) {
   if (module == "__builtin__") return "builtins";
@@ -152,9 +330,9 @@ bool is_torch_dtype_or_storage(std::string_view module, std::string_view name) {
 // torch's dense legacy tensor classes (torch._tensor_classes, which torch's weights_only
 // loader allows): the tensor type torch 0.1's tar format pickles beside each tensor.
 bool is_legacy_tensor_class(std::string_view module, std::string_view name) {
-  constexpr std::array<std::string_view, 10> kClasses = {
-      "BFloat16Tensor", "BoolTensor", "ByteTensor", "CharTensor",  "DoubleTensor",
-      "FloatTensor",    "HalfTensor", "IntTensor",  "LongTensor", "ShortTensor"};
+  constexpr std::array<std::string_view, 10> kClasses = {"BFloat16Tensor", "BoolTensor",  "ByteTensor", "CharTensor",
+                                                         "DoubleTensor",   "FloatTensor", "HalfTensor", "IntTensor",
+                                                         "LongTensor",     "ShortTensor"};
   return (module == "torch" || module == "torch.cuda") &&
          std::find(kClasses.begin(), kClasses.end(), name) != kClasses.end();
 }
@@ -163,9 +341,12 @@ bool is_legacy_tensor_class(std::string_view module, std::string_view name) {
 
 std::string_view verdict_name(Verdict v) noexcept {
   switch (v) {
-    case Verdict::kSafe: return "safe";
-    case Verdict::kUnknown: return "unknown";
-    case Verdict::kDangerous: return "dangerous";
+    case Verdict::kSafe:
+      return "safe";
+    case Verdict::kUnknown:
+      return "unknown";
+    case Verdict::kDangerous:
+      return "dangerous";
   }
   return "unknown";
 }
@@ -297,8 +478,12 @@ std::string to_json(const ScanReport& r) {
   j["verdict"] = verdict_name(r.verdict);
   ojson findings = ojson::array();
   for (const auto& f : r.findings)
-    findings.push_back({{"module", f.module}, {"name", f.name}, {"verdict", verdict_name(f.verdict)},
-                        {"count", f.count}, {"where", f.where}, {"reason", f.reason}});
+    findings.push_back({{"module", f.module},
+                        {"name", f.name},
+                        {"verdict", verdict_name(f.verdict)},
+                        {"count", f.count},
+                        {"where", f.where},
+                        {"reason", f.reason}});
   j["findings"] = std::move(findings);
   j["interpretations"] = r.interpretations;
   j["incomplete"] = r.incomplete;

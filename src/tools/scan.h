@@ -27,8 +27,8 @@ inline constexpr std::string_view kLatentModule = "<latent>";
 // the image's error when nothing outside the safe set was seen before it, and
 // detect/unknown-format when no loader would read it; else returns the report,
 // incomplete when an error came after unsafe findings.
-[[nodiscard]] ScanReport scan_image(std::span<const std::byte> data, const std::string& file,
-                                    const std::string& where, const ReadOptions& options);
+[[nodiscard]] ScanReport scan_image(std::span<const std::byte> data, const std::string& file, const std::string& where,
+                                    const ReadOptions& options);
 // A DCP data file walked without its metadata: every zip record in it (also inside
 // zstd frames), each as torch.load would read it.
 [[nodiscard]] ScanReport scan_records(const std::filesystem::path& path, const ReadOptions& options);

@@ -20,6 +20,8 @@
 // An error in one file does not hide another file's findings: when anything unsafe was
 // seen the report is incomplete with the first error; otherwise the first error is the
 // directory's.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -30,8 +32,6 @@
 #include <system_error>
 #include <utility>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "dcp/constants.h"
 #include "dcp/metadata.h"

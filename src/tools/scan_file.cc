@@ -26,6 +26,8 @@
 // safe set was seen, the report says "incomplete" with the error and keeps the
 // verdict (pickle.load runs a payload before it reaches a broken byte). A failure
 // with nothing unsafe seen is the file's error, as for every other command.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -37,15 +39,13 @@
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "api/formats.h"
 #include "dcp/constants.h"
 #include "dcp/transform.h"
 #include "numpy/npy.h"
-#include "pickle/stdlib.h"
 #include "pickle/constants.h"
 #include "pickle/opcodes.h"
+#include "pickle/stdlib.h"
 #include "pickle/vm.h"
 #include "tar/reader.h"
 #include "tensorseal/error.h"
@@ -219,7 +219,8 @@ class Scanner {
         for (const auto& [k, x] : v.as_dict().items)
           if (holds_unpickler(x, levels - 1)) return true;
         return false;
-      default: return false;
+      default:
+        return false;
     }
   }
 
@@ -677,7 +678,7 @@ class Scanner {
   std::string file_;
   const Limits& limits_;
   const Records* records_ = nullptr;  // record sizes by storage key of the data.pkl being scanned
-  unsigned nested_ = 0;  // _load_from_bytes payloads met, numbering them as the readers do
+  unsigned nested_ = 0;               // _load_from_bytes payloads met, numbering them as the readers do
 };
 
 }  // namespace

@@ -7,20 +7,19 @@
 // padded) in the envelope.
 #include "tensorseal/sign.h"
 
+#include <fmt/format.h>
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
-#include <openssl/core_names.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <fmt/format.h>
 #include <map>
-#include <optional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <tuple>
-#include <fmt/format.h>
 
 #include "tensorseal/hash.h"
 #include "tools/json.h"
@@ -31,8 +30,8 @@ namespace {
 namespace fs = std::filesystem;
 using detail::tools::ojson;
 
-constexpr std::uint64_t kMaxKeyFile = 1 << 20;      // PEM keys are a few hundred bytes
-constexpr std::uint64_t kMaxBundle = 1ull << 30;     // a manifest of ~10M tensors
+constexpr std::uint64_t kMaxKeyFile = 1 << 20;    // PEM keys are a few hundred bytes
+constexpr std::uint64_t kMaxBundle = 1ull << 30;  // a manifest of ~10M tensors
 
 struct PkeyFree {
   void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
@@ -77,8 +76,8 @@ Pkey parse_key(const std::string& pem, const fs::path& path, bool is_private) {
 }
 
 Pkey load_key(const fs::path& path, bool is_private) {
-  return parse_key(read_small_file(path, kMaxKeyFile, rules::kSignKey, is_private ? "private key" : "public key"),
-                   path, is_private);
+  return parse_key(read_small_file(path, kMaxKeyFile, rules::kSignKey, is_private ? "private key" : "public key"), path,
+                   is_private);
 }
 
 // "ed25519", "ecdsa-p256" or "ecdsa-p384"; anything else is refused.
@@ -138,8 +137,10 @@ std::optional<std::string> unbase64(std::string_view in) {
     const char c = in[i];
     const bool alnum =
         (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
-    if (c == '=' && i + 2 >= in.size()) ++pad;
-    else if (!alnum || pad) return std::nullopt;
+    if (c == '=' && i + 2 >= in.size())
+      ++pad;
+    else if (!alnum || pad)
+      return std::nullopt;
   }
   std::string out(in.size() / 4 * 3, '\0');
   const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
@@ -205,7 +206,9 @@ std::string manifest_statement(const InspectReport& r, std::string_view name) {
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) { return a->path < b->path; });
   ojson tensors = ojson::array();
   for (const auto* t : sorted)
-    tensors.push_back({{"path", t->path}, {"dtype", std::string(tensorseal::name(t->dtype))}, {"shape", t->shape},
+    tensors.push_back({{"path", t->path},
+                       {"dtype", std::string(tensorseal::name(t->dtype))},
+                       {"shape", t->shape},
                        {"sha256", t->sha256}});
   ojson j;
   j["_type"] = kStatementType;
@@ -281,8 +284,8 @@ SignatureCheck verify_signature(const InspectReport& actual, std::string_view bu
   if (st.is_discarded()) throw Error(rules::kSignStatement, "the signed payload is not JSON");
   if (string_member(st, "_type", rules::kSignStatement, "the statement") != kStatementType ||
       string_member(st, "predicateType", rules::kSignStatement, "the statement") != kManifestPredicateType)
-    throw Error(rules::kSignStatement, "the signed statement is not a tensorseal manifest (" +
-                                           std::string(kManifestPredicateType) + ")");
+    throw Error(rules::kSignStatement,
+                "the signed statement is not a tensorseal manifest (" + std::string(kManifestPredicateType) + ")");
   const auto* pred = member(st, "predicate", V::object);
   const auto* subjects = member(st, "subject", V::array);
   if (pred == nullptr || subjects == nullptr || subjects->size() != 1)
@@ -298,7 +301,8 @@ SignatureCheck verify_signature(const InspectReport& actual, std::string_view bu
   std::map<std::string, SignedTensor> signed_tensors, actual_tensors;
   for (const auto& t : *tensors) {
     SignedTensor s{string_member(t, "dtype", rules::kSignStatement, "a tensor"),
-                   string_member(t, "sha256", rules::kSignStatement, "a tensor"), {}};
+                   string_member(t, "sha256", rules::kSignStatement, "a tensor"),
+                   {}};
     const auto* shape = member(t, "shape", V::array);
     if (shape == nullptr) throw Error(rules::kSignStatement, "a tensor has no shape");
     for (const auto& d : *shape) {
@@ -316,18 +320,22 @@ SignatureCheck verify_signature(const InspectReport& actual, std::string_view bu
   std::vector<std::string> diffs;
   for (const auto& [path, s] : signed_tensors) {
     auto it = actual_tensors.find(path);
-    if (it == actual_tensors.end()) diffs.push_back("'" + path + "' (missing)");
+    if (it == actual_tensors.end())
+      diffs.push_back("'" + path + "' (missing)");
     else if (it->second.dtype != s.dtype)
       diffs.push_back("'" + path + "' (dtype " + s.dtype + " -> " + it->second.dtype + ")");
     else if (it->second.shape != s.shape)
       diffs.push_back("'" + path + "' (shape " + shape_str(s.shape) + " -> " + shape_str(it->second.shape) + ")");
-    else if (it->second.sha256 != s.sha256) diffs.push_back("'" + path + "' (values changed)");
+    else if (it->second.sha256 != s.sha256)
+      diffs.push_back("'" + path + "' (values changed)");
   }
   for (const auto& [path, t] : actual_tensors)
     if (!signed_tensors.count(path)) diffs.push_back("'" + path + "' (not signed)");
   if (diffs.empty())
-    throw Error(rules::kSignContent, "every tensor matches, but the non-tensor values differ: content hash " +
-                                         actual.content_hash + ", signed " + out.content_hash, actual.file);
+    throw Error(rules::kSignContent,
+                "every tensor matches, but the non-tensor values differ: content hash " + actual.content_hash +
+                    ", signed " + out.content_hash,
+                actual.file);
   std::string list;
   for (std::size_t i = 0; i < diffs.size() && i < 8; ++i) list += (i ? ", " : "") + diffs[i];
   if (diffs.size() > 8) list += ", ...";

@@ -3,12 +3,12 @@
 // and the canonical copy.
 #include "tensorseal/training_dir.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "api/formats.h"
 #include "dcp/format.h"
@@ -114,9 +114,12 @@ std::string bytes_digest(const fs::path& p, HashAlgo algo) {
 
 std::string_view kind_name(DirEntry::Kind k) {
   switch (k) {
-    case DirEntry::Kind::kCheckpoint: return "checkpoint";
-    case DirEntry::Kind::kLayout: return "layout";
-    case DirEntry::Kind::kFile: break;
+    case DirEntry::Kind::kCheckpoint:
+      return "checkpoint";
+    case DirEntry::Kind::kLayout:
+      return "layout";
+    case DirEntry::Kind::kFile:
+      break;
   }
   return "file";
 }
@@ -173,8 +176,8 @@ std::vector<DirEntry> classify(const fs::path& dir, bool strict, bool* skipped =
     const std::string rel = relative_name(f, dir);
     if (taken.count(rel)) continue;
     const Format fmt = checkpoint_format(f);
-    out.push_back(DirEntry{rel, fmt == Format::kUnknown ? DirEntry::Kind::kFile : DirEntry::Kind::kCheckpoint, fmt,
-                           {}, {}});
+    out.push_back(
+        DirEntry{rel, fmt == Format::kUnknown ? DirEntry::Kind::kFile : DirEntry::Kind::kCheckpoint, fmt, {}, {}});
   }
   std::sort(out.begin(), out.end(), [](const DirEntry& a, const DirEntry& b) { return a.path < b.path; });
   return out;

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "api/formats.h"
-
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/error.h"
 #include "tensorseal/hash.h"
@@ -57,9 +56,12 @@ std::optional<std::pair<std::string, HashAlgo>> embedded_hash(const Checkpoint& 
 
 std::string_view verify_status_name(VerifyStatus s) noexcept {
   switch (s) {
-    case VerifyStatus::kOk: return "ok";
-    case VerifyStatus::kCorrupt: return "corrupt";
-    case VerifyStatus::kError: return "error";
+    case VerifyStatus::kOk:
+      return "ok";
+    case VerifyStatus::kCorrupt:
+      return "corrupt";
+    case VerifyStatus::kError:
+      return "error";
   }
   return "?";
 }
@@ -98,7 +100,8 @@ VerifyResult verify_file(const std::filesystem::path& path, const VerifyOptions&
             "the archive records no CRC-32 checksums (saved with "
             "torch.serialization.set_crc32_options(False)): corruption of its records cannot be detected");
       if (fact.topic == detail::torch::topics::kCrcSkipped.id)
-        r.warnings.push_back("storage records " + fact.value + " record no CRC-32 checksum (saved under "
+        r.warnings.push_back("storage records " + fact.value +
+                             " record no CRC-32 checksum (saved under "
                              "torch.serialization.skip_data): their corruption cannot be detected");
       if (fact.topic == detail::torch::topics::kUnexpectedRecords.id)
         r.warnings.push_back("the archive holds records torch never reads (" + fact.value +
@@ -185,7 +188,8 @@ std::string to_json(const std::vector<VerifyResult>& results) {
       unsafe.push_back({{"global", f.module + "." + f.name}, {"verdict", verdict_name(f.verdict)}, {"where", f.where}});
     e["unsafe_globals"] = std::move(unsafe);
     e["warnings"] = r.warnings;
-    e["signature"] = r.signature ? ojson{{"key_type", r.signature->key_type}, {"key_id", r.signature->key_id},
+    e["signature"] = r.signature ? ojson{{"key_type", r.signature->key_type},
+                                         {"key_id", r.signature->key_id},
                                          {"content_hash", r.signature->content_hash}}
                                  : ojson(nullptr);
     files.push_back(std::move(e));

@@ -79,29 +79,35 @@ inline constexpr Rule kCannotWrite{"torch-writer/cannot-write", K::kUnsupported}
 namespace topics {
 using detail::core::Topic;
 inline constexpr Topic kFileVersion{"torch.file_version",
-    "the torch archive's format version record (version, .data/version) differs"};
+                                    "the torch archive's format version record (version, .data/version) differs"};
 inline constexpr Topic kRecord{"torch.record",
-    "a torch archive metadata record (.format_version, .storage_alignment) differs"};
-inline constexpr Topic kSerializationId{"zip.serialization_id",
+                               "a torch archive metadata record (.format_version, .storage_alignment) differs"};
+inline constexpr Topic kSerializationId{
+    "zip.serialization_id",
     "torch's .data/serialization_id differs; it hashes record names in hash-set order, which varies between "
     "platforms and builds"};
 inline constexpr Topic kByteorder{"torch.byteorder", "the files record a different byte order"};
 inline constexpr Topic kSysInfo{"torch.sys_info",
-    "the legacy torch header records different system info (type sizes, endianness)"};
-inline constexpr Topic kStorageKey{"storage.key",
+                                "the legacy torch header records different system info (type sizes, endianness)"};
+inline constexpr Topic kStorageKey{
+    "storage.key",
     "a storage's key differs; legacy torch files and pickles name storages by their memory address, which "
     "changes on every run"};
-inline constexpr Topic kStorageSlack{"storage.slack",
+inline constexpr Topic kStorageSlack{
+    "storage.slack",
     "a view was saved together with its whole storage: bytes outside the tensor's view are stored too"};
-inline constexpr Topic kNestedFile{"pickle.nested_file",
-    "a pickle embeds a whole torch file (torch.storage._load_from_bytes) of a different size"};
-inline constexpr Topic kCrcNotRecorded{"zip.crc_not_recorded",
+inline constexpr Topic kNestedFile{
+    "pickle.nested_file", "a pickle embeds a whole torch file (torch.storage._load_from_bytes) of a different size"};
+inline constexpr Topic kCrcNotRecorded{
+    "zip.crc_not_recorded",
     "one archive records no CRC-32 checksums (torch.serialization.set_crc32_options(False)): its records cannot "
     "be checked for corruption"};
-inline constexpr Topic kCrcSkipped{"zip.crc_skipped",
+inline constexpr Topic kCrcSkipped{
+    "zip.crc_skipped",
     "some storage records carry no CRC-32 (written by torch.save under torch.serialization.skip_data, their bytes "
     "filled in later): those records cannot be checked for corruption"};
-inline constexpr Topic kUnexpectedRecords{"torch.unexpected_records",
+inline constexpr Topic kUnexpectedRecords{
+    "torch.unexpected_records",
     "the archive holds records torch's loader never reads (another loader, e.g. numpy.load or a script, might)"};
 inline constexpr Topic kAll[] = {kFileVersion,    kRecord,     kSerializationId,  kByteorder,
                                  kSysInfo,        kStorageKey, kStorageSlack,     kNestedFile,

@@ -36,8 +36,10 @@ void persistent_id(pickle::Writer& w, StoragePlan& plan, PlannedStorage& s, bool
   const std::string& key = plan.use(s);
   w.mark();
   w.text("storage");
-  if (typed) w.global("torch", info(s.dtype).legacy_storage);
-  else w.global("torch.storage", "UntypedStorage");
+  if (typed)
+    w.global("torch", info(s.dtype).legacy_storage);
+  else
+    w.global("torch.storage", "UntypedStorage");
   w.text(key);
   w.text("cpu");
   const std::uint64_t item = itemsize(s.dtype);
@@ -247,8 +249,10 @@ pickle::Writer::Hooks make_hooks(StoragePlan& plan, bool legacy) {
     if (t.numpy != NumpyType::kNone) {
       numpy_object(w, t);
     } else if (!t.is_parameter) {
-      if (t.attributes) tensor_with_attributes(w, plan, t, legacy);
-      else base_tensor(w, plan, t, legacy, t.requires_grad);
+      if (t.attributes)
+        tensor_with_attributes(w, plan, t, legacy);
+      else
+        base_tensor(w, plan, t, legacy, t.requires_grad);
     } else {
       // Parameter.__reduce_ex__: _rebuild_parameter(data, requires_grad, OrderedDict())
       // or, with attributes, _rebuild_parameter_with_state(..., {attributes}).

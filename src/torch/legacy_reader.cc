@@ -13,14 +13,14 @@
 //
 // The object pickle is parsed twice: once to learn which storages it names (their data
 // follows later in the file), once with those storages available.
+#include <fmt/format.h>
+
 #include <map>
 #include <optional>
 
-#include <fmt/format.h>
-
-#include "torch/format.h"
 #include "pickle/vm.h"
 #include "torch/constants.h"
+#include "torch/format.h"
 #include "torch/rebuild.h"
 #include "util/checked.h"
 #include "util/endian.h"

@@ -6,10 +6,10 @@
 // with storage keys "0","1",... in first-use order instead of memory addresses, the
 // key list in that order, sys_info as torch 2.x writes it on little-endian machines,
 // and each pickle canonical (protocol 2, fresh memo).
-#include "torch/format.h"
 #include "pickle/writer.h"
 #include "torch/constants.h"
 #include "torch/emit.h"
+#include "torch/format.h"
 #include "torch/plan.h"
 #include "util/endian.h"
 

@@ -3,8 +3,8 @@
 // a complete torch file (legacy or zip); those are parsed as nested files, never run.
 #include <fmt/format.h>
 
-#include "torch/format.h"
 #include "torch/constants.h"
+#include "torch/format.h"
 #include "torch/rebuild.h"
 
 namespace tensorseal::detail::torch {

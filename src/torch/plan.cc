@@ -73,8 +73,7 @@ class TensorOrder : public core::Visitor {
 
   bool enter(const Value& v, const std::string&) override {
     const void* node = v.node();
-    if (node != nullptr && !v.is(Value::Kind::kStr) && !v.is(Value::Kind::kBytes) && !seen_.insert(node))
-      return false;
+    if (node != nullptr && !v.is(Value::Kind::kStr) && !v.is(Value::Kind::kBytes) && !seen_.insert(node)) return false;
     if (v.is(Value::Kind::kTensor)) tensors.push_back(v.as_tensor().get());
     return true;
   }

@@ -26,10 +26,10 @@ namespace tensorseal::detail::torch {
 struct PlannedStorage {
   DType dtype = DType::kUInt8;
   std::uint64_t nbytes = 0;
-  const Tensor* dense_source = nullptr;   // bytes = this tensor's elements in row-major order
-  std::shared_ptr<const Storage> whole;   // bytes = all of this storage (bare storages)
-  std::vector<std::byte> gathered;        // bytes = this buffer (sparse/overlapping groups)
-  std::string key;                        // assigned on first use
+  const Tensor* dense_source = nullptr;  // bytes = this tensor's elements in row-major order
+  std::shared_ptr<const Storage> whole;  // bytes = all of this storage (bare storages)
+  std::vector<std::byte> gathered;       // bytes = this buffer (sparse/overlapping groups)
+  std::string key;                       // assigned on first use
   // The storage whose bytes() are exactly this storage's bytes, when there is one: a
   // bare storage written whole, or a dense contiguous tensor covering all of its
   // storage from offset 0. Null otherwise (windows, gathers, strided copies).
@@ -43,15 +43,18 @@ struct PlannedStorage {
   // Streams the bytes (zero-copy where possible).
   template <typename F>
   void for_each_run(F&& sink) const {
-    if (dense_source) dense_source->for_each_run(sink);
-    else if (whole) sink(whole->bytes());
-    else if (!gathered.empty()) sink(std::span<const std::byte>(gathered));
+    if (dense_source)
+      dense_source->for_each_run(sink);
+    else if (whole)
+      sink(whole->bytes());
+    else if (!gathered.empty())
+      sink(std::span<const std::byte>(gathered));
   }
 };
 
 struct PlannedView {
   PlannedStorage* storage = nullptr;
-  std::int64_t offset = 0;               // elements
+  std::int64_t offset = 0;  // elements
   // In elements; empty when `contiguous` (the tensor's row-major strides,
   // Tensor::contiguous_strides, made by whoever needs them: most views are).
   std::vector<std::int64_t> strides;

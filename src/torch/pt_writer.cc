@@ -12,13 +12,14 @@
 // Fixed prefix "archive" (what torch uses for buffers; never the file name), zip
 // profile from zip::Writer (64-byte alignment, zero timestamps, data descriptors,
 // zip64 end records). Storage bytes stream from the inputs (often a memory map).
-#include <algorithm>
 #include <openssl/evp.h>
 
-#include "torch/format.h"
-#include "tensorseal/error.h"
+#include <algorithm>
+
 #include "pickle/writer.h"
+#include "tensorseal/error.h"
 #include "torch/emit.h"
+#include "torch/format.h"
 #include "torch/plan.h"
 #include "util/endian.h"
 #include "zip/reader.h"
@@ -90,8 +91,10 @@ void write_torch_zip(const Value& root, const WriteOptions&, io::Sink& sink) {
     const Storage* source = candidate != nullptr && candidate->verified_crc32() ? s->exact_source() : nullptr;
     const std::optional<std::uint32_t> known =
         source != nullptr && s->nbytes > 0 ? source->verified_crc32() : std::nullopt;
-    if (known) z.begin_record_known_crc(full, s->nbytes, *known);
-    else z.begin_record(full, s->nbytes);
+    if (known)
+      z.begin_record_known_crc(full, s->nbytes, *known);
+    else
+      z.begin_record(full, s->nbytes);
     std::size_t runs = 0;
     s->for_each_run([&](std::span<const std::byte> run) {
       // The reused CRC covers source->bytes(); the data must be exactly that one run.

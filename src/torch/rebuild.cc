@@ -1,12 +1,12 @@
 #include "torch/rebuild.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <iterator>
 #include <unordered_map>
 #include <unordered_set>
-
-#include <fmt/format.h>
 
 #include "core/format_names.h"
 #include "pickle/constants.h"
@@ -128,9 +128,12 @@ StorageRef parse_storage_pid(const Value& pid, bool legacy, const std::string& n
     throw Error(rules::kUnknownStorageType,
                 fmt::format("unknown storage class {}.{}", f[1].as_global().module, r.type_name), name, offset);
   }
-  if (auto k = text(f[2])) r.key = *k;
-  else if (f[2].is(Value::Kind::kInt)) r.key = std::to_string(f[2].as_int());
-  else fail("storage key is not a string");
+  if (auto k = text(f[2]))
+    r.key = *k;
+  else if (f[2].is(Value::Kind::kInt))
+    r.key = std::to_string(f[2].as_int());
+  else
+    fail("storage key is not a string");
   auto location = text(f[3]);
   if (!location) fail("storage location is not a string");
   r.location = *location;
@@ -157,8 +160,8 @@ namespace {
 struct Resolution {
   Resolver& r;
   const io::Input& in;
-  std::unordered_map<const void*, Value> done;   // node -> resolved value
-  std::unordered_set<const void*> in_progress;   // cycle guard
+  std::unordered_map<const void*, Value> done;  // node -> resolved value
+  std::unordered_set<const void*> in_progress;  // cycle guard
 
   Value tensor_from(const std::string& fn, const Value& storage_v, const Value& offset_v, const Value& size_v,
                     const Value& stride_v, const Value& rg_v, std::optional<DType> dtype) {
@@ -230,9 +233,12 @@ struct Resolution {
         util::append_le<std::int64_t>(data, x.as_int());
       } else {
         double d = 0;
-        if (x.is(Value::Kind::kFloat)) d = x.as_float();
-        else if (x.is(Value::Kind::kInt)) d = static_cast<double>(x.as_int());
-        else bad_args(fn, std::string(what) + " holds a non-number", in);
+        if (x.is(Value::Kind::kFloat))
+          d = x.as_float();
+        else if (x.is(Value::Kind::kInt))
+          d = static_cast<double>(x.as_int());
+        else
+          bad_args(fn, std::string(what) + " holds a non-number", in);
         if (list_dtype == DType::kFloat32)
           util::append_le<std::uint32_t>(data, std::bit_cast<std::uint32_t>(static_cast<float>(d)));
         else
@@ -386,9 +392,8 @@ struct Resolution {
     if (o.kwargs || o.state || !o.list_items.empty() || !o.dict_items.empty())
       bad_args(fn, "unexpected object state", in);
     const bool csr = a[0].is(Value::Kind::kObject) &&
-                     callable_name(a[0].as_object()) == "torch.serialization._get_layout" &&
-                     a[0].as_object().args && a[0].as_object().args->is(Value::Kind::kTuple) &&
-                     a[0].as_object().args->items().size() == 1 &&
+                     callable_name(a[0].as_object()) == "torch.serialization._get_layout" && a[0].as_object().args &&
+                     a[0].as_object().args->is(Value::Kind::kTuple) && a[0].as_object().args->items().size() == 1 &&
                      a[0].as_object().args->items()[0].is(Value::Kind::kStr) &&
                      a[0].as_object().args->items()[0].as_str() == "torch.sparse_csr";
     if (!csr) bad_args(fn, "layout is not torch.sparse_csr (the only one torch rebuilt here)", in);
@@ -463,8 +468,8 @@ struct Resolution {
   std::optional<DType> numpy_dtype(const Value& v, bool* big) {
     if (!v.is(Value::Kind::kObject)) return std::nullopt;
     const Object& d = v.as_object();
-    if (callable_name(d) != "numpy.dtype" || !d.args || !d.args->is(Value::Kind::kTuple) ||
-        d.args->items().empty() || !d.args->items()[0].is(Value::Kind::kStr))
+    if (callable_name(d) != "numpy.dtype" || !d.args || !d.args->is(Value::Kind::kTuple) || d.args->items().empty() ||
+        !d.args->items()[0].is(Value::Kind::kStr))
       return std::nullopt;
     std::string descr(d.args->items()[0].as_str());
     std::string order = "<";
@@ -486,8 +491,10 @@ struct Resolution {
     }
     auto nb = util::mul(numel, itemsize(dt));
     if (!nb || *nb != raw.size())
-      bad_args(fn, fmt::format("array data has {} bytes, shape and dtype need {}", raw.size(),
-                               nb ? fmt::to_string(*nb) : "more"), in);
+      bad_args(fn,
+               fmt::format("array data has {} bytes, shape and dtype need {}", raw.size(),
+                           nb ? fmt::to_string(*nb) : "more"),
+               in);
     std::vector<std::byte> data(reinterpret_cast<const std::byte*>(raw.data()),
                                 reinterpret_cast<const std::byte*>(raw.data()) + raw.size());
     if (big) util::byteswap_inplace(data, swap_unit(dt));
@@ -509,8 +516,8 @@ struct Resolution {
     // Only numpy.ndarray itself: a subclass (np.matrix, np.memmap, ...) or another
     // state version stays an opaque object rather than lose its type.
     if (!o.state || !o.state->is(Value::Kind::kTuple) || !o.args || !o.args->is(Value::Kind::kTuple) ||
-        o.args->items().empty() || !o.args->items()[0].is(Value::Kind::kGlobal) || o.kwargs ||
-        !o.list_items.empty() || !o.dict_items.empty())
+        o.args->items().empty() || !o.args->items()[0].is(Value::Kind::kGlobal) || o.kwargs || !o.list_items.empty() ||
+        !o.dict_items.empty())
       return std::nullopt;
     const std::string type = qualname(o.args->items()[0].as_global());
     if (type != "numpy.ndarray") return std::nullopt;
@@ -547,8 +554,8 @@ struct Resolution {
     bool big = false;
     auto dt = numpy_dtype(o.args->items()[0], &big);
     if (!dt || !o.args->items()[1].is(Value::Kind::kBytes)) return std::nullopt;
-    return array_tensor(*dt, big, {}, false, o.args->items()[1].as_bytes(), NumpyType::kScalar,
-                        numpy_module_of(o), "numpy scalar");
+    return array_tensor(*dt, big, {}, false, o.args->items()[1].as_bytes(), NumpyType::kScalar, numpy_module_of(o),
+                        "numpy scalar");
   }
 
   Value nested(std::string_view payload) {
@@ -567,9 +574,9 @@ struct Resolution {
     sub.options = in.options;
     sub.nesting = in.nesting + 1;
     sub.read_nested = in.read_nested;
-    sub.whole = Storage::owned(
-        std::vector<std::byte>(reinterpret_cast<const std::byte*>(payload.data()),
-                               reinterpret_cast<const std::byte*>(payload.data()) + payload.size()));
+    sub.whole =
+        Storage::owned(std::vector<std::byte>(reinterpret_cast<const std::byte*>(payload.data()),
+                                              reinterpret_cast<const std::byte*>(payload.data()) + payload.size()));
     Checkpoint c = in.read_nested(sub);
     const std::string prefix = fmt::format("_load_from_bytes#{} ({})", index, core::format_name(c.format));
     for (auto& g : c.globals) r.out->globals.push_back({g.module, g.name, g.where});
@@ -583,14 +590,21 @@ struct Resolution {
     using K = Value::Kind;
     const void* node = v.node();
     switch (v.kind()) {
-      case K::kList: case K::kTuple: case K::kDict: case K::kSet: case K::kObject: break;
-      default: return v;
+      case K::kList:
+      case K::kTuple:
+      case K::kDict:
+      case K::kSet:
+      case K::kObject:
+        break;
+      default:
+        return v;
     }
     if (auto it = done.find(node); it != done.end()) return it->second;
     if (!in_progress.insert(node).second) return v;  // a cycle: keep the node itself
-    Value out = v;  // the same node: its children are replaced in place
+    Value out = v;                                   // the same node: its children are replaced in place
     switch (v.kind()) {
-      case K::kList: case K::kTuple:
+      case K::kList:
+      case K::kTuple:
         for (auto& x : out.items()) x = visit(x, depth + 1);
         break;
       case K::kSet:
@@ -598,8 +612,12 @@ struct Resolution {
         break;
       case K::kDict: {
         Dict& d = out.as_dict();
-        for (auto& [k, x] : d.items) { k = visit(k, depth + 1); x = visit(x, depth + 1); }
-        if (d.attrs) for (auto& [k, x] : d.attrs->items) x = visit(x, depth + 1);
+        for (auto& [k, x] : d.items) {
+          k = visit(k, depth + 1);
+          x = visit(x, depth + 1);
+        }
+        if (d.attrs)
+          for (auto& [k, x] : d.attrs->items) x = visit(x, depth + 1);
         break;
       }
       case K::kObject: {
@@ -607,11 +625,15 @@ struct Resolution {
         for (auto* p : {&o.callable, &o.args, &o.kwargs, &o.state})
           if (*p) *p = std::make_shared<Value>(visit(**p, depth + 1));
         for (auto& x : o.list_items) x = visit(x, depth + 1);
-        for (auto& [k, x] : o.dict_items) { k = visit(k, depth + 1); x = visit(x, depth + 1); }
+        for (auto& [k, x] : o.dict_items) {
+          k = visit(k, depth + 1);
+          x = visit(x, depth + 1);
+        }
         if (auto typed = known(o)) out = *typed;
         break;
       }
-      default: break;
+      default:
+        break;
     }
     in_progress.erase(node);
     done.emplace(node, out);
@@ -663,9 +685,8 @@ Value Resolver::resolve(const Value& raw) {
 }
 
 Value unpickle(const io::Input& in, std::span<const std::byte> stream, std::uint64_t base_offset,
-               const std::string& where,
-               const std::function<Value(const Value&, std::uint64_t)>& persistent_load, Checkpoint& out,
-               std::uint64_t* end, int* protocol) {
+               const std::string& where, const std::function<Value(const Value&, std::uint64_t)>& persistent_load,
+               Checkpoint& out, std::uint64_t* end, int* protocol) {
   pickle::Hooks hooks;
   hooks.persistent_load = persistent_load;
   hooks.reduce = [](const Object& o, std::uint64_t) { return pickle::stdlib_reduce(o); };

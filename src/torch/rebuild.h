@@ -22,8 +22,8 @@ struct StorageRef {
   bool typed = false;           // legacy class (FloatStorage): numel counts elements
   std::string type_name;        // "FloatStorage", "UntypedStorage", ...
   std::string key, location;
-  std::uint64_t numel = 0;      // as written: elements for typed, bytes for untyped
-  Value view_metadata;          // legacy 6th field: None or (view_key, offset, size)
+  std::uint64_t numel = 0;       // as written: elements for typed, bytes for untyped
+  Value view_metadata;           // legacy 6th field: None or (view_key, offset, size)
   std::uint64_t nbytes() const;  // numel * itemsize, overflow-checked by parse()
 };
 
@@ -48,9 +48,8 @@ struct Resolver {
 // Runs the VM over a pickle stream and resolves it; globals/facts go to `out`.
 // `persistent_load` may be empty (plain pickles).
 Value unpickle(const io::Input& in, std::span<const std::byte> stream, std::uint64_t base_offset,
-               const std::string& where,
-               const std::function<Value(const Value&, std::uint64_t)>& persistent_load, Checkpoint& out,
-               std::uint64_t* end = nullptr, int* protocol = nullptr);
+               const std::string& where, const std::function<Value(const Value&, std::uint64_t)>& persistent_load,
+               Checkpoint& out, std::uint64_t* end = nullptr, int* protocol = nullptr);
 
 // Converts big-endian element data to little-endian in an owned copy.
 std::shared_ptr<Storage> swapped_copy(const Storage& s, DType dtype);

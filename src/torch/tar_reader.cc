@@ -255,8 +255,8 @@ class TarReader {
       const auto ndim = util::load_le<std::int32_t>(head.data());
       // torch 0.1 wrote ndim as a C long (8 bytes); torch.load reads 4 and skips 4.
       if (ndim < 0 || static_cast<u64>(ndim) > limits.max_ndim || util::load_le<std::uint32_t>(head.data() + 4) != 0)
-        cur.fail(rules::kTarBadTensor, fmt::format("tensor {} has {} dimensions (at most max_ndim, {})", key, ndim,
-                                                   limits.max_ndim),
+        cur.fail(rules::kTarBadTensor,
+                 fmt::format("tensor {} has {} dimensions (at most max_ndim, {})", key, ndim, limits.max_ndim),
                  ndim_at);
       const auto dims = cur.take(16 * static_cast<u64>(ndim) + 8, rules::kTarBadTensor, "sizes, strides and offset");
       for (std::int32_t d = 0; d < ndim; ++d) {
@@ -306,9 +306,12 @@ class TarReader {
   static std::optional<std::int64_t> key_of(const Value& pid) {
     if (pid.is(Value::Kind::kInt)) return pid.as_int();
     std::string_view s;
-    if (pid.is(Value::Kind::kStr)) s = pid.as_str();
-    else if (pid.is(Value::Kind::kBytes) && !pid.is_bytearray()) s = pid.as_bytes();
-    else return std::nullopt;
+    if (pid.is(Value::Kind::kStr))
+      s = pid.as_str();
+    else if (pid.is(Value::Kind::kBytes) && !pid.is_bytearray())
+      s = pid.as_bytes();
+    else
+      return std::nullopt;
     const bool negative = !s.empty() && s.front() == '-';
     const std::string_view digits = s.substr(negative ? 1 : 0);
     if (digits.empty() || digits.size() > 18 || (digits.size() > 1 && digits.front() == '0') ||

@@ -14,13 +14,13 @@
 // read (torch never checks; storage records on every core, see below), storage numel *
 // itemsize within its record (the CVE-2026-24747 shape), every view inside its storage
 // (Tensor::validate).
-#include <map>
-
 #include <fmt/format.h>
 
+#include <map>
+
 #include "core/storage_access.h"
-#include "torch/format.h"
 #include "torch/constants.h"
+#include "torch/format.h"
 #include "torch/rebuild.h"
 #include "util/endian.h"
 #include "util/parallel.h"
@@ -57,8 +57,10 @@ void add_slack_facts(const Value& root, const std::map<const Storage*, std::stri
     if (b == e) continue;
     const Storage* s = t.lazy ? t.lazy->raw.get() : t.storage.get();  // a conj/neg view reads its raw storage
     auto it = used.find(s);
-    if (it == used.end()) used.emplace(s, std::pair(b, e));
-    else it->second = {std::min(it->second.first, b), std::max(it->second.second, e)};
+    if (it == used.end())
+      used.emplace(s, std::pair(b, e));
+    else
+      it->second = {std::min(it->second.first, b), std::max(it->second.second, e)};
   }
   for (const auto& [s, key] : keys) {
     auto it = used.find(s);
@@ -134,8 +136,10 @@ Checkpoint read_torch_zip(const io::Input& in) {
 
   Checkpoint c;
   c.format = Format::kTorchZip;
-  if (!ar.crcs_recorded) c.facts.push_back(fact(topics::kCrcNotRecorded, "crc32", "not recorded"));
-  else if (!skipped.empty()) c.facts.push_back(fact(topics::kCrcSkipped, "crc32", skipped));
+  if (!ar.crcs_recorded)
+    c.facts.push_back(fact(topics::kCrcNotRecorded, "crc32", "not recorded"));
+  else if (!skipped.empty())
+    c.facts.push_back(fact(topics::kCrcSkipped, "crc32", skipped));
   {
     std::string unexpected;
     for (const auto& [name, e] : records)

@@ -1,22 +1,26 @@
 // Little-endian loads and stores that are safe on any alignment.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
 #include <string>
-#include <bit>
 
 namespace tensorseal::detail::util {
 
 // std::byteswap is C++23; this covers the integer sizes files use.
 template <typename T>
 constexpr T bswap(T v) {
-  if constexpr (sizeof(T) == 1) return v;
-  else if constexpr (sizeof(T) == 2) return static_cast<T>(__builtin_bswap16(static_cast<std::uint16_t>(v)));
-  else if constexpr (sizeof(T) == 4) return static_cast<T>(__builtin_bswap32(static_cast<std::uint32_t>(v)));
-  else return static_cast<T>(__builtin_bswap64(static_cast<std::uint64_t>(v)));
+  if constexpr (sizeof(T) == 1)
+    return v;
+  else if constexpr (sizeof(T) == 2)
+    return static_cast<T>(__builtin_bswap16(static_cast<std::uint16_t>(v)));
+  else if constexpr (sizeof(T) == 4)
+    return static_cast<T>(__builtin_bswap32(static_cast<std::uint32_t>(v)));
+  else
+    return static_cast<T>(__builtin_bswap64(static_cast<std::uint64_t>(v)));
 }
 
 template <typename T>

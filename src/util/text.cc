@@ -26,10 +26,19 @@ std::vector<std::uint32_t> code_points(std::string_view s) {
     auto c = static_cast<unsigned char>(s[i]);
     std::uint32_t cp;
     int len;
-    if (c < 0x80) { cp = c; len = 1; }
-    else if (c < 0xE0) { cp = c & 0x1F; len = 2; }
-    else if (c < 0xF0) { cp = c & 0x0F; len = 3; }
-    else { cp = c & 0x07; len = 4; }
+    if (c < 0x80) {
+      cp = c;
+      len = 1;
+    } else if (c < 0xE0) {
+      cp = c & 0x1F;
+      len = 2;
+    } else if (c < 0xF0) {
+      cp = c & 0x0F;
+      len = 3;
+    } else {
+      cp = c & 0x07;
+      len = 4;
+    }
     for (int k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
     cps.push_back(cp);
     i += len;

@@ -16,12 +16,12 @@
 namespace tensorseal::detail::zip {
 
 // Signatures (little-endian u32 "PK\x03\x04" ...).
-inline constexpr std::uint32_t kLocalHeaderSig = 0x04034b50;       // "PK\3\4"
-inline constexpr std::uint32_t kCentralHeaderSig = 0x02014b50;     // "PK\1\2"
-inline constexpr std::uint32_t kEocdSig = 0x06054b50;              // "PK\5\6"
-inline constexpr std::uint32_t kZip64EocdSig = 0x06064b50;         // "PK\6\6"
-inline constexpr std::uint32_t kZip64LocatorSig = 0x07064b50;      // "PK\6\7"
-inline constexpr std::uint32_t kDescriptorSig = 0x08074b50;        // "PK\7\8"
+inline constexpr std::uint32_t kLocalHeaderSig = 0x04034b50;    // "PK\3\4"
+inline constexpr std::uint32_t kCentralHeaderSig = 0x02014b50;  // "PK\1\2"
+inline constexpr std::uint32_t kEocdSig = 0x06054b50;           // "PK\5\6"
+inline constexpr std::uint32_t kZip64EocdSig = 0x06064b50;      // "PK\6\6"
+inline constexpr std::uint32_t kZip64LocatorSig = 0x07064b50;   // "PK\6\7"
+inline constexpr std::uint32_t kDescriptorSig = 0x08074b50;     // "PK\7\8"
 
 // sig, version needed, flags, method, time, date, crc32, csize, usize, name len, extra len
 inline constexpr std::uint64_t kLocalHeaderSize = 4 + 2 + 2 + 2 + 2 + 2 + 4 + 4 + 4 + 2 + 2;  // = 30
@@ -39,7 +39,7 @@ inline constexpr std::uint64_t kZip64LocatorSize = 4 + 4 + 8 + 4;  // = 20
 // sig, record size, made by, needed, disk, cd disk, entries on disk, entries, cd size,
 // cd offset (the "record size" field counts everything after itself: 56 - 12 = 44)
 inline constexpr std::uint64_t kZip64EocdSize = 4 + 8 + 2 + 2 + 4 + 4 + 8 + 8 + 8 + 8;  // = 56
-inline constexpr std::uint64_t kZip64EocdRecordSizeField = kZip64EocdSize - 4 - 8;  // = 44
+inline constexpr std::uint64_t kZip64EocdRecordSizeField = kZip64EocdSize - 4 - 8;      // = 44
 // Data descriptor: [sig] crc32 csize usize, sizes 4 bytes (8 in zip64 entries).
 inline constexpr std::uint64_t kDescriptorSize32 = 4 + 4 + 4 + 4;  // = 16
 inline constexpr std::uint64_t kDescriptorSize64 = 4 + 4 + 8 + 8;  // = 24
@@ -111,25 +111,27 @@ inline constexpr Rule kWriterName{"zip/writer-bad-name", K::kInvalidArgument};
 // Facts about an archive (zip::describe).
 namespace topics {
 using detail::core::Topic;
-inline constexpr Topic kPrefix{"zip.prefix",
+inline constexpr Topic kPrefix{
+    "zip.prefix",
     "the folder name inside the zip archive differs; torch.save takes it from the file name, so saving the same "
     "tensors as a.pt and b.pt gives different bytes"};
 inline constexpr Topic kRecords{"zip.records",
-    "the archive holds different records, or the same records in a different order"};
+                                "the archive holds different records, or the same records in a different order"};
 inline constexpr Topic kTimestamps{"zip.timestamps", "the zip entries carry different modification times"};
 inline constexpr Topic kDataDescriptors{"zip.data_descriptors",
-    "the zip entries differ in whether a data descriptor follows their data"};
+                                        "the zip entries differ in whether a data descriptor follows their data"};
 inline constexpr Topic kCreateSystem{"zip.create_system",
-    "the zip directory records a different 'made by' operating system"};
-inline constexpr Topic kExtraFields{"zip.extra_fields",
+                                     "the zip directory records a different 'made by' operating system"};
+inline constexpr Topic kExtraFields{
+    "zip.extra_fields",
     "the zip entries carry different extra fields (torch's alignment padding or tool-added metadata)"};
 inline constexpr Topic kCompression{"zip.compression", "the zip entries are compressed differently"};
 inline constexpr Topic kZip64{"zip.zip64",
-    "the archive differs in whether it has zip64 end records (torch always writes them)"};
+                              "the archive differs in whether it has zip64 end records (torch always writes them)"};
 inline constexpr Topic kUnaccountedBytes{"zip.unaccounted_bytes",
-    "the archive holds bytes that belong to no entry (prepended data, gaps)"};
-inline constexpr Topic kAll[] = {kPrefix, kRecords, kTimestamps, kDataDescriptors, kCreateSystem,
-                                 kExtraFields, kCompression, kZip64, kUnaccountedBytes};
+                                         "the archive holds bytes that belong to no entry (prepended data, gaps)"};
+inline constexpr Topic kAll[] = {kPrefix,      kRecords,     kTimestamps, kDataDescriptors, kCreateSystem,
+                                 kExtraFields, kCompression, kZip64,      kUnaccountedBytes};
 }  // namespace topics
 
 }  // namespace tensorseal::detail::zip

@@ -1,10 +1,10 @@
 #include "zip/describe.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <set>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "zip/constants.h"
 
@@ -15,11 +15,16 @@ using core::fact;
 
 std::string system_name(unsigned s) {
   switch (s) {
-    case 0: return "0 (msdos)";
-    case 3: return "3 (unix)";
-    case 10: return "10 (ntfs)";
-    case 19: return "19 (osx)";
-    default: return std::to_string(s);
+    case 0:
+      return "0 (msdos)";
+    case 3:
+      return "3 (unix)";
+    case 10:
+      return "10 (ntfs)";
+    case 19:
+      return "19 (osx)";
+    default:
+      return std::to_string(s);
   }
 }
 
@@ -56,7 +61,8 @@ std::vector<Fact> describe(const Archive& ar, std::string_view prefix) {
   std::set<std::string> stamps, systems, methods;
   for (const auto& e : ar.entries) {
     const std::string_view name = std::string_view(e.name).starts_with(prefix)
-                                      ? std::string_view(e.name).substr(prefix.size()) : std::string_view(e.name);
+                                      ? std::string_view(e.name).substr(prefix.size())
+                                      : std::string_view(e.name);
     if (!order.empty()) order += ',';
     order += name;
     stamps.insert(dos_datetime(e.dos_date, e.dos_time));

@@ -4,6 +4,7 @@
 // pieces and drained one window at a time.
 #include "zip/inflate.h"
 
+#include <fmt/format.h>
 #include <isa-l/igzip_lib.h>
 #include <zlib.h>
 
@@ -11,8 +12,6 @@
 #include <cstring>
 #include <limits>
 #include <memory>
-
-#include <fmt/format.h>
 
 #include "tensorseal/error.h"
 #include "util/release.h"

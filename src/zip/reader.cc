@@ -13,6 +13,7 @@
 // offset and size is bounds-checked with overflow-checked arithmetic before use.
 #include "zip/reader.h"
 
+#include <fmt/format.h>
 #include <libdeflate.h>
 
 #include <algorithm>
@@ -22,8 +23,6 @@
 #include <memory>
 #include <optional>
 #include <unordered_set>
-
-#include <fmt/format.h>
 
 #include "tensorseal/error.h"
 #include "util/checked.h"
@@ -133,8 +132,7 @@ const ExtraField* find_field(const std::vector<ExtraField>& fields, u16 id) {
 u64 Parser::find_eocd() {
   if (size_ < zip::kEocdSize)
     fail(rules::kNoEocd,
-         fmt::format("file of {} bytes is too small to hold an end-of-central-directory record (22 bytes)", size_),
-         0);
+         fmt::format("file of {} bytes is too small to hold an end-of-central-directory record (22 bytes)", size_), 0);
   const u64 lowest = size_ > zip::kEocdSearchSpan ? size_ - zip::kEocdSearchSpan : 0;
   // torch (miniz) and Python's zipfile take the last signature in the file; the record
   // whose comment ends exactly at the end of the file is the only well-formed one. When
@@ -199,8 +197,8 @@ void Parser::read_end_records(Archive& a) {
     const u64 rec_size = le64(rec + 4);
     if (rec_size < zip::kZip64EocdRecordSizeField || rec_size != loc - rec - 12)
       fail(rules::kBadZip64Eocd,
-           fmt::format("zip64 end record at {} declares {} bytes, but {} lie between it and the locator", rec,
-                       rec_size, loc - rec - 12),
+           fmt::format("zip64 end record at {} declares {} bytes, but {} lie between it and the locator", rec, rec_size,
+                       loc - rec - 12),
            rec + 4);
     const u32 z_disk = le32(rec + 16), z_cd_disk = le32(rec + 20);
     const u64 z_n_disk = le64(rec + 24), z_n = le64(rec + 32), z_cd_size = le64(rec + 40), z_cd_off = le64(rec + 48);
@@ -220,8 +218,8 @@ void Parser::read_end_records(Archive& a) {
     if (!(disk == 0 || disk == zip::kSentinel16) || !(cd_disk == 0 || cd_disk == zip::kSentinel16))
       fail(rules::kMultiDisk, fmt::format("end-of-central-directory names disk {} / {}", disk, cd_disk), e + 4);
     if (n_disk != n)
-      fail(rules::kBadEocd,
-           fmt::format("end-of-central-directory: {} entries on this disk but {} in total", n_disk, n), e + 8);
+      fail(rules::kBadEocd, fmt::format("end-of-central-directory: {} entries on this disk but {} in total", n_disk, n),
+           e + 8);
     entries = merge(n, zip::kSentinel16, z_n, "entry count", e + 10);
     central_size = merge(cd_size, zip::kSentinel32, z_cd_size, "central directory size", e + 12);
     central_offset = merge(cd_off, zip::kSentinel32, z_cd_off, "central directory offset", e + 16);
@@ -234,8 +232,8 @@ void Parser::read_end_records(Archive& a) {
                        cd_disk),
            e + 4);
     if (n_disk != n)
-      fail(rules::kBadEocd,
-           fmt::format("end-of-central-directory: {} entries on this disk but {} in total", n_disk, n), e + 8);
+      fail(rules::kBadEocd, fmt::format("end-of-central-directory: {} entries on this disk but {} in total", n_disk, n),
+           e + 8);
   }
 
   if (!inside(central_offset, central_size))
@@ -294,8 +292,8 @@ void Parser::read_central(Archive& a, u64 count) {
     const std::string shown = show(e.name);
     if (name_len == 0) fail(rules::kBadName, "entry " + which + " has an empty name", pos + 28);
     if (name_len > zip::kMaxNameLength)
-      fail(rules::kBadName,
-           fmt::format("entry {}: name of {} bytes exceeds {}", which, name_len, zip::kMaxNameLength), pos + 28);
+      fail(rules::kBadName, fmt::format("entry {}: name of {} bytes exceeds {}", which, name_len, zip::kMaxNameLength),
+           pos + 28);
     if (auto nul = e.name.find('\0'); nul != std::string::npos)
       fail(rules::kBadName, "entry " + shown + ": name contains a NUL byte", pos + zip::kCentralHeaderSize + nul);
     const u64 extra_at = pos + zip::kCentralHeaderSize + name_len;
@@ -527,10 +525,10 @@ std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const En
   const auto raw = file.subspan(e.data_offset, e.compressed_size);
   if (e.method == zip::kMethodStored) {
     if (e.size != e.compressed_size)
-      throw Error(rules::kStoredSize,
-                  fmt::format("stored entry {} has compressed size {} but size {}", show(e.name), e.compressed_size,
-                              e.size),
-                  name, e.data_offset);
+      throw Error(
+          rules::kStoredSize,
+          fmt::format("stored entry {} has compressed size {} but size {}", show(e.name), e.compressed_size, e.size),
+          name, e.data_offset);
     return raw;
   }
   if (e.method != zip::kMethodDeflated) check_deflated(e, name);
@@ -554,15 +552,15 @@ std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const En
     throw Error(rules::kInflateFailed, fmt::format("entry {}: the deflate stream is invalid", show(e.name)), name,
                 e.data_offset);
   if (out_used != e.size)
-    throw Error(rules::kInflateFailed,
-                fmt::format("entry {} inflates to {} bytes, the central directory says {}", show(e.name), out_used,
-                            e.size),
-                name, e.data_offset);
+    throw Error(
+        rules::kInflateFailed,
+        fmt::format("entry {} inflates to {} bytes, the central directory says {}", show(e.name), out_used, e.size),
+        name, e.data_offset);
   if (in_used != e.compressed_size)
-    throw Error(rules::kInflateFailed,
-                fmt::format("entry {}: the deflate stream ends after {} of {} bytes", show(e.name), in_used,
-                            e.compressed_size),
-                name, e.data_offset + in_used);
+    throw Error(
+        rules::kInflateFailed,
+        fmt::format("entry {}: the deflate stream ends after {} of {} bytes", show(e.name), in_used, e.compressed_size),
+        name, e.data_offset + in_used);
   return {scratch.data(), scratch.size()};
 }
 
@@ -632,10 +630,10 @@ void refuse_case_collision(const Archive& a, const std::string& name) {
 void check_crc(const Entry& e, std::uint32_t got, const std::string& name) {
   if (!e.crc_recorded) return;
   if (got != e.crc32)
-    throw Error(rules::kCrcMismatch,
-                fmt::format("entry {}: CRC32 of the data is 0x{:x}, the archive says 0x{:x}", show(e.name), got,
-                            e.crc32),
-                name, e.data_offset);
+    throw Error(
+        rules::kCrcMismatch,
+        fmt::format("entry {}: CRC32 of the data is 0x{:x}, the archive says 0x{:x}", show(e.name), got, e.crc32), name,
+        e.data_offset);
 }
 
 std::vector<std::uint32_t> verify_crcs(const std::vector<CrcCheck>& checks, const std::string& name, unsigned threads) {

@@ -22,31 +22,31 @@ namespace tensorseal::detail::zip {
 
 struct Entry {
   std::string name;
-  std::uint16_t method = 0;          // 0 stored, 8 deflated
-  std::uint16_t flags = 0;           // general purpose bit flag (local header)
-  std::uint32_t crc32 = 0;           // from the central directory
+  std::uint16_t method = 0;  // 0 stored, 8 deflated
+  std::uint16_t flags = 0;   // general purpose bit flag (local header)
+  std::uint32_t crc32 = 0;   // from the central directory
   std::uint64_t compressed_size = 0;
-  std::uint64_t size = 0;            // uncompressed
-  std::uint64_t local_offset = 0;    // of the local header
-  std::uint64_t data_offset = 0;     // of the first data byte
+  std::uint64_t size = 0;          // uncompressed
+  std::uint64_t local_offset = 0;  // of the local header
+  std::uint64_t data_offset = 0;   // of the first data byte
   std::uint16_t dos_time = 0, dos_date = 0;
-  std::uint16_t version_made_by = 0; // high byte: create_system
-  std::string local_extra;           // raw extra field of the local header
-  std::string central_extra;         // raw extra field of the central header
+  std::uint16_t version_made_by = 0;  // high byte: create_system
+  std::string local_extra;            // raw extra field of the local header
+  std::string central_extra;          // raw extra field of the central header
   bool has_data_descriptor = false;
-  std::uint64_t descriptor_size = 0; // bytes of the data descriptor (0 when none)
-  std::uint64_t end_offset = 0;      // first byte after data (and descriptor)
+  std::uint64_t descriptor_size = 0;  // bytes of the data descriptor (0 when none)
+  std::uint64_t end_offset = 0;       // first byte after data (and descriptor)
   // False when the archive records no CRCs (see Archive::crcs_recorded): checks pass.
   bool crc_recorded = true;
 };
 
 struct Archive {
-  std::vector<Entry> entries;        // central directory order
-  bool zip64 = false;                // zip64 end records present
+  std::vector<Entry> entries;  // central directory order
+  bool zip64 = false;          // zip64 end records present
   std::string comment;
   std::uint64_t central_offset = 0;
   std::uint64_t central_size = 0;
-  std::uint64_t eocd_offset = 0;     // of the end-of-central-directory record
+  std::uint64_t eocd_offset = 0;  // of the end-of-central-directory record
   // Bytes before the first local header (the whole span up to the central directory
   // when there are no entries). Zip allows a prefix (self-extractors); a non-zero
   // value is how a zip + pickle/npy polyglot shows, so callers may refuse it.
@@ -109,9 +109,9 @@ void check_crc(const Entry& e, std::uint32_t got, const std::string& name);
 // verified bytes, which callers may keep (e.g. core::StorageAccess::set_verified_crc32).
 inline constexpr std::uint64_t kCrcPiece = std::uint64_t{8} << 20;
 struct CrcCheck {
-  Entry entry;                        // expected CRC, name and offset for the message
-  std::span<const std::byte> data;    // the entry's (stored) data
-  std::uint64_t cut = 0;              // also report the CRC of data[0, cut); <= data.size()
+  Entry entry;                      // expected CRC, name and offset for the message
+  std::span<const std::byte> data;  // the entry's (stored) data
+  std::uint64_t cut = 0;            // also report the CRC of data[0, cut); <= data.size()
 };
 std::vector<std::uint32_t> verify_crcs(const std::vector<CrcCheck>& checks, const std::string& name,
                                        unsigned threads = 0);

@@ -31,9 +31,9 @@ using u64 = std::uint64_t;
 constexpr u64 kMinizLimit = 0xFFFFFFFF;
 constexpr u64 kPythonZip64Limit = (u64{1} << 31) - 1;
 constexpr u64 kPythonFileCountLimit = 0xFFFF;
-constexpr u16 kPythonVersion = 45;                 // ZIP64_VERSION: force_zip64 raises 20 to 45
-constexpr u16 kPythonMadeBy = (3u << 8) | 45;      // create_system 3 (unix) on non-Windows
-constexpr u32 kPythonExternalAttr = 0600u << 16;   // ?rw------- for ZipFile.open(name, 'w')
+constexpr u16 kPythonVersion = 45;                       // ZIP64_VERSION: force_zip64 raises 20 to 45
+constexpr u16 kPythonMadeBy = (3u << 8) | 45;            // create_system 3 (unix) on non-Windows
+constexpr u32 kPythonExternalAttr = 0600u << 16;         // ?rw------- for ZipFile.open(name, 'w')
 constexpr u16 kPythonDosDate = (0 << 9) | (1 << 5) | 1;  // 1980-01-01
 constexpr u16 kMinizZip64MadeBy = 0x031E;
 constexpr u16 kZip64Needed = 45;
@@ -302,8 +302,8 @@ void Writer::finish() {
   const u64 cd_ofs_field = (profile_ == Profile::kTorch && count == 0) ? 0 : cd_offset;
   const u64 cd_size = cd.size();
   std::string end;
-  bool zip64 = profile_ == Profile::kTorch ||
-               count > kPythonFileCountLimit || cd_offset > kPythonZip64Limit || cd_size > kPythonZip64Limit;
+  bool zip64 = profile_ == Profile::kTorch || count > kPythonFileCountLimit || cd_offset > kPythonZip64Limit ||
+               cd_size > kPythonZip64Limit;
   if (zip64) {
     const u64 rec = cd_offset + cd_size;
     put32(end, zip::kZip64EocdSig);

@@ -67,8 +67,7 @@ class Writer {
   // Profile::kNumpy only: a whole DEFLATED record (method 8), as CPython's zipfile
   // writes one for np.savez_compressed: `compressed` is the raw deflate stream of
   // `size` bytes whose CRC32 is `crc` (the caller computed both from the data).
-  void record_deflated(std::string name, std::uint64_t size, std::uint32_t crc,
-                       std::span<const std::byte> compressed);
+  void record_deflated(std::string name, std::uint64_t size, std::uint32_t crc, std::span<const std::byte> compressed);
   // Writes the central directory and end records. Call once.
   void finish();
 
@@ -78,8 +77,8 @@ class Writer {
     std::uint64_t local_offset, size;
     std::uint32_t crc;
     std::uint16_t flags;
-    std::uint16_t method = 0;         // zip::kMethodStored or kMethodDeflated
-    std::uint64_t compressed = 0;     // DEFLATED: the stream's size (STORED: `size`)
+    std::uint16_t method = 0;      // zip::kMethodStored or kMethodDeflated
+    std::uint64_t compressed = 0;  // DEFLATED: the stream's size (STORED: `size`)
   };
   io::Sink& sink_;
   Profile profile_;

@@ -184,12 +184,18 @@ TEST(Textconv, OneSortedLinePerTensorAndValue) {
   const Value root = sample(false, 1, 3);
   const std::string text = textconv_of(root);
   const std::string w = tensor_sha256(*collect_tensors(root)[0].tensor);
-  const std::string want = "format torch-zip\n"
-                           "content_hash " + content_hash(root) + "\n"
-                           "value epoch: 3\n"
-                           "value name: 'run\\x0aA'\n"
-                           "value notes: str[100] sha256:" + sha256_hex(testing::bytes_of(std::string(100, 'n'))) + "\n"
-                           "tensor w: float32 [2, 3] sha256:" + w + "\n";
+  const std::string want =
+      "format torch-zip\n"
+      "content_hash " +
+      content_hash(root) +
+      "\n"
+      "value epoch: 3\n"
+      "value name: 'run\\x0aA'\n"
+      "value notes: str[100] sha256:" +
+      sha256_hex(testing::bytes_of(std::string(100, 'n'))) +
+      "\n"
+      "tensor w: float32 [2, 3] sha256:" +
+      w + "\n";
   EXPECT_EQ(text, want);
 }
 

@@ -8,6 +8,9 @@
 // then threads process them again in different orders, some sharing one Checkpoint
 // object (const use of shared values and storages from many threads), some reading
 // the file afresh, some with the library's own worker threads on top.
+#include <tensorseal/diff.h>
+#include <tensorseal/scan.h>
+
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
@@ -15,9 +18,6 @@
 #include <mutex>
 #include <random>
 #include <thread>
-
-#include <tensorseal/diff.h>
-#include <tensorseal/scan.h>
 
 #include "test_util.h"
 

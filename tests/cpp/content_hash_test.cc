@@ -3,11 +3,11 @@
 // documented encoding (tests/fixtures/gen_content_hash.py, hashlib only) must agree.
 // The trees below are built exactly as in that script's trees().
 #include <cmath>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "test_util.h"
 
@@ -63,8 +63,8 @@ Value scalars() {
   put(v, str("im129"), Value(-129));
   put(v, str("imax"), Value(std::int64_t{INT64_MAX}));
   put(v, str("imin"), Value(std::int64_t{INT64_MIN}));
-  put(v, str("big"), big(std::string("\0\0\0\0\0\0\0\0\x01", 9)));             // 2**64
-  put(v, str("bigneg"), big(std::string("\x03\0\0\0\0\0\0\0\xc0", 9)));        // -(2**70) + 3
+  put(v, str("big"), big(std::string("\0\0\0\0\0\0\0\0\x01", 9)));       // 2**64
+  put(v, str("bigneg"), big(std::string("\x03\0\0\0\0\0\0\0\xc0", 9)));  // -(2**70) + 3
   put(v, str("fz"), Value(0.0));
   put(v, str("nz"), Value(-0.0));
   put(v, str("nan"), Value(from_bits(0x7FF8000000000123ull)));
@@ -108,7 +108,7 @@ Value opaque() {
   return v;
 }
 
-constexpr std::size_t kLargeU8 = (5u << 19) + 3;  // 2.5 MiB + 3 bytes: 3 chunks
+constexpr std::size_t kLargeU8 = (5u << 19) + 3;   // 2.5 MiB + 3 bytes: 3 chunks
 constexpr std::size_t kLargeF32 = (1u << 18) + 1;  // 1 MiB + 4 bytes: 2 chunks
 
 Value large() {
@@ -404,7 +404,7 @@ TEST(ContentHash, GoldenVectorsSha256MatchPinsAndPythonReference) {
   for (const auto& g : kGolden) {
     SCOPED_TRACE(g.name);
     const std::string got = hash(g.build());
-    EXPECT_EQ(got, g.sha256);                                   // code == pin
+    EXPECT_EQ(got, g.sha256);  // code == pin
     ASSERT_TRUE(ref.contains(g.name));
     EXPECT_EQ(ref[g.name]["sha256"].get<std::string>(), g.sha256);  // Python reference == pin
   }
@@ -502,8 +502,14 @@ TEST(ContentHash, EveryMeaningfulChangeChangesTheHash) {
     seen["bit" + std::to_string(bit)] = hash(v);
   }
   seen["dtype"] = variant([](Tensor& t) { t.dtype = DType::kInt32; });
-  seen["shape"] = variant([](Tensor& t) { t.shape = {3, 1}; t.strides = {1, 1}; });
-  seen["shape1"] = variant([](Tensor& t) { t.shape = {1, 3}; t.strides = {3, 1}; });
+  seen["shape"] = variant([](Tensor& t) {
+    t.shape = {3, 1};
+    t.strides = {1, 1};
+  });
+  seen["shape1"] = variant([](Tensor& t) {
+    t.shape = {1, 3};
+    t.strides = {3, 1};
+  });
   seen["requires_grad"] = variant([](Tensor& t) { t.requires_grad = true; });
   seen["parameter"] = variant([](Tensor& t) { t.is_parameter = true; });
   {
@@ -530,10 +536,17 @@ TEST(ContentHash, ScalarKindsAreDistinguished) {
     Value v = Value::list({std::move(x)});
     return hash(v);
   };
-  std::set<std::string> h{one(Value()),           one(Value(false)),       one(Value(0)),
-                          one(Value(0.0)),        one(Value(-0.0)),        one(str("")),
-                          one(Value::bytes("")),  one(Value::list()),      one(Value::tuple()),
-                          one(Value::dict()),     one(Value(from_bits(0x7FF8000000000000ull))),
+  std::set<std::string> h{one(Value()),
+                          one(Value(false)),
+                          one(Value(0)),
+                          one(Value(0.0)),
+                          one(Value(-0.0)),
+                          one(str("")),
+                          one(Value::bytes("")),
+                          one(Value::list()),
+                          one(Value::tuple()),
+                          one(Value::dict()),
+                          one(Value(from_bits(0x7FF8000000000000ull))),
                           one(Value(from_bits(0x7FF8000000000001ull)))};
   EXPECT_EQ(h.size(), 12u);
   // bytes and bytearray hash alike; set and frozenset alike.
@@ -584,7 +597,10 @@ TEST(ContentHash, PiecedStorageHashesAsOneBufferWithoutJoining) {
   std::vector<std::span<const std::byte>> pieces;
   for (std::size_t i = 0; i + 1 < std::size(cuts); ++i) pieces.push_back(b.subspan(cuts[i], cuts[i + 1] - cuts[i]));
   int joins = 0;
-  auto pieced = Storage::pieced(pieces, {owner}, [&] { ++joins; return Storage::owned(all); });
+  auto pieced = Storage::pieced(pieces, {owner}, [&] {
+    ++joins;
+    return Storage::owned(all);
+  });
   auto whole = Storage::owned(all);
   const std::int64_t n = static_cast<std::int64_t>(all.size() / 4);
   for (unsigned threads : {1u, 2u}) {
@@ -609,7 +625,10 @@ TEST(ContentHash, PiecedStorageHashesAsOneBufferWithoutJoining) {
   EXPECT_EQ(joins, 1);
   // A window of a pieced storage is pieced (what the DCP writer cuts chunks with).
   int joins2 = 0;
-  auto again = Storage::pieced(pieces, {owner}, [&] { ++joins2; return Storage::owned(all); });
+  auto again = Storage::pieced(pieces, {owner}, [&] {
+    ++joins2;
+    return Storage::owned(all);
+  });
   auto window = Storage::slice(again, 100, 2u << 20);
   EXPECT_EQ(window->pieces().size(), 3u);
   std::vector<std::byte> w;

@@ -40,8 +40,8 @@ TEST(CoreDtype, EveryTorchDtypeIsPresentWithItsSize) {
     torch_names.insert(n);
     const auto d = dtype_from_name(n);
     ASSERT_TRUE(d.has_value());
-    EXPECT_EQ(name(*d), n);                                  // name -> enum -> name
-    EXPECT_EQ(dtype_from_name("torch." + n), d);             // "torch." prefix accepted
+    EXPECT_EQ(name(*d), n);                       // name -> enum -> name
+    EXPECT_EQ(dtype_from_name("torch." + n), d);  // "torch." prefix accepted
     EXPECT_EQ(itemsize(*d), row["itemsize"].get<std::uint64_t>());
     EXPECT_EQ(info(*d).bits, 8 * row["itemsize"].get<unsigned>());
     EXPECT_EQ(info(*d).kind == DTypeKind::kComplex, row["is_complex"].get<bool>());
@@ -81,9 +81,9 @@ TEST(CoreDtype, SafetensorsCodesMatchTheBinding) {
     EXPECT_EQ(info(*d).safetensors, it.key());
   }
   // Every code in safetensors' Dtype enum is in the table (F4/F6 have no torch dtype).
-  for (const char* code : {"BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0",
-                           "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "C64",
-                           "F64", "I64", "U64"})
+  for (const char* code : {"BOOL",    "F4",          "F6_E2M3",     "F6_E3M2", "U8",  "I8",  "F8_E5M2", "F8_E4M3",
+                           "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16",     "U16", "F16", "BF16",    "I32",
+                           "U32",     "F32",         "C64",         "F64",     "I64", "U64"})
     EXPECT_TRUE(dtype_from_safetensors(code).has_value()) << code;
   // Bits of the sub-byte codes (safetensors' Dtype::bitsize).
   EXPECT_EQ(info(*dtype_from_safetensors("F4")).bits, 4);
@@ -126,7 +126,7 @@ TEST(CoreDtype, LegacyStorageClassesAndSwapUnits) {
   for (const auto& e : all_dtypes())
     if (!e.legacy_storage.empty()) EXPECT_EQ(dtype_from_legacy_storage(e.legacy_storage), e.dtype);
   EXPECT_EQ(swap_unit(DType::kFloat64), 8u);
-  EXPECT_EQ(swap_unit(DType::kComplex64), 4u);   // per component
+  EXPECT_EQ(swap_unit(DType::kComplex64), 4u);  // per component
   EXPECT_EQ(swap_unit(DType::kComplex128), 8u);
   EXPECT_EQ(swap_unit(DType::kComplex32), 2u);
   EXPECT_EQ(swap_unit(DType::kUInt8), 1u);

@@ -39,31 +39,31 @@ std::string rule(const Tensor& t) {
 TEST(CoreTensor, ValidateAcceptsOrdinaryViews) {
   auto s = iota_storage(48);
   EXPECT_EQ(rule(view(DType::kFloat32, {3, 4}, {4, 1}, 0, s)), "");
-  EXPECT_EQ(rule(view(DType::kFloat32, {4, 3}, {1, 4}, 0, s)), "");          // transposed
-  EXPECT_EQ(rule(view(DType::kFloat32, {2}, {1}, 10, s)), "");               // last two elements
-  EXPECT_EQ(rule(view(DType::kFloat32, {}, {}, 11, s)), "");                 // 0-d, last element
-  EXPECT_EQ(rule(view(DType::kFloat32, {1000}, {0}, 0, s)), "");             // stride 0 (expand)
-  EXPECT_EQ(rule(view(DType::kFloat32, {0, 5}, {5, 1}, 0, s)), "");          // empty
-  EXPECT_EQ(rule(view(DType::kFloat32, {0}, {1}, 1000, s)), "");             // empty ignores offset past end
+  EXPECT_EQ(rule(view(DType::kFloat32, {4, 3}, {1, 4}, 0, s)), "");  // transposed
+  EXPECT_EQ(rule(view(DType::kFloat32, {2}, {1}, 10, s)), "");       // last two elements
+  EXPECT_EQ(rule(view(DType::kFloat32, {}, {}, 11, s)), "");         // 0-d, last element
+  EXPECT_EQ(rule(view(DType::kFloat32, {1000}, {0}, 0, s)), "");     // stride 0 (expand)
+  EXPECT_EQ(rule(view(DType::kFloat32, {0, 5}, {5, 1}, 0, s)), "");  // empty
+  EXPECT_EQ(rule(view(DType::kFloat32, {0}, {1}, 1000, s)), "");     // empty ignores offset past end
 }
 
 TEST(CoreTensor, ValidateRejectsBadShapes) {
   auto s = iota_storage(48);
   EXPECT_EQ(rule(view(DType::kFloat32, {-1}, {1}, 0, s)), rules::kBadShape.id);
   EXPECT_EQ(rule(view(DType::kFloat32, {2, -3}, {1, 1}, 0, s)), rules::kBadShape.id);
-  EXPECT_EQ(rule(view(DType::kFloat32, {2}, {-1}, 1, s)), rules::kBadShape.id);   // negative stride
-  EXPECT_EQ(rule(view(DType::kFloat32, {2}, {1, 1}, 0, s)), rules::kBadShape.id); // strides/shape mismatch
-  EXPECT_EQ(rule(view(DType::kFloat32, {2}, {1}, -1, s)), rules::kBadShape.id);   // negative offset
+  EXPECT_EQ(rule(view(DType::kFloat32, {2}, {-1}, 1, s)), rules::kBadShape.id);    // negative stride
+  EXPECT_EQ(rule(view(DType::kFloat32, {2}, {1, 1}, 0, s)), rules::kBadShape.id);  // strides/shape mismatch
+  EXPECT_EQ(rule(view(DType::kFloat32, {2}, {1}, -1, s)), rules::kBadShape.id);    // negative offset
   EXPECT_EQ(rule(view(DType::kFloat32, {2}, {1}, 0, nullptr)), rules::kBadShape.id);
 }
 
 TEST(CoreTensor, ValidateRejectsOverflow) {
   auto s = iota_storage(48);
   const std::int64_t big = std::int64_t{1} << 32;
-  EXPECT_EQ(rule(view(DType::kUInt8, {big, big, 2}, {0, 0, 0}, 0, s)), rules::kSizeOverflow.id);   // numel
+  EXPECT_EQ(rule(view(DType::kUInt8, {big, big, 2}, {0, 0, 0}, 0, s)), rules::kSizeOverflow.id);        // numel
   EXPECT_EQ(rule(view(DType::kFloat64, {std::int64_t{1} << 61}, {0}, 0, s)), rules::kSizeOverflow.id);  // bits
   EXPECT_EQ(rule(view(DType::kFloat32, {2}, {std::int64_t{1} << 62}, 0, s)), rules::kSizeOverflow.id);  // extent bytes
-  EXPECT_EQ(rule(view(DType::kFloat32, {3}, {INT64_MAX}, 0, s)), rules::kSizeOverflow.id);               // extent elems
+  EXPECT_EQ(rule(view(DType::kFloat32, {3}, {INT64_MAX}, 0, s)), rules::kSizeOverflow.id);              // extent elems
   // Two steps of 2^63-1 still fit in u64 (then the view is out of bounds); three do not.
   EXPECT_EQ(rule(view(DType::kUInt8, {2, 2}, {INT64_MAX, INT64_MAX}, 0, s)), rules::kViewOutOfBounds.id);
   EXPECT_EQ(rule(view(DType::kUInt8, {2, 2, 2}, {INT64_MAX, INT64_MAX, INT64_MAX}, 0, s)), rules::kSizeOverflow.id);
@@ -82,8 +82,8 @@ TEST(CoreTensor, ValidateRejectsViewsOutOfBounds) {
 TEST(CoreTensor, SubByteTensorsMustBePackedFromZero) {
   auto s = iota_storage(2);
   EXPECT_EQ(rule(view(DType::kFloat4E2M1FN, {4}, {1}, 0, s)), "");
-  EXPECT_EQ(rule(view(DType::kFloat4E2M1FN, {3}, {1}, 0, s)), rules::kBadShape.id);   // 12 bits
-  EXPECT_EQ(rule(view(DType::kFloat4E2M1FN, {2}, {1}, 1, s)), rules::kBadShape.id);   // offset
+  EXPECT_EQ(rule(view(DType::kFloat4E2M1FN, {3}, {1}, 0, s)), rules::kBadShape.id);        // 12 bits
+  EXPECT_EQ(rule(view(DType::kFloat4E2M1FN, {2}, {1}, 1, s)), rules::kBadShape.id);        // offset
   EXPECT_EQ(rule(view(DType::kFloat4E2M1FN, {2, 2}, {1, 2}, 0, s)), rules::kBadShape.id);  // strided
   EXPECT_EQ(rule(view(DType::kFloat4E2M1FN, {6}, {1}, 0, s)), rules::kViewOutOfBounds.id);
   EXPECT_EQ(rule(view(DType::kFloat6E3M2FN, {4}, {1}, 0, iota_storage(3))), "");
@@ -156,7 +156,7 @@ TEST(CoreTensor, ForEachRunKnownViews) {
   Tensor c = view(DType::kFloat32, {2, 3, 4}, {12, 4, 1}, 0, s);
   EXPECT_EQ(runs_of(c, &runs), naive_gather(c));
   EXPECT_EQ(runs, 1u);
-  // Slice of rows [.., 1:3] in the middle dimension: inner dim contiguous -> runs of 4*... 
+  // Slice of rows [.., 1:3] in the middle dimension: inner dim contiguous -> runs of 4*...
   Tensor sl = view(DType::kFloat32, {2, 2, 4}, {12, 4, 1}, 4, s);
   EXPECT_EQ(runs_of(sl, &runs), naive_gather(sl));
   EXPECT_EQ(runs, 2u);  // two blocks of 2x4 contiguous floats

@@ -134,8 +134,8 @@ TEST(CoreValue, DictCopiesKeepTheirOwnIndex) {
 // ---- BigInt -------------------------------------------------------------------------
 
 TEST(CoreValue, BigIntToDecimal) {
-  EXPECT_EQ((BigInt{std::string("\0\0\0\0\0\0\0\0\x01", 9)}).to_decimal(), "18446744073709551616");   // 2**64
-  EXPECT_EQ((BigInt{std::string("\0\0\0\0\0\0\0\x80\0", 9)}).to_decimal(), "9223372036854775808");    // 2**63
+  EXPECT_EQ((BigInt{std::string("\0\0\0\0\0\0\0\0\x01", 9)}).to_decimal(), "18446744073709551616");       // 2**64
+  EXPECT_EQ((BigInt{std::string("\0\0\0\0\0\0\0\x80\0", 9)}).to_decimal(), "9223372036854775808");        // 2**63
   EXPECT_EQ((BigInt{std::string("\x03\0\0\0\0\0\0\0\xc0", 9)}).to_decimal(), "-1180591620717411303421");  // -(2**70)+3
   EXPECT_EQ((BigInt{std::string("\xff\xff\xff\xff\xff\xff\xff\x7f\xff", 9)}).to_decimal(),
             "-9223372036854775809");  // -(2**63)-1
@@ -172,7 +172,11 @@ TEST(CoreValue, AccessorsThrowInternalOnWrongKind) {
 }
 
 TEST(CoreValue, EqualityIsStructuralAndBitExactForFloats) {
-  auto bits = [](std::uint64_t b) { double d; std::memcpy(&d, &b, 8); return Value(d); };
+  auto bits = [](std::uint64_t b) {
+    double d;
+    std::memcpy(&d, &b, 8);
+    return Value(d);
+  };
   EXPECT_TRUE(equal(Value::list({Value(1), str("a")}), Value::list({Value(1), str("a")})));
   EXPECT_FALSE(equal(Value::list({Value(1)}), Value::tuple({Value(1)})));
   EXPECT_FALSE(equal(Value(0.0), Value(-0.0)));

@@ -1,7 +1,6 @@
 // core/walk.h: the path rules shared by collect_tensors, diff's flatten and the torch
 // writer's storage plan.
 #include "core/walk.h"
-
 #include "test_util.h"
 #include "tools/diff_walk.h"
 
@@ -60,10 +59,10 @@ Value module_tree(const std::shared_ptr<Tensor>& t, const std::shared_ptr<Tensor
 TEST(CoreWalk, PathRules) {
   Recorder r;
   detail::core::walk(module_tree(tensor(), tensor()), r);
-  EXPECT_EQ(r.seen, (std::vector<std::string>{
-                        ":dict", "model:object", "model.args.0:int", "model.kwargs:dict", "model.kwargs.k:int",
-                        "model:dict", "model.weight:tensor", "model.training:bool", "model:dict",
-                        "model.fc:object", "model.fc:dict", "model.fc.bias:tensor", "model.0:int", "model.4:float"}));
+  EXPECT_EQ(r.seen, (std::vector<std::string>{":dict", "model:object", "model.args.0:int", "model.kwargs:dict",
+                                              "model.kwargs.k:int", "model:dict", "model.weight:tensor",
+                                              "model.training:bool", "model:dict", "model.fc:object", "model.fc:dict",
+                                              "model.fc.bias:tensor", "model.0:int", "model.4:float"}));
 }
 
 TEST(CoreWalk, NonDictStateAndOddKeys) {
@@ -95,8 +94,8 @@ TEST(CoreWalk, EverythingReachesKeysAttrsAndCallables) {
   detail::core::walk(d, paths);
   detail::core::walk(d, all, Reach::kEverything);
   EXPECT_EQ(paths.seen, (std::vector<std::string>{":dict", "k:object", "k.args.0:int"}));
-  EXPECT_EQ(all.seen, (std::vector<std::string>{":dict", ":str", "k:object", "k:global", "k.args:tuple",
-                                                "k.args.0:int", ":str", ":int"}));
+  EXPECT_EQ(all.seen, (std::vector<std::string>{":dict", ":str", "k:object", "k:global", "k.args:tuple", "k.args.0:int",
+                                                ":str", ":int"}));
 }
 
 // Declining a node skips everything under it.

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <random>
 
-#include "test_util.h"
 #include "tensorseal/dcp.h"
+#include "test_util.h"
 
 namespace tensorseal {
 namespace {
@@ -164,8 +164,7 @@ TEST(DcpLive, XxhAndSmallTensorsAndValues) {
   }
   Value list = Value::list({Value(big)});
   expect_all(run_ranks(std::move(ranks), 16 << 20, HashAlgo::kXxh3),
-             whole_hash({{"l", list}, {"z", Value(zero)}, {"s", Value(scalar)}, {"step", Value(7)}},
-                        HashAlgo::kXxh3));
+             whole_hash({{"l", list}, {"z", Value(zero)}, {"s", Value(scalar)}, {"step", Value(7)}}, HashAlgo::kXxh3));
 }
 
 TEST(DcpLive, ReplicasThatDifferAreNamedOnEveryRank) {

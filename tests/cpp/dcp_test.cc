@@ -2,11 +2,10 @@
 // (tests/fixtures/gen_dcp.py); the Python suite (tests/py/test_dcp_read.py) covers
 // torchrun jobs, DTensors and the refusal rules.
 #include <gtest/gtest.h>
+#include <zstd.h>
 
 #include <map>
 #include <set>
-
-#include <zstd.h>
 
 #include "dcp/ranks.h"
 #include "dcp/transform.h"

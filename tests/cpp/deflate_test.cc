@@ -1,15 +1,16 @@
 // tensorseal's DEFLATE encoder (src/zip/deflate.h): every stream inflates back to its
 // input (zlib's inflate), each block takes the smallest form, and the bytes are
 // pinned by golden digests (docs/formats/npy.md, "Compressed members").
+#include "zip/deflate.h"
+
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "hash/digest.h"
 #include "util/hex.h"
-#include "zip/deflate.h"
 #include "zip/inflate.h"
 
 namespace tensorseal {

@@ -1,5 +1,7 @@
 // diff and the element decoder, against pairs made by real torch + safetensors
 // (tests/fixtures/gen_tools.py) and a few hand-built value trees.
+#include "tensorseal/diff.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,7 +10,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "tensorseal/diff.h"
 #include "test_util.h"
 #include "tools/elements.h"
 
@@ -310,8 +311,8 @@ TEST(Diff, JsonSchema) {
   EXPECT_TRUE(j["equal"].is_boolean());
   EXPECT_FALSE(j["equal"].get<bool>());
   for (const char* k : {"atol", "rtol", "ulp"}) EXPECT_TRUE(j["tolerance"][k].is_number()) << k;
-  for (const char* k : {"tensors", "differing", "identical", "compared", "compared_differing", "only_in_a",
-                        "only_in_b", "renamed", "value_differences"})
+  for (const char* k : {"tensors", "differing", "identical", "compared", "compared_differing", "only_in_a", "only_in_b",
+                        "renamed", "value_differences"})
     EXPECT_TRUE(j["summary"][k].is_number_unsigned()) << k;
   ASSERT_TRUE(j["tensors"].is_array());
   ASSERT_FALSE(j["tensors"].empty());
@@ -387,10 +388,16 @@ TEST(DiffReportHtml, SelfContainedWithPlotsAndTable) {
 
 TEST(Diff, NonTensorValuesAreComparedByPath) {
   auto w = make_of<float>(DType::kFloat32, {2}, {1.f, 2.f});
-  Value a = dict_of({{"w", Value(w)}, {"lr", Value(0.1)}, {"name", Value::str("adam")},
-                     {"betas", Value::tuple({Value(0.9), Value(0.999)})}, {"only_a", Value(1)}});
-  Value b = dict_of({{"w", Value(w)}, {"lr", Value(0.2)}, {"name", Value::str("adam")},
-                     {"betas", Value::list({Value(0.9), Value(0.999)})}, {"only_b", Value::str("x")}});
+  Value a = dict_of({{"w", Value(w)},
+                     {"lr", Value(0.1)},
+                     {"name", Value::str("adam")},
+                     {"betas", Value::tuple({Value(0.9), Value(0.999)})},
+                     {"only_a", Value(1)}});
+  Value b = dict_of({{"w", Value(w)},
+                     {"lr", Value(0.2)},
+                     {"name", Value::str("adam")},
+                     {"betas", Value::list({Value(0.9), Value(0.999)})},
+                     {"only_b", Value::str("x")}});
   DiffReport r = diff(ckpt(a), ckpt(b));
   EXPECT_FALSE(r.equal());
   EXPECT_EQ(r.differing_tensors(), 0u);
@@ -465,24 +472,26 @@ TEST(Diff, BrokenViewThrows) {
   auto bad = std::make_shared<Tensor>(*t);
   bad->shape = {5};
   bad->strides = {1};
-  EXPECT_EQ(testing::rule_of([&] { (void)diff(ckpt(dict_of({{"x", Value(bad)}})), ckpt(dict_of({{"x", Value(t)}}))); }),
+  EXPECT_EQ(testing::rule_of([&] {
+              (void)diff(ckpt(dict_of({{"x", Value(bad)}})), ckpt(dict_of({{"x", Value(t)}})));
+            }),
             "tensor/view-out-of-bounds");
 }
 
 // ---- torch.save pairs (need the torch zip reader) --------------------------------------
 
 // Reads a .pt fixture; skips the test while the torch zip reader has not landed.
-#define READ_PT_OR_SKIP(var, name)                                                   \
-  Checkpoint var;                                                                    \
-  {                                                                                  \
-    std::string rule_;                                                               \
-    try {                                                                            \
-      var = read_file(fx(name));                                                     \
-    } catch (const Error& e) {                                                       \
-      rule_ = e.rule();                                                              \
+#define READ_PT_OR_SKIP(var, name)                                                          \
+  Checkpoint var;                                                                           \
+  {                                                                                         \
+    std::string rule_;                                                                      \
+    try {                                                                                   \
+      var = read_file(fx(name));                                                            \
+    } catch (const Error& e) {                                                              \
+      rule_ = e.rule();                                                                     \
       if (rule_ == "value/unsupported") FAIL() << "torch zip reader missing: " << e.what(); \
-      throw;                                                                         \
-    }                                                                                \
+      throw;                                                                                \
+    }                                                                                       \
   }
 
 TEST(DiffTorch, SameContentInTwoFormatsIsIdentical) {

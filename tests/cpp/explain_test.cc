@@ -1,14 +1,15 @@
 // explain: safetensors pairs made by real safetensors, hand-built Checkpoints whose
 // facts differ, and the seed's two pickles (once the pickle reader lands).
+#include "tensorseal/explain.h"
+
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "pickle/vm.h"
-#include "tensorseal/explain.h"
 #include "test_util.h"
 #include "tools/explain_topics.h"
 #include "zip/describe.h"
@@ -104,10 +105,16 @@ TEST(Explain, FactsComparedByTopicAndWhere) {
   b.root = Value::dict();
   b.root.as_dict().set(Value::str("v"), Value(v));
   b.root.as_dict().set(Value::str("w"), Value(w));
-  a.facts = {{"zip.prefix", "archive", "a"}, {"pickle.protocol", "data.pkl", "2"}, {"storage.key", "w", "0"},
-             {"custom.thing", "x", "1"}, {"zip.timestamps", "data.pkl", "0"}};
-  b.facts = {{"pickle.protocol", "data.pkl", "2"}, {"storage.key", "w", "140365944682560"},
-             {"custom.thing", "x", "2"}, {"zip.prefix", "archive", "b"}, {"pickle.memo", "data.pkl", "3 puts"}};
+  a.facts = {{"zip.prefix", "archive", "a"},
+             {"pickle.protocol", "data.pkl", "2"},
+             {"storage.key", "w", "0"},
+             {"custom.thing", "x", "1"},
+             {"zip.timestamps", "data.pkl", "0"}};
+  b.facts = {{"pickle.protocol", "data.pkl", "2"},
+             {"storage.key", "w", "140365944682560"},
+             {"custom.thing", "x", "2"},
+             {"zip.prefix", "archive", "b"},
+             {"pickle.memo", "data.pkl", "3 puts"}};
   ExplainReport r = explain(a, b);
   EXPECT_FALSE(r.bytes_compared);  // read from memory: no mapping
   EXPECT_TRUE(r.same_content);
@@ -125,7 +132,7 @@ TEST(Explain, FactsComparedByTopicAndWhere) {
   EXPECT_EQ(by["zip.prefix"]->a, "a");
   EXPECT_EQ(by["zip.timestamps"]->b, std::nullopt);  // only in a
   EXPECT_NE(by["zip.timestamps"]->explanation.find("only the torch-zip file"), std::string::npos);
-  EXPECT_EQ(by["pickle.memo"]->a, std::nullopt);     // only in b
+  EXPECT_EQ(by["pickle.memo"]->a, std::nullopt);                               // only in b
   EXPECT_EQ(by["custom.thing"]->explanation, explain_topic("no.such.topic"));  // generic
   ASSERT_TRUE(by.count("order.tensors"));
   EXPECT_EQ(by["order.tensors"]->a, "w, v");
@@ -154,8 +161,8 @@ std::set<std::string> emitted_topics() {
     for (const auto& f : facts) out.insert(f.topic);
   };
   std::vector<std::filesystem::path> files;
-  for (const auto& root : {testing::fixture_dir("gen_tools").parent_path(),
-                           std::filesystem::path(testing::vectors_dir())})
+  for (const auto& root :
+       {testing::fixture_dir("gen_tools").parent_path(), std::filesystem::path(testing::vectors_dir())})
     for (const auto& e : std::filesystem::recursive_directory_iterator(root))
       if (e.is_regular_file()) files.push_back(e.path());
   EXPECT_GT(files.size(), 50u);
@@ -220,13 +227,13 @@ TEST(Explain, JsonSchema) {
 }
 
 // Reads a file; skips the test while the reader for its format has not landed.
-#define READ_OR_SKIP(var, path)                                                              \
-  Checkpoint var;                                                                            \
-  try {                                                                                      \
-    var = read_file(path);                                                                   \
-  } catch (const Error& e) {                                                                 \
-    if (e.rule() == "value/unsupported") FAIL() << "reader missing: " << e.what();     \
-    throw;                                                                                   \
+#define READ_OR_SKIP(var, path)                                                    \
+  Checkpoint var;                                                                  \
+  try {                                                                            \
+    var = read_file(path);                                                         \
+  } catch (const Error& e) {                                                       \
+    if (e.rule() == "value/unsupported") FAIL() << "reader missing: " << e.what(); \
+    throw;                                                                         \
   }
 
 // The seed: the same torch.IntTensor([1]) pickled by torch 1.5 in two runs. The only

@@ -99,9 +99,9 @@ TEST(Formats, UnknownBytesNameEveryFormatOfTheTable) {
 std::string safetensors_pickle_polyglot() {
   const std::string payload = "0cposix\nsystem\n(S'true'\ntR.";  // POP, then the call
   const std::string k = std::to_string(payload.size());
-  const std::string prefix = R"({"w":{"dtype":"U8","shape":[)" + k + R"(],"data_offsets":[0,)" + k +
-                             R"(]},"__metadata__":{"p":")";
-  const std::uint64_t skip = 3 + prefix.size();  // BINBYTES operand: up to the string
+  const std::string prefix =
+      R"({"w":{"dtype":"U8","shape":[)" + k + R"(],"data_offsets":[0,)" + k + R"(]},"__metadata__":{"p":")";
+  const std::uint64_t skip = 3 + prefix.size();    // BINBYTES operand: up to the string
   const std::uint64_t header = 0x42 + 256 * skip;  // 'B' then the operand's bytes
   std::string body;
   std::uint64_t pos = 8 + prefix.size();

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <set>
 
-#include "test_util.h"
 #include "tensorseal/tensorseal.h"
+#include "test_util.h"
 
 namespace tensorseal {
 namespace {

@@ -73,16 +73,16 @@ TEST(NpyHostile, LiteralSubsetAccepted) {
 TEST(NpyHostile, BadLiterals) {
   const char* bad[] = {
       "{'descr': '<f4', 'fortran_order': False}",                                   // no shape
-      "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'x': 1}",         // extra key
-      "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)}", // duplicate
-      "{'descr': '<f4', 'fortran_order': 0, 'shape': (2, 3)}",                     // not a bool
-      "{'descr': 4, 'fortran_order': False, 'shape': (2, 3)}",                     // not a string
-      "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)",                  // unterminated
-      "{'descr': '<f\\x34', 'fortran_order': False, 'shape': (2, 3)}",             // escapes
-      "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)} junk",            // trailing text
-      "{'descr': '<f4', 'fortran_order': False, 'shape': (02, 3)}",                // leading zero
-      "{'descr': '<f4', 'fortran_order': False, 'shape': (2 3)}",                  // missing comma
-      "__import__('os').system('true')",                                             // code
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'x': 1}",          // extra key
+      "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)}",  // duplicate
+      "{'descr': '<f4', 'fortran_order': 0, 'shape': (2, 3)}",                      // not a bool
+      "{'descr': 4, 'fortran_order': False, 'shape': (2, 3)}",                      // not a string
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)",                   // unterminated
+      "{'descr': '<f\\x34', 'fortran_order': False, 'shape': (2, 3)}",              // escapes
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)} junk",             // trailing text
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (02, 3)}",                 // leading zero
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (2 3)}",                   // missing comma
+      "__import__('os').system('true')",                                            // code
       "",
   };
   for (const char* h : bad) EXPECT_EQ(rule(npy(h, k6f4)), "npy/bad-header") << h;
@@ -116,8 +116,8 @@ TEST(NpyHostile, Dtypes) {
   // An object array's data must be a pickled numpy object array.
   EXPECT_EQ(rule(npy("{'descr': '|O', 'fortran_order': False, 'shape': (2,)}", std::string(16, '\0'))),
             "npy/object-array");
-  EXPECT_EQ(rule(npy("{'descr': '|O', 'fortran_order': False, 'shape': (2,)}", "\x80\x02K\x01.")),
-            "npy/object-array") << "a pickle of something else";
+  EXPECT_EQ(rule(npy("{'descr': '|O', 'fortran_order': False, 'shape': (2,)}", "\x80\x02K\x01.")), "npy/object-array")
+      << "a pickle of something else";
   EXPECT_EQ(rule(npy("{'descr': [('a', '<f4'), ('b', '<i2')], 'fortran_order': False, 'shape': (2,)}", "")),
             "npy/structured-dtype");
   EXPECT_EQ(rule(npy("{'descr': ('<f4', (2,)), 'fortran_order': False, 'shape': (2,)}", "")), "npy/structured-dtype");

@@ -6,14 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "pickle/stdlib.h"
 #include "pickle/constants.h"
+#include "pickle/stdlib.h"
 #include "pickle/vm.h"
 #include "pickle/writer.h"
 #include "test_util.h"
 
 namespace tensorseal::testing {
-
 
 inline std::string hex(std::string_view s) { return hex_of(s); }
 
@@ -23,7 +22,10 @@ inline std::string describe(const Value& v) {
   using K = Value::Kind;
   auto seq = [](const std::vector<Value>& items) {
     std::string s;
-    for (std::size_t i = 0; i < items.size(); ++i) { if (i) s += ','; s += describe(items[i]); }
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (i) s += ',';
+      s += describe(items[i]);
+    }
     return s;
   };
   auto pairs = [](const std::vector<std::pair<Value, Value>>& items) {
@@ -35,10 +37,14 @@ inline std::string describe(const Value& v) {
     return s;
   };
   switch (v.kind()) {
-    case K::kNone: return "N";
-    case K::kBool: return v.as_bool() ? "T" : "F";
-    case K::kInt: return "i" + std::to_string(v.as_int());
-    case K::kBigInt: return "i" + v.as_bigint().to_decimal();
+    case K::kNone:
+      return "N";
+    case K::kBool:
+      return v.as_bool() ? "T" : "F";
+    case K::kInt:
+      return "i" + std::to_string(v.as_int());
+    case K::kBigInt:
+      return "i" + v.as_bigint().to_decimal();
     case K::kFloat: {
       double d = v.as_float();
       std::uint64_t u;
@@ -47,17 +53,25 @@ inline std::string describe(const Value& v) {
       for (int i = 7; i >= 0; --i) be += static_cast<char>((u >> (8 * i)) & 0xFF);
       return "f" + hex(be);
     }
-    case K::kComplex: return "c" + describe(Value(v.as_complex().real)) + describe(Value(v.as_complex().imag));
-    case K::kStr: return "u" + hex(v.as_str());
-    case K::kBytes: return (v.is_bytearray() ? "y" : "b") + hex(v.as_bytes());
-    case K::kList: return "[" + seq(v.items()) + "]";
-    case K::kTuple: return "(" + seq(v.items()) + ")";
+    case K::kComplex:
+      return "c" + describe(Value(v.as_complex().real)) + describe(Value(v.as_complex().imag));
+    case K::kStr:
+      return "u" + hex(v.as_str());
+    case K::kBytes:
+      return (v.is_bytearray() ? "y" : "b") + hex(v.as_bytes());
+    case K::kList:
+      return "[" + seq(v.items()) + "]";
+    case K::kTuple:
+      return "(" + seq(v.items()) + ")";
     case K::kSet: {
       std::vector<std::string> parts;
       for (const Value& x : v.as_set().items) parts.push_back(describe(x));
       std::sort(parts.begin(), parts.end());
       std::string s = v.as_set().frozen ? "Z{" : "S{";
-      for (std::size_t i = 0; i < parts.size(); ++i) { if (i) s += ','; s += parts[i]; }
+      for (std::size_t i = 0; i < parts.size(); ++i) {
+        if (i) s += ',';
+        s += parts[i];
+      }
       return s + "}";
     }
     case K::kDict: {
@@ -67,8 +81,10 @@ inline std::string describe(const Value& v) {
       if (d.attrs && !d.attrs->items.empty()) s += "@{" + pairs(d.attrs->items) + "}";
       return s;
     }
-    case K::kGlobal: return "G" + v.as_global().module + "." + v.as_global().name;
-    case K::kRef: return "^" + std::string(kind_name(v.ref_target().kind()));  // a back reference
+    case K::kGlobal:
+      return "G" + v.as_global().module + "." + v.as_global().name;
+    case K::kRef:
+      return "^" + std::string(kind_name(v.ref_target().kind()));  // a back reference
     case K::kObject: {
       const Object& o = v.as_object();
       std::string s =
@@ -80,8 +96,10 @@ inline std::string describe(const Value& v) {
       if (o.state) s += "~" + describe(*o.state);
       return s;
     }
-    case K::kTensor: return "tensor";
-    case K::kStorage: return "storage";
+    case K::kTensor:
+      return "tensor";
+    case K::kStorage:
+      return "storage";
   }
   return "?";
 }
@@ -93,8 +111,8 @@ inline detail::pickle::Hooks stdlib_hooks() {
 }
 
 inline detail::pickle::Parsed parse_bytes(const std::string& bytes, const Limits& limits = {},
-                                          const detail::pickle::Hooks& hooks = {},
-                                          const std::string& name = "t.pkl", std::uint64_t base = 0) {
+                                          const detail::pickle::Hooks& hooks = {}, const std::string& name = "t.pkl",
+                                          std::uint64_t base = 0) {
   return detail::pickle::parse(bytes_of(bytes), name, base, limits, hooks);
 }
 

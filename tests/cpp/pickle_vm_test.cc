@@ -36,8 +36,8 @@ std::string fixture(const std::string& name) {
   if (!fs::exists(p)) return {};
   return read_all(p);
 }
-#define REQUIRE_FIXTURE(var, name)                                          \
-  std::string var = fixture(name);                                          \
+#define REQUIRE_FIXTURE(var, name) \
+  std::string var = fixture(name); \
   if (var.empty()) FAIL() << "fixture " << name << " not generated"
 
 detail::pickle::Parsed parse_fixture(const std::string& name, const detail::pickle::Hooks& hooks = stdlib_hooks()) {
@@ -245,7 +245,9 @@ TEST(PickleVm, LateChangesAreMeasuredExactly) {
   lim.max_depth = 200;
   EXPECT_EQ(parse_rule(chain(300), lim), detail::pickle::rules::kMaxDepth.id);
   // A DAG bomb (60 levels of (x, x)) given to a recursive list: max_alloc, quickly.
-  std::string bomb = "\x80\x02]q\x00h\x00h\x00" "aN"s;
+  std::string bomb =
+      "\x80\x02]q\x00h\x00h\x00"
+      "aN"s;
   for (int i = 0; i < 60; ++i) bomb += "q\x01h\x01h\x01\x86";
   bomb += "a.";
   EXPECT_EQ(parse_rule(bomb), detail::pickle::rules::kMaxAlloc.id);
@@ -311,7 +313,10 @@ TEST(PickleVm, SeedVectorsNestedPicklesBackToBack) {
     // The legacy torch.save inside: five pickles back to back, then raw data.
     detail::pickle::Hooks h;
     Value pid_seen;
-    h.persistent_load = [&](const Value& pid, std::uint64_t) { pid_seen = pid; return Value(); };
+    h.persistent_load = [&](const Value& pid, std::uint64_t) {
+      pid_seen = pid;
+      return Value();
+    };
     std::uint64_t pos = 0;
     std::vector<std::string> parts;
     for (int i = 0; i < 5; ++i) {
@@ -352,10 +357,10 @@ TEST(PickleVm, EveryOpcodeIsParsedSomewhere) {
     }
   }
   // Opcodes no CPython 3 pickler emits below 4 GiB, or only in hostile streams.
-  add_facts(parse_bytes("\x8d"s + u64le(2) + "ab."));                    // BINUNICODE8
-  add_facts(parse_bytes("\x8e"s + u64le(2) + "ab."));                    // BINBYTES8
-  add_facts(parse_bytes("N(0N(K\x01\x31."s));                            // POP (of a MARK), POP_MARK
-  add_facts(parse_bytes("]2\x86."s));                                    // DUP
+  add_facts(parse_bytes("\x8d"s + u64le(2) + "ab."));  // BINUNICODE8
+  add_facts(parse_bytes("\x8e"s + u64le(2) + "ab."));  // BINBYTES8
+  add_facts(parse_bytes("N(0N(K\x01\x31."s));          // POP (of a MARK), POP_MARK
+  add_facts(parse_bytes("]2\x86."s));                  // DUP
   // Refused opcodes: the error names them.
   for (std::string s : {"\x82\x05"s, "\x83\x01\x01"s, "\x84\x01\x00\x00\x00"s, "\x97"s, "\x98"s}) {
     try {
@@ -478,8 +483,8 @@ TEST(PickleVm, NumberText) {
   EXPECT_EQ(describe(parse_bytes("L-9223372036854775808L\n.").value), "i-9223372036854775808");
   EXPECT_EQ(describe(parse_bytes("L18446744073709551616L\n.").value), "i18446744073709551616");
   EXPECT_EQ(parse_rule("I1x\n."), detail::pickle::rules::kBadNumberText.id);
-  EXPECT_EQ(parse_rule("I010\n."),
-            detail::pickle::rules::kBadNumberText.id) << "C reads octal, Python refuses: ambiguous";
+  EXPECT_EQ(parse_rule("I010\n."), detail::pickle::rules::kBadNumberText.id)
+      << "C reads octal, Python refuses: ambiguous";
   EXPECT_EQ(parse_rule("I\n."), detail::pickle::rules::kBadNumberText.id);
   EXPECT_EQ(parse_rule("F1.5x\n."), detail::pickle::rules::kBadNumberText.id);
   EXPECT_EQ(describe(parse_bytes("F-inf\n.").value), describe(Value(-HUGE_VAL)));
@@ -542,7 +547,9 @@ TEST(PickleVm, StackGlobalNamesThroughTheMemo) {
 
 TEST(PickleVm, StackGlobalOperands) {
   EXPECT_EQ(parse_rule("\x80\x04K\x01K\x02\x93."s), detail::pickle::rules::kStackGlobalOperands.id);
-  EXPECT_EQ(parse_rule("\x80\x04\x8c\x01" "aK\x02\x93."s), detail::pickle::rules::kStackGlobalOperands.id);
+  EXPECT_EQ(parse_rule("\x80\x04\x8c\x01"
+                       "aK\x02\x93."s),
+            detail::pickle::rules::kStackGlobalOperands.id);
 }
 
 TEST(PickleVm, GlobalNamesFollowFixImports) {
@@ -562,8 +569,10 @@ TEST(PickleVm, ArgsNotTupleAndKwargsNotDict) {
 
 TEST(PickleVm, OperationsOnObjectsAreRecorded) {
   // CVE-2026-24747 used SETITEM on a non-dict: here it is recorded in the Object.
-  std::string s = "cos\nsystem\n)R" + bu("k") + "K\x01s" + "K\x02" "a" + "(K\x03K\x04\x65" + "}" + bu("x") +
-                  "K\x05sb" + "}" + bu("y") + "K\x06sb.";
+  std::string s = "cos\nsystem\n)R" + bu("k") + "K\x01s" +
+                  "K\x02"
+                  "a" +
+                  "(K\x03K\x04\x65" + "}" + bu("x") + "K\x05sb" + "}" + bu("y") + "K\x06sb.";
   detail::pickle::Parsed p = parse_bytes(s);
   const Object& o = p.value.as_object();
   EXPECT_EQ(describe(Value(std::make_shared<List>(List{o.list_items}))), "[i2,i3,i4]");
@@ -586,8 +595,8 @@ TEST(PickleVm, BadTargets) {
   EXPECT_EQ(parse_rule("cx\ny\nNa"), detail::pickle::rules::kBadAppendTarget.id);
   EXPECT_EQ(parse_rule("]NNs"), detail::pickle::rules::kBadSetItemTarget.id);
   EXPECT_EQ(parse_rule("](N\x90"s), detail::pickle::rules::kBadAddItemsTarget.id);
-  EXPECT_EQ(parse_rule("\x80\x04(\x91(N\x90"s),
-            detail::pickle::rules::kBadAddItemsTarget.id) << "frozenset is immutable";
+  EXPECT_EQ(parse_rule("\x80\x04(\x91(N\x90"s), detail::pickle::rules::kBadAddItemsTarget.id)
+      << "frozenset is immutable";
   EXPECT_EQ(parse_rule("]}b"), detail::pickle::rules::kBadBuildTarget.id);
   EXPECT_EQ(parse_rule("cx\ny\n}b"), detail::pickle::rules::kBadBuildTarget.id);
 }
@@ -611,17 +620,31 @@ TEST(PickleVm, ObjMissingClass) { EXPECT_EQ(parse_rule("(o"), detail::pickle::ru
 TEST(PickleVm, LateMutation) {
   // Recursive changes are read; the back edge becomes a Ref.
   EXPECT_EQ(describe(parse_bytes("]q\x00\x85h\x00Na."s).value), "[N]") << "list changed after it went into a tuple";
-  EXPECT_EQ(describe(parse_bytes("]q\x00h\x00h\x00" "a0."s).value), "[^list]") << "list appended to itself";
+  EXPECT_EQ(describe(parse_bytes("]q\x00h\x00h\x00"
+                                 "a0."s)
+                         .value),
+            "[^list]")
+      << "list appended to itself";
   EXPECT_EQ(describe(parse_bytes("}q\x00(Nh\x00u."s).value), "{N:^dict}") << "dict set into itself";
-  EXPECT_EQ(describe(parse_bytes("cx\ny\n)Rq\x00h\x00h\x00" "b."s).value), "R0<Gx.y>()~^object")
+  EXPECT_EQ(describe(parse_bytes("cx\ny\n)Rq\x00h\x00h\x00"
+                                 "b."s)
+                         .value),
+            "R0<Gx.y>()~^object")
       << "object built with itself";
   // What a Ref cannot express is refused: a dict key, a set item.
-  EXPECT_EQ(parse_rule("cx\ny\n)Rq\x00}q\x01h\x01h\x00K\x01sh\x00h\x01" "b0h\x00."s),
-            detail::pickle::rules::kLateMutation.id) << "object whose state dict has the object as a key";
-  EXPECT_EQ(parse_rule("\x80\x04" "cx\ny\n)Rq\x00\x8f(h\x00\x90q\x01h\x00h\x01" "b0h\x00."s),
-            detail::pickle::rules::kLateMutation.id) << "object in a frozenset that the object's state holds";
+  EXPECT_EQ(parse_rule("cx\ny\n)Rq\x00}q\x01h\x01h\x00K\x01sh\x00h\x01"
+                       "b0h\x00."s),
+            detail::pickle::rules::kLateMutation.id)
+      << "object whose state dict has the object as a key";
+  EXPECT_EQ(parse_rule("\x80\x04"
+                       "cx\ny\n)Rq\x00\x8f(h\x00\x90q\x01h\x00h\x01"
+                       "b0h\x00."s),
+            detail::pickle::rules::kLateMutation.id)
+      << "object in a frozenset that the object's state holds";
   // Nothing leaks when parsing fails after a cycle formed (LeakSanitizer checks).
-  EXPECT_EQ(parse_rule("]q\x00h\x00h\x00" "aK"s), detail::pickle::rules::kTruncated.id);
+  EXPECT_EQ(parse_rule("]q\x00h\x00h\x00"
+                       "aK"s),
+            detail::pickle::rules::kTruncated.id);
 }
 
 TEST(PickleVm, PopSemanticsLikeCPython) {
@@ -654,9 +677,9 @@ TEST(PickleVm, Facts) {
 TEST(PickleVm, DeepNestingIsRejectedFast) {
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(parse_rule(std::string(1'000'000, '(')),
-            detail::pickle::rules::kMaxDepth.id);                 // MARK nesting
+            detail::pickle::rules::kMaxDepth.id);  // MARK nesting
   EXPECT_EQ(parse_rule(")" + std::string(1'000'000, '\x85')),
-            detail::pickle::rules::kMaxDepth.id);        // TUPLE1 chain
+            detail::pickle::rules::kMaxDepth.id);  // TUPLE1 chain
   EXPECT_EQ(parse_rule(std::string(500'000, ']') + std::string(500'000, 'a')),
             detail::pickle::rules::kMaxDepth.id);  // APPEND chain
   EXPECT_EQ(parse_rule(std::string(500'000, '}') + std::string(500'000, 'b')),
@@ -758,8 +781,8 @@ TEST(PickleVm, StdlibReduce) {
     o.args = std::make_shared<Value>(Value::tuple(std::move(args)));
     return o;
   };
-  EXPECT_EQ(describe(*detail::pickle::stdlib_reduce(obj(Value::global("builtins", "getattr"),
-                                            {Value::global("torch", "nn"), Value::str("Module")}))),
+  EXPECT_EQ(describe(*detail::pickle::stdlib_reduce(
+                obj(Value::global("builtins", "getattr"), {Value::global("torch", "nn"), Value::str("Module")}))),
             "Gtorch.nn.Module");
   EXPECT_EQ(describe(*detail::pickle::stdlib_reduce(
                 obj(Value::global("_codecs", "encode"), {Value::str("\xc3\xbf"), Value::str("latin1")}))),

@@ -2,13 +2,14 @@
 // under many threads, and hash / write / verify / inspect / canon --check reporting
 // every byte they read or write, monotone, ending at done == total, and a throwing
 // callback stopping the work with nothing written.
+#include "util/progress.h"
+
 #include <unistd.h>
 
 #include <atomic>
 #include <thread>
 
 #include "test_util.h"
-#include "util/progress.h"
 
 namespace tensorseal {
 namespace {

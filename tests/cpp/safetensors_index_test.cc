@@ -189,8 +189,8 @@ TEST(SafetensorsIndex, ManyEntriesSortedByNameAndByData) {
 TEST(SafetensorsIndex, ParserOnlyFormsGiveTheSameIndex) {
   // Each is outside the fast scanner's subset, so nlohmann's parser reads it; the index
   // must be what the scanner would give for the plain spelling.
-  const std::string plain = make_file("{\"__metadata__\":{\"k\":\"v\"}," + entry("a", "I32", "[2]", "[0,8]") + "}",
-                                      std::string(8, '\0'));
+  const std::string plain =
+      make_file("{\"__metadata__\":{\"k\":\"v\"}," + entry("a", "I32", "[2]", "[0,8]") + "}", std::string(8, '\0'));
   const std::string want = outcome(plain, true);
   ASSERT_EQ(want.rfind("error", 0), std::string::npos) << want;
   auto same_index = [&](const std::string& header) {
@@ -205,11 +205,13 @@ TEST(SafetensorsIndex, ParserOnlyFormsGiveTheSameIndex) {
       "{\"__metadata__\":{\"k\":\"v\"},\"a\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":[{}]}}");
   same_index(
       "{\"__metadata__\":{\"k\":\"v\"},\"a\":{\"data_offsets\":[0,8],\"x\":null,\"shape\":[2],\"dtype\":\"I32\"}}");
-  same_index(" \t\n{ \"__metadata__\" : { \"k\" : \"v\" } , \"a\" : { \"dtype\" : \"I32\" , \"shape\" : [ 2 ] , "
-             "\"data_offsets\" : [ 0 , 8 ] } }\r\n   ");
+  same_index(
+      " \t\n{ \"__metadata__\" : { \"k\" : \"v\" } , \"a\" : { \"dtype\" : \"I32\" , \"shape\" : [ 2 ] , "
+      "\"data_offsets\" : [ 0 , 8 ] } }\r\n   ");
   // Non-ASCII names go through the parser and keep their bytes.
-  const std::string uni = make_file("{" + entry("w\xc3\xa9ight", "I32", "[2]", "[0,8]") + "," +
-                                    entry("\\u00e9", "I32", "[0]", "[8,8]") + "}", std::string(8, '\0'));
+  const std::string uni = make_file(
+      "{" + entry("w\xc3\xa9ight", "I32", "[2]", "[0,8]") + "," + entry("\\u00e9", "I32", "[0]", "[8,8]") + "}",
+      std::string(8, '\0'));
   const std::string got = expect_same(uni);
   EXPECT_NE(got.find("\n  w\xc3\xa9ight int32"), std::string::npos) << got;
   EXPECT_NE(got.find("\n  \xc3\xa9 int32"), std::string::npos) << got;
@@ -274,8 +276,10 @@ TEST(SafetensorsIndex, HostileHeadersSameErrorOnBothParsers) {
   };
   for (const auto& c : cases) {
     const std::string got = expect_same(make_file(c.header, e8));
-    if (c.rule.empty()) EXPECT_EQ(got.rfind("error", 0), std::string::npos) << c.header << "\n" << got;
-    else EXPECT_NE(got.find("[" + c.rule + "]"), std::string::npos) << c.header << "\n" << got;
+    if (c.rule.empty())
+      EXPECT_EQ(got.rfind("error", 0), std::string::npos) << c.header << "\n" << got;
+    else
+      EXPECT_NE(got.find("[" + c.rule + "]"), std::string::npos) << c.header << "\n" << got;
   }
   EXPECT_EQ(expect_same(make_file("{}")).rfind("error", 0), std::string::npos);
   EXPECT_EQ(expect_same(make_file("  {  }  ")).rfind("error", 0), std::string::npos);
@@ -284,8 +288,8 @@ TEST(SafetensorsIndex, HostileHeadersSameErrorOnBothParsers) {
   // Limits: the scanner leaves long shapes to the parser, which names the count.
   ReadOptions opt;
   opt.limits.max_ndim = 2;
-  const std::string deep = expect_same(
-      make_file("{\"a\":{\"dtype\":\"I32\",\"shape\":[1,1,2],\"data_offsets\":[0,8]}}", e8), opt);
+  const std::string deep =
+      expect_same(make_file("{\"a\":{\"dtype\":\"I32\",\"shape\":[1,1,2],\"data_offsets\":[0,8]}}", e8), opt);
   EXPECT_NE(deep.find("3 dimensions exceed the limit"), std::string::npos) << deep;
   opt = {};
   opt.limits.max_entries = 1;
@@ -310,9 +314,15 @@ TEST(SafetensorsIndex, RandomEditsAgreeOnBothParsers) {
       const std::size_t at = rng() % h.size();
       const char c = alphabet[rng() % alphabet.size()];
       switch (rng() % 4) {
-        case 0: h[at] = c; break;
-        case 1: h.insert(h.begin() + static_cast<std::ptrdiff_t>(at), c); break;
-        case 2: h.erase(at, 1 + rng() % 3); break;
+        case 0:
+          h[at] = c;
+          break;
+        case 1:
+          h.insert(h.begin() + static_cast<std::ptrdiff_t>(at), c);
+          break;
+        case 2:
+          h.erase(at, 1 + rng() % 3);
+          break;
         case 3: {  // repeat a span: duplicate keys and entries
           const std::size_t len = std::min<std::size_t>(1 + rng() % 40, h.size() - at);
           h.insert(rng() % h.size(), h.substr(at, len));
@@ -337,8 +347,8 @@ TEST(SafetensorsIndex, IndexingNeverTouchesTheData) {
   // made from it is a window of the mapping (nothing read until used).
   const fs::path path = fs::temp_directory_path() / ("tensorseal_index_" + std::to_string(::getpid()) + ".safetensors");
   const std::uint64_t size = 1ull << 30;
-  const std::string head = make_file("{" + entry("big", "U8", "[" + std::to_string(size) + "]",
-                                                 "[0," + std::to_string(size) + "]") + "}");
+  const std::string head =
+      make_file("{" + entry("big", "U8", "[" + std::to_string(size) + "]", "[0," + std::to_string(size) + "]") + "}");
   {
     std::ofstream out(path, std::ios::binary);
     out << head;

@@ -1,9 +1,9 @@
 // Reads every file tests/fixtures/gen_safetensors.py wrote with real safetensors 0.8
 // (torch 2.x) and checks every field against the manifest the generator wrote beside it.
 // Spec: docs/formats/safetensors.md.
-#include <nlohmann/json.hpp>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "test_util.h"

@@ -10,9 +10,7 @@
 namespace tensorseal {
 namespace {
 
-std::string real_file(const char* name) {
-  return testing::read_all(testing::fixture_dir("gen_safetensors") / name);
-}
+std::string real_file(const char* name) { return testing::read_all(testing::fixture_dir("gen_safetensors") / name); }
 
 // Parses `bytes` through the public API; returns "" for success or the rule.
 // Anything other than tensorseal::Error escaping is a test failure.
@@ -69,8 +67,10 @@ TEST(SafetensorsRobust, EveryTruncationIsAnError) {
       // Every proper prefix is broken: the data buffer or the header is incomplete.
       EXPECT_NE(r, "") << label;
       const std::string c = codec_rule(whole.substr(0, n));
-      if (n < 8) EXPECT_EQ(c, "safetensors/file-too-small") << label;
-      else EXPECT_TRUE(c == "safetensors/header-length" || c == "safetensors/buffer-length") << label << " -> " << c;
+      if (n < 8)
+        EXPECT_EQ(c, "safetensors/file-too-small") << label;
+      else
+        EXPECT_TRUE(c == "safetensors/header-length" || c == "safetensors/buffer-length") << label << " -> " << c;
       if (n >= 10 && n < whole.size() && r.starts_with("safetensors/")) {
         // Past the framing, the header or buffer rules name what is missing.
         EXPECT_TRUE(r == "safetensors/header-length" || r == "safetensors/buffer-length" ||
@@ -95,8 +95,10 @@ TEST(SafetensorsRobust, EverySingleBitFlipIsErrorOrValid) {
       // Detection may turn a broken length into detect/unknown-format; otherwise the
       // public API and the codec agree.
       if (r != "detect/unknown-format") EXPECT_EQ(r, c) << i << "." << bit;
-      if (c.empty()) ++valid;
-      else ++rules[c];
+      if (c.empty())
+        ++valid;
+      else
+        ++rules[c];
     }
   }
   // Flips in the data buffer (30 bytes = 240 flips) always parse; flips in the

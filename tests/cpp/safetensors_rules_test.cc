@@ -6,8 +6,8 @@
 
 #include <optional>
 
-#include "safetensors/format.h"
 #include "safetensors/constants.h"
+#include "safetensors/format.h"
 #include "safetensors/header.h"
 #include "test_util.h"
 #include "util/endian.h"
@@ -202,8 +202,8 @@ TEST(SafetensorsRules, HeaderJsonNestingIsCappedLikeSerde) {
   // safetensors 0.8 accepts 127 nested levels (root object + entry + 125 arrays) and
   // rejects 128 (serde_json's recursion limit).
   auto nested = [](int arrays) {
-    return make_file("{\"x\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0],\"e\":" +
-                     std::string(arrays, '[') + std::string(arrays, ']') + "}}");
+    return make_file("{\"x\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0],\"e\":" + std::string(arrays, '[') +
+                     std::string(arrays, ']') + "}}");
   };
   EXPECT_NO_THROW(read_codec(nested(125)));
   expect_rule(nested(126), detail::safetensors::rules::kHeaderJson, 8);
@@ -276,8 +276,8 @@ TEST(SafetensorsRules, BadShape) {
 }
 
 TEST(SafetensorsRules, BadOffsets) {
-  for (std::string_view o : {"[0]", "[0,1,2]", "[-1,0]", "[\"0\",\"1\"]", "[0.0,1]", "{}", "null",
-                             "[0,18446744073709551616]"}) {
+  for (std::string_view o :
+       {"[0]", "[0,1,2]", "[-1,0]", "[\"0\",\"1\"]", "[0.0,1]", "{}", "null", "[0,18446744073709551616]"}) {
     SCOPED_TRACE(o);
     expect_rule(make_file("{" + entry("a", "U8", "[1]", o) + "}", "x"), detail::safetensors::rules::kBadOffsets, 8);
   }
@@ -294,7 +294,11 @@ TEST(SafetensorsRules, SizeOverflow) {
               detail::safetensors::rules::kSizeOverflow, 8);
   // A zero dimension makes the product 0 even after huge ones: no overflow.
   EXPECT_EQ(read_codec(make_file("{" + entry("a", "F64", "[0,9223372036854775807]", "[0,0]") + "}"))
-                .root.as_dict().items[0].second.as_tensor()->numel(), 0u);
+                .root.as_dict()
+                .items[0]
+                .second.as_tensor()
+                ->numel(),
+            0u);
 }
 
 TEST(SafetensorsRules, SizeMismatch) {
@@ -303,22 +307,23 @@ TEST(SafetensorsRules, SizeMismatch) {
   // The dtype changed under the same offsets: F16 [2,3] is 12 bytes, not 24.
   expect_rule(poke(real_file(), "\"F32\"", "\"F16\""), detail::safetensors::rules::kSizeMismatch, 8);
   // Scalar of F32 is 4 bytes.
-  expect_rule(make_file("{" + entry("a", "F32", "[]", "[0,2]") + "}", "xx"),
-              detail::safetensors::rules::kSizeMismatch, 8);
+  expect_rule(make_file("{" + entry("a", "F32", "[]", "[0,2]") + "}", "xx"), detail::safetensors::rules::kSizeMismatch,
+              8);
 }
 
 TEST(SafetensorsRules, MisalignedSubByte) {
   // 3 fp4 values are 12 bits; 2 fp6 values are 12 bits.
-  expect_rule(make_file("{" + entry("a", "F4", "[3]", "[0,2]") + "}", "xx"),
-              detail::safetensors::rules::kMisaligned, 8);
+  expect_rule(make_file("{" + entry("a", "F4", "[3]", "[0,2]") + "}", "xx"), detail::safetensors::rules::kMisaligned,
+              8);
   expect_rule(make_file("{" + entry("a", "F6_E2M3", "[2]", "[0,2]") + "}", "xx"),
               detail::safetensors::rules::kMisaligned, 8);
   expect_rule(make_file("{" + entry("a", "F6_E3M2", "[1]", "[0,1]") + "}", "x"),
               detail::safetensors::rules::kMisaligned, 8);
   // Whole bytes are fine: 4 fp6 values are 3 bytes, 2 fp4 values 1 byte, 2x3 fp4 3 bytes.
-  const Checkpoint ok = read_codec(make_file("{" + entry("a", "F6_E2M3", "[4]", "[0,3]") + "," +
-                                             entry("b", "F4", "[2]", "[3,4]") + "," +
-                                             entry("c", "F4", "[2,3]", "[4,7]") + "}", "abcdefg"));
+  const Checkpoint ok =
+      read_codec(make_file("{" + entry("a", "F6_E2M3", "[4]", "[0,3]") + "," + entry("b", "F4", "[2]", "[3,4]") + "," +
+                               entry("c", "F4", "[2,3]", "[4,7]") + "}",
+                           "abcdefg"));
   const Dict& d = ok.root.as_dict();
   EXPECT_EQ(d.find(std::string_view("a"))->as_tensor()->dtype, DType::kFloat6E2M3FN);
   EXPECT_EQ(d.find(std::string_view("a"))->as_tensor()->nbytes(), 3u);
@@ -349,11 +354,13 @@ TEST(SafetensorsRules, OffsetsTiling) {
               detail::safetensors::rules::kTiling);
   // Hostile offsets far past the file still report an offset inside the file.
   expect_rule(make_file("{" + entry("a", "U8", "[1]", "[0,1]") + "," +
-                        entry("b", "U8", "[1]", "[18446744073709551613,18446744073709551614]") + "}", "x"),
+                            entry("b", "U8", "[1]", "[18446744073709551613,18446744073709551614]") + "}",
+                        "x"),
               detail::safetensors::rules::kTiling);
   // Zero-size tensors may sit anywhere a boundary is (safetensors does the same).
   EXPECT_NO_THROW(read_codec(make_file("{" + entry("a", "U8", "[1]", "[0,1]") + "," + entry("z", "U8", "[0]", "[1,1]") +
-                                       "," + entry("y", "U8", "[0]", "[0,0]") + "}", "x")));
+                                           "," + entry("y", "U8", "[0]", "[0,0]") + "}",
+                                       "x")));
 }
 
 TEST(SafetensorsRules, BufferLength) {

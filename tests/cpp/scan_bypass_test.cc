@@ -3,12 +3,12 @@
 // reached through _rebuild_from_type_v2 and installed methods, payloads before a
 // broken stream, stacked pickles, latent CVE-2026-24747 shapes. The ground truth for
 // each shape (the stock loader runs it) is proved in tests/py/test_scan_bypass.py.
+#include <tensorseal/scan.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include <tensorseal/scan.h>
 
 #include "test_util.h"
 
@@ -28,7 +28,9 @@ std::string binbytes(std::string_view b) {
 std::string p4(const std::string& body) { return std::string("\x80\x04", 2) + body + "."; }
 // os.system("id") called by REDUCE, protocol 2.
 using namespace std::string_literals;
-const std::string kEvil = "\x80\x02" "cposix\nsystem\nX\x02\x00\x00\x00id\x85R."s;
+const std::string kEvil =
+    "\x80\x02"
+    "cposix\nsystem\nX\x02\x00\x00\x00id\x85R."s;
 
 ScanReport scan_bytes(const std::string& name, const std::string& bytes) {
   const fs::path p = fs::temp_directory_path() / ("tseal-scan-bypass-" + name);

@@ -18,8 +18,7 @@ namespace fs = std::filesystem;
 
 fs::path fixtures() { return fixture_dir("gen_pickle"); }
 
-Object call(std::string module, std::string name, std::vector<Value> args,
-            Construct how = Construct::kReduce) {
+Object call(std::string module, std::string name, std::vector<Value> args, Construct how = Construct::kReduce) {
   Object o;
   o.callable = std::make_shared<Value>(Value::global(std::move(module), std::move(name)));
   o.args = std::make_shared<Value>(Value::tuple(std::move(args)));
@@ -78,9 +77,9 @@ TEST(StdlibCalls, CpythonPicklesReadAsPythonLoadsThem) {
     auto p = detail::pickle::parse(bytes_of(read_all(f)), f.filename().string(), 0, {}, h);
     EXPECT_EQ(describe(p.value), expected_for(f)) << f.filename();
   }
-  for (std::string row : {"_codecs.encode", "builtins.bytearray", "builtins.bytes", "builtins.complex",
-                          "builtins.frozenset", "builtins.getattr", "builtins.set", "collections.Counter",
-                          "collections.OrderedDict"})
+  for (std::string row :
+       {"_codecs.encode", "builtins.bytearray", "builtins.bytes", "builtins.complex", "builtins.frozenset",
+        "builtins.getattr", "builtins.set", "collections.Counter", "collections.OrderedDict"})
     EXPECT_TRUE(fired.count(row)) << row << " is never emitted by the corpus";
 }
 
@@ -122,8 +121,7 @@ TEST(StdlibCalls, OneAnswerForFormerDisagreements) {
   EXPECT_EQ(reduced(call("builtins", "frozenset", {V::tuple({V::str("a"), V::str("a")})})), "Z{u61}");
   EXPECT_EQ(reduced(call("builtins", "set", {V::list({V::list()})})), "-") << "unhashable item";
   // dict / OrderedDict / Counter: from a dict or pairs; the last of equal keys wins.
-  EXPECT_EQ(reduced(call("builtins", "dict", {V::list({V::tuple({V(1), V(2)}), V::tuple({V(1), V(3)})})})),
-            "{i1:i3}");
+  EXPECT_EQ(reduced(call("builtins", "dict", {V::list({V::tuple({V(1), V(2)}), V::tuple({V(1), V(3)})})})), "{i1:i3}");
   EXPECT_EQ(reduced(call("collections", "OrderedDict", {V::list({V::list({V::str("k"), V(1)})})})), "O{u6b:i1}");
   EXPECT_EQ(reduced(call("collections", "Counter", {})), "C{}");
   EXPECT_EQ(reduced(call("collections", "OrderedDict", {V::list({V(1)})})), "-") << "not a pair";

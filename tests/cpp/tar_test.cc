@@ -5,7 +5,6 @@
 // here byte by byte, one per rule, each asserting its rule id and byte offset.
 #include <fstream>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
 #include "tar/constants.h"
@@ -106,8 +105,8 @@ struct Parts {
   std::string sys_info = pk("}" + pk_str("little_endian") + "\x88s");
   std::string storages = pk(pk_int(1)) + pk_tuple3(pk_int(7), pk_str("cpu"), pk_global("torch", "FloatStorage")) +
                          le(2, 8) + std::string("\0\0\x80?\0\0\0@", 8) + pk("]");
-  std::string tensors = pk(pk_int(1)) + pk_tuple3(pk_int(9), pk_int(7), pk_global("torch", "FloatTensor")) +
-                        le(1, 4) + le(0, 4) + le(2, 8) + le(1, 8) + le(0, 8);
+  std::string tensors = pk(pk_int(1)) + pk_tuple3(pk_int(9), pk_int(7), pk_global("torch", "FloatTensor")) + le(1, 4) +
+                        le(0, 4) + le(2, 8) + le(1, 8) + le(0, 8);
   std::string object = pk(pk_str("9") + "Q");
   std::string file() const {
     return member("sys_info", sys_info) + member("storages", storages) + member("tensors", tensors) +
@@ -336,10 +335,11 @@ TEST(TarHostile, BadMagic) {
 
 TEST(TarHostile, GnuHeaderWithPrefixIsAmbiguous) {
   Parts p;
-  const std::string f =
-      header({.name = "sys_info", .size = p.sys_info.size(), .magic = std::string(detail::tar::kGnuMagic),
-              .prefix = "x"}) +
-      padded(p.sys_info) + kEnd;
+  const std::string f = header({.name = "sys_info",
+                                .size = p.sys_info.size(),
+                                .magic = std::string(detail::tar::kGnuMagic),
+                                .prefix = "x"}) +
+                        padded(p.sys_info) + kEnd;
   expect_refused(f, tr::kAmbiguousPrefix, 345);
 }
 
@@ -449,12 +449,11 @@ TEST(TarHostile, HugeDeclaredCounts) {
 
 TEST(TarHostile, BadStorageRecords) {
   Parts p;  // numel beyond the member
-  p.storages.replace(pk(pk_int(1)).size() +
-                         pk_tuple3(pk_int(7), pk_str("cpu"), pk_global("torch", "FloatStorage")).size(),
-                     8, le(1ull << 40, 8));
-  const std::uint64_t numel_at =
-      data_of(p, "storages") + pk(pk_int(1)).size() +
-      pk_tuple3(pk_int(7), pk_str("cpu"), pk_global("torch", "FloatStorage")).size();
+  p.storages.replace(
+      pk(pk_int(1)).size() + pk_tuple3(pk_int(7), pk_str("cpu"), pk_global("torch", "FloatStorage")).size(), 8,
+      le(1ull << 40, 8));
+  const std::uint64_t numel_at = data_of(p, "storages") + pk(pk_int(1)).size() +
+                                 pk_tuple3(pk_int(7), pk_str("cpu"), pk_global("torch", "FloatStorage")).size();
   expect_refused(p.file(), tt::kTarBadStorage, numel_at);
   Parts q;  // not a storage class
   const std::string bad = pk_tuple3(pk_int(7), pk_str("cpu"), pk_global("os", "system"));

@@ -1,7 +1,9 @@
 // Helpers shared by the C++ tests.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <tensorseal/tensorseal.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -10,9 +12,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <tensorseal/tensorseal.h>
 
 #include "util/hex.h"
 

@@ -3,10 +3,10 @@
 // (tests/fixtures/gen_torch.py: tiny.pt, tiny.legacy.pt, torchscript.pt, hostile/*);
 // only the corruption is made here. Specs: docs/formats/torch-zip.md,
 // docs/formats/torch-legacy.md.
+#include <tensorseal/scan.h>
+
 #include <ctime>
 #include <functional>
-
-#include <tensorseal/scan.h>
 
 #include "test_util.h"
 #include "torch/constants.h"
@@ -199,9 +199,9 @@ TEST(TorchHostile, ReduceOsSystemIsDangerousAndInert) {
 // STACK_GLOBAL whose module and name come from the memo (MEMOIZE, POP, BINGET): the
 // scan still sees os.system.
 TEST(TorchHostile, StackGlobalThroughTheMemo) {
-  const std::string b = pickle_bytes({"\x80\x04", "\x8c\x02os", "\x94", "\x8c\x06system", "\x94", "00",
-                                      std::string_view("h\x00h\x01", 4), "\x93", "\x8c\x0ctouch /tmp/x", "\x85",
-                                      "R", "."});
+  const std::string b =
+      pickle_bytes({"\x80\x04", "\x8c\x02os", "\x94", "\x8c\x06system", "\x94", "00", std::string_view("h\x00h\x01", 4),
+                    "\x93", "\x8c\x0ctouch /tmp/x", "\x85", "R", "."});
   Checkpoint c = read_bytes(testing::bytes_of(b), "memo-global.pkl");
   ScanReport r = scan(c);
   ASSERT_EQ(r.findings.size(), 1u);

@@ -4,15 +4,14 @@
 // path, dtype, shape, strides, offset, flags and SHA-256 of its elements, every
 // non-tensor leaf, which tensors share a storage, the root's kind, dict order and
 // OrderedDict._metadata. Specs: docs/formats/torch-zip.md, docs/formats/torch-legacy.md.
+#include <tensorseal/scan.h>
+
 #include <bit>
 #include <cinttypes>
-#include <map>
 #include <cstring>
-#include <set>
-
+#include <map>
 #include <nlohmann/json.hpp>
-
-#include <tensorseal/scan.h>
+#include <set>
 
 #include "test_util.h"
 
@@ -59,21 +58,34 @@ void leaves(const Value& v, const std::string& path, json& out) {
     case K::kDict:
       for (const auto& [k, x] : v.as_dict().items) leaves(x, join(path, key_text(k)), out);
       return;
-    case K::kList: case K::kTuple:
+    case K::kList:
+    case K::kTuple:
       for (std::size_t i = 0; i < v.items().size(); ++i) leaves(v.items()[i], join(path, std::to_string(i)), out);
       return;
-    case K::kNone: out.push_back({{"path", path}, {"type", "none"}, {"value", nullptr}}); return;
-    case K::kBool: out.push_back({{"path", path}, {"type", "bool"}, {"value", v.as_bool()}}); return;
-    case K::kInt: out.push_back({{"path", path}, {"type", "int"}, {"value", std::to_string(v.as_int())}}); return;
-    case K::kBigInt: out.push_back({{"path", path}, {"type", "int"}, {"value", v.as_bigint().to_decimal()}}); return;
+    case K::kNone:
+      out.push_back({{"path", path}, {"type", "none"}, {"value", nullptr}});
+      return;
+    case K::kBool:
+      out.push_back({{"path", path}, {"type", "bool"}, {"value", v.as_bool()}});
+      return;
+    case K::kInt:
+      out.push_back({{"path", path}, {"type", "int"}, {"value", std::to_string(v.as_int())}});
+      return;
+    case K::kBigInt:
+      out.push_back({{"path", path}, {"type", "int"}, {"value", v.as_bigint().to_decimal()}});
+      return;
     case K::kFloat: {
       char buf[17];
       std::snprintf(buf, sizeof buf, "%016" PRIx64, std::bit_cast<std::uint64_t>(v.as_float()));
       out.push_back({{"path", path}, {"type", "float"}, {"value", buf}});
       return;
     }
-    case K::kStr: out.push_back({{"path", path}, {"type", "str"}, {"value", std::string(v.as_str())}}); return;
-    case K::kBytes: out.push_back({{"path", path}, {"type", "bytes"}, {"value", hex_of(v.as_bytes())}}); return;
+    case K::kStr:
+      out.push_back({{"path", path}, {"type", "str"}, {"value", std::string(v.as_str())}});
+      return;
+    case K::kBytes:
+      out.push_back({{"path", path}, {"type", "bytes"}, {"value", hex_of(v.as_bytes())}});
+      return;
     case K::kSet: {
       std::vector<std::string> items;
       for (const auto& x : v.as_set().items) items.push_back(repr(x));
@@ -81,7 +93,8 @@ void leaves(const Value& v, const std::string& path, json& out) {
       out.push_back({{"path", path}, {"type", "set"}, {"value", items}});
       return;
     }
-    default: return;  // tensors, storages, globals, opaque objects
+    default:
+      return;  // tensors, storages, globals, opaque objects
   }
 }
 
@@ -248,10 +261,10 @@ TEST(TorchRead, TiedWeightsViewOneStorage) {
       const auto& a = at(d, "embed.weight")->as_tensor();
       const auto& b = at(d, "head.weight")->as_tensor();
       const auto& row = at(d, "row")->as_tensor();
-      EXPECT_NE(a.get(), b.get());  // two tensors...
+      EXPECT_NE(a.get(), b.get());                    // two tensors...
       EXPECT_EQ(a->storage.get(), b->storage.get());  // ...one storage
       EXPECT_EQ(row->storage.get(), a->storage.get());
-      EXPECT_EQ(row->storage_offset, 8);  // embed.weight[2] of a 5x4 matrix
+      EXPECT_EQ(row->storage_offset, 8);                                 // embed.weight[2] of a 5x4 matrix
       EXPECT_EQ(at(d, "again")->node(), at(d, "embed.weight")->node());  // same object twice
       std::size_t keys = 0;
       for (const auto& f : c.facts) keys += f.topic == "storage.key";

@@ -1,8 +1,8 @@
 // The shared helpers: util/text.h (UTF-8, latin-1), util/hex.h, shape_text and
 // number_text.
-#include <cmath>
-
 #include <tensorseal/diff.h>
+
+#include <cmath>
 
 #include "test_util.h"
 #include "util/hex.h"

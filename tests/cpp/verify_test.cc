@@ -1,10 +1,11 @@
 // verify: intact, corrupt and unreadable files; embedded content hashes.
+#include "tensorseal/verify.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
-#include "tensorseal/verify.h"
 #include "test_util.h"
 
 namespace tensorseal {

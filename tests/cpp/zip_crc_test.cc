@@ -23,9 +23,7 @@ using json = nlohmann::json;
 
 fs::path fixture(const std::string& name) { return testing::fixture_dir("gen_crc") / name; }
 
-json records() {
-  return json::parse(testing::read_all(fixture("manifest.json")))["big.pt"]["records"];
-}
+json records() { return json::parse(testing::read_all(fixture("manifest.json")))["big.pt"]["records"]; }
 
 std::vector<std::byte> random_bytes(std::size_t n, unsigned seed) {
   std::mt19937 rng(seed);
@@ -78,7 +76,8 @@ TEST(ZipCrc, CombineEqualsCrcOfTheConcatenation) {
                           data.size() - 1, data.size()}) {
     const auto a = all.first(cut), b = all.subspan(cut);
     EXPECT_EQ(detail::util::crc32_combine(detail::util::crc32(0, a), detail::util::crc32(0, b), b.size()),
-              detail::util::crc32(0, all)) << cut;
+              detail::util::crc32(0, all))
+        << cut;
   }
   // Chained zeros: 5 MiB of them after 100 bytes.
   std::vector<std::byte> zeros(1 << 20);
@@ -178,7 +177,8 @@ TEST_F(ZipCrcTest, OnlyWholeStoragesReuseTheCrcWindowsComputeTheirs) {
   std::vector<std::byte> bytes(4096);
   for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 7);
   auto storage = Storage::owned(bytes, DType::kFloat32);
-  detail::core::StorageAccess::set_verified_crc32(*storage, detail::util::crc32(0, storage->bytes()) ^ 0xdeadbeef);  // wrong
+  detail::core::StorageAccess::set_verified_crc32(*storage,
+                                                  detail::util::crc32(0, storage->bytes()) ^ 0xdeadbeef);  // wrong
   auto make = [&](std::int64_t offset, std::int64_t n) {
     auto t = std::make_shared<Tensor>();
     t->dtype = DType::kFloat32;

@@ -1,13 +1,11 @@
 // zip::describe: one set of zip facts for every format built on zip.
-#include "zip/describe.h"
-
 #include <set>
 
 #include "test_util.h"
+#include "zip/describe.h"
 
 namespace tensorseal {
 namespace {
-
 
 detail::zip::Entry entry(std::string name, std::uint16_t method, std::uint16_t date, std::uint16_t system) {
   detail::zip::Entry e;
@@ -48,17 +46,16 @@ TEST(ZipDescribe, EmptyArchiveWithUnaccountedBytes) {
   detail::zip::Archive a;
   a.prefix_size = 4;
   a.unaccounted_bytes = 10;
-  EXPECT_EQ(rows(detail::zip::describe(a, "")),
-            (std::vector<std::string>{
-                "zip.records | record order | ",
-                "zip.timestamps | entries | none",
-                "zip.data_descriptors | entries | all",
-                "zip.create_system | entries | none",
-                "zip.extra_fields | central directory | none",
-                "zip.compression | entries | none",
-                "zip.zip64 | end records | absent",
-                "zip.unaccounted_bytes | byte 0 | 10 (prefix 4)",
-            }));
+  EXPECT_EQ(rows(detail::zip::describe(a, "")), (std::vector<std::string>{
+                                                    "zip.records | record order | ",
+                                                    "zip.timestamps | entries | none",
+                                                    "zip.data_descriptors | entries | all",
+                                                    "zip.create_system | entries | none",
+                                                    "zip.extra_fields | central directory | none",
+                                                    "zip.compression | entries | none",
+                                                    "zip.zip64 | end records | absent",
+                                                    "zip.unaccounted_bytes | byte 0 | 10 (prefix 4)",
+                                                }));
 }
 
 // torch zip checkpoints and .npz files speak the same zip dialect.

@@ -180,8 +180,7 @@ TEST(ZipHostile, Bzip2AndLzmaMembersAreRefusedWhenRead) {
     put16(s, central_pos(a, 0) + 10, method);
     put16(s, a.entries[0].local_offset + 8, method);
     EXPECT_NO_THROW((void)parse(s));
-    EXPECT_EQ(testing::rule_of([&] { (void)read_bytes(testing::bytes_of(s), "poked.npz"); }),
-              "zip/unsupported-method")
+    EXPECT_EQ(testing::rule_of([&] { (void)read_bytes(testing::bytes_of(s), "poked.npz"); }), "zip/unsupported-method")
         << method;
   }
 }

@@ -290,12 +290,10 @@ TEST(ZipInflate, NpzDeflatedCrcIsCheckedWhenTheDataStreams) {
   const auto a = detail::zip::read(testing::bytes_of(s), "x", Limits{});
   // The CRC in both headers: the reader's local/central agreement still holds.
   std::uint32_t bad = a.entries[0].crc32 ^ 0x10;
-  for (std::uint64_t at : {a.entries[0].local_offset + 14, a.central_offset + 16})
-    std::memcpy(s.data() + at, &bad, 4);
+  for (std::uint64_t at : {a.entries[0].local_offset + 14, a.central_offset + 16}) std::memcpy(s.data() + at, &bad, 4);
   const Checkpoint c = read_bytes(testing::bytes_of(s), "x.npz");  // the header alone is read
   EXPECT_EQ(testing::rule_of([&] { (void)content_hash(c.root); }), "zip/crc-mismatch");
-  EXPECT_EQ(testing::rule_of([&] { (void)collect_tensors(c.root)[0].tensor->storage->bytes(); }),
-            "zip/crc-mismatch");
+  EXPECT_EQ(testing::rule_of([&] { (void)collect_tensors(c.root)[0].tensor->storage->bytes(); }), "zip/crc-mismatch");
   ReadOptions no_crc;
   no_crc.verify_checksums = false;
   const Checkpoint unchecked = read_bytes(testing::bytes_of(s), "x.npz", no_crc);

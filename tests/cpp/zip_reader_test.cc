@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
-#include "zip/constants.h"
 #include "util/crc32.h"
+#include "zip/constants.h"
 #include "zip/reader.h"
 
 namespace tensorseal {

@@ -10,11 +10,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "test_util.h"
-#include "util/endian.h"
 #include "io/sink.h"
-#include "zip/constants.h"
+#include "test_util.h"
 #include "util/crc32.h"
+#include "util/endian.h"
+#include "zip/constants.h"
 #include "zip/reader.h"
 #include "zip/writer.h"
 

@@ -1,11 +1,14 @@
-"""The house style that a machine can check: no line of C++ source (library, CLI, public
-headers, Python binding, C++ tests, fuzzers) is longer than 120 columns, the limit
-.clang-format sets (`make format` rewraps such lines)."""
+"""The house style that a machine can check: every C++ source file (library, CLI, public
+headers, Python binding, C++ tests, fuzzers) is as clang-format (the version `make setup`
+pins) formats it with .clang-format, and no line is longer than 120 columns, the limit
+.clang-format sets (`make format` formats the tree)."""
 from __future__ import annotations
 
 import pathlib
 import re
+import shutil
 import subprocess
+import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LIMIT = 120
@@ -29,3 +32,21 @@ def test_no_cpp_line_is_longer_than_the_limit():
     long = [f"{f.relative_to(ROOT)}:{n}: {len(line)} columns"
             for f in files for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1) if len(line) > LIMIT]
     assert long == [], "\n".join(long[:40])
+
+
+def clang_format() -> str:
+    """The pinned clang-format of the venv (scripts/setup.sh), not whatever is on PATH:
+    another version formats differently."""
+    exe = pathlib.Path(sys.executable).parent / "clang-format"
+    found = str(exe) if exe.exists() else shutil.which("clang-format")
+    assert found, "clang-format is not installed (make setup installs it)"
+    return found
+
+
+def test_every_cpp_file_is_clang_formatted():
+    files = cpp_files()
+    r = subprocess.run([clang_format(), "--dry-run", "--Werror", *map(str, files)], cwd=ROOT,
+                       capture_output=True, text=True)
+    unformatted = sorted({line.split(":")[0] for line in r.stderr.splitlines() if ": error:" in line})
+    assert r.returncode == 0 and unformatted == [], "not clang-formatted (run make format):\n" + "\n".join(
+        unformatted[:40]) + r.stderr[-2000:]
