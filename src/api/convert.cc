@@ -106,11 +106,12 @@ void write_canonical(const Checkpoint& c, const std::filesystem::path& out, cons
   o.before_commit = options.write.before_commit;
   // The caller's format options win over the kept layout, and drop what they replace
   // (FormatParam::replaces: a new shard size, the input's split).
-  for (const auto& [name, value] : options.write.format_options) {
-    const FormatParam* p = format_param(to, name);
-    std::erase_if(o.format_options,
-                  [&](const auto& kept) { return kept.first == name || (p != nullptr && kept.first == p->replaces); });
-    o.format_options.emplace_back(name, value);
+  for (const auto& given : options.write.format_options) {
+    const FormatParam* p = format_param(to, given.first);
+    std::erase_if(o.format_options, [&](const auto& kept) {
+      return kept.first == given.first || (p != nullptr && kept.first == p->replaces);
+    });
+    o.format_options.push_back(given);
   }
   write_file(c.root, out, to, o);
 }
