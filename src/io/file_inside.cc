@@ -5,16 +5,15 @@
 namespace tensorseal::detail::io {
 namespace fs = std::filesystem;
 
-namespace {
-
-// True when `p` (canonical) is `root` (canonical) or inside it.
-bool inside(const fs::path& p, const fs::path& root) {
+bool path_inside(const fs::path& p, const fs::path& root) {
   auto r = root.begin();
   auto q = p.begin();
   for (; r != root.end(); ++r, ++q)
     if (q == p.end() || *q != *r) return false;
   return true;
 }
+
+namespace {
 
 // A Hugging Face cache snapshot (<repo>/snapshots/<revision>/, huggingface_hub's
 // layout) holds symlinks into the repository's content-addressed <repo>/blobs/: that
@@ -43,7 +42,7 @@ fs::path file_inside(const fs::path& dir, const std::string& file, const Rule& e
   if (ec) throw Error(missing, what + " cannot be resolved: " + ec.message(), index);
   const fs::path real_dir = fs::canonical(dir, ec);
   const fs::path blobs = ec ? fs::path() : hf_cache_blobs(real_dir);
-  if (ec || !(inside(real, real_dir) || (!blobs.empty() && inside(real, blobs))))
+  if (ec || !(path_inside(real, real_dir) || (!blobs.empty() && path_inside(real, blobs))))
     throw Error(escapes, what + " resolves to " + real.string() + ", outside the directory", index);
   if (!fs::is_regular_file(real, ec)) throw Error(missing, what + " is not a regular file", index);
   return p;

@@ -9,6 +9,9 @@
 
 namespace tensorseal::detail::io {
 
+// True when `p` is `root` or inside it, compared part by part (both canonical).
+bool path_inside(const std::filesystem::path& p, const std::filesystem::path& root);
+
 // The on-disk path of `file` (as the index spells it) inside `dir`, refused with
 // `escapes` for absolute paths, "." / ".." parts and symlinks (of the file or of a
 // folder on the way) resolving outside `dir` (a Hugging Face cache snapshot's links into

@@ -48,15 +48,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// True when `p` (canonical) is `root` (canonical) or inside it.
-bool inside(const fs::path& p, const fs::path& root) {
-  auto r = root.begin();
-  auto q = p.begin();
-  for (; r != root.end(); ++r, ++q)
-    if (q == p.end() || *q != *r) return false;
-  return true;
-}
-
 // The folders a walk of `root` may read through links: the root, and the blobs/ of the
 // Hugging Face cache repository that holds it (an ancestor, or the root itself, with
 // blobs/ and snapshots/, `root` being it or inside its snapshots/).
@@ -65,7 +56,7 @@ std::vector<fs::path> allowed_roots(const fs::path& root) {
   std::error_code ec;
   for (fs::path a = root; !a.empty(); a = a.parent_path()) {
     if (fs::is_directory(a / "blobs", ec) && fs::is_directory(a / "snapshots", ec) &&
-        (a == root || inside(root, fs::canonical(a / "snapshots", ec)))) {
+        (a == root || io::path_inside(root, fs::canonical(a / "snapshots", ec)))) {
       out.push_back(fs::canonical(a / "blobs", ec));
       break;
     }
@@ -124,7 +115,7 @@ class DirScanner {
         bool ok = !ec;
         if (ok) {
           ok = false;
-          for (const auto& a : allowed_) ok = ok || inside(target, a);
+          for (const auto& a : allowed_) ok = ok || io::path_inside(target, a);
         }
         if (!ok) {
           fail(Error(rules::kDirEntry,
