@@ -44,6 +44,13 @@ namespace {
 
 void emit(std::string& out, std::uint8_t code) { out += static_cast<char>(code); }
 
+// The opcode closing a tuple of `n` items whose items are on the stack: TUPLE1-3 for
+// 1-3 (no MARK), else TUPLE (after a MARK), as CPython's save_tuple writes them.
+std::uint8_t tuple_op(std::size_t n) {
+  constexpr std::uint8_t kSmall[] = {op::kTuple, op::kTuple1, op::kTuple2, op::kTuple3};
+  return n <= 3 ? kSmall[n] : op::kTuple;
+}
+
 struct DepthGuard {
   std::uint32_t& d;
   explicit DepthGuard(std::uint32_t& depth) : d(depth) {
@@ -163,22 +170,11 @@ void Writer::begin_tuple(std::size_t n) {
   if (n > 3) mark();
 }
 void Writer::end_tuple(std::size_t n) {
-  switch (n) {
-    case 0:
-      emit(out_, op::kEmptyTuple);
-      return;  // CPython does not memoize ()
-    case 1:
-      emit(out_, op::kTuple1);
-      break;
-    case 2:
-      emit(out_, op::kTuple2);
-      break;
-    case 3:
-      emit(out_, op::kTuple3);
-      break;
-    default:
-      emit(out_, op::kTuple);
+  if (n == 0) {
+    emit(out_, op::kEmptyTuple);
+    return;  // CPython does not memoize ()
   }
+  emit(out_, tuple_op(n));
   put_memo();
 }
 void Writer::tuple(std::span<const Value> items) {
@@ -501,19 +497,7 @@ void Writer::value(const Value& v) {
         get_memo(*known);
         return;
       }
-      switch (items.size()) {
-        case 1:
-          emit(out_, op::kTuple1);
-          break;
-        case 2:
-          emit(out_, op::kTuple2);
-          break;
-        case 3:
-          emit(out_, op::kTuple3);
-          break;
-        default:
-          emit(out_, op::kTuple);
-      }
+      emit(out_, tuple_op(items.size()));
       end_node(v.node());
       return;
     }
