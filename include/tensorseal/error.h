@@ -82,6 +82,8 @@ inline constexpr Rule kTruncated{"file/truncated", ErrorKind::kCorrupt};
 inline constexpr Rule kSizeOverflow{"file/size-overflow", ErrorKind::kCorrupt};
 inline constexpr Rule kViewOutOfBounds{"tensor/view-out-of-bounds", ErrorKind::kCorrupt};
 inline constexpr Rule kBadShape{"tensor/bad-shape", ErrorKind::kCorrupt};
+// An overlapping view describing more bytes beyond its storage than Limits::max_expanded_bytes.
+inline constexpr Rule kExpandedTooLarge{"tensor/expanded-too-large", ErrorKind::kLimit};
 inline constexpr Rule kUnsupportedValue{"value/unsupported", ErrorKind::kUnsupported};
 inline constexpr Rule kInternal{"internal", ErrorKind::kInternal};
 }  // namespace rules

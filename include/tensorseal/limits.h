@@ -33,6 +33,8 @@ struct Limits {
   // times their compressed bytes (0: max_inflate is a hard cap).
   std::uint64_t max_inflate = 256ull << 20;
   std::uint64_t max_inflate_ratio = 100;
+  // Bytes an overlapping view (stride 0, expand()) may describe beyond its storage's.
+  std::uint64_t max_expanded_bytes = 1ull << 32;
 };
 
 // The fields of Limits by name ("max_alloc", ...), in declaration order. The CLI's

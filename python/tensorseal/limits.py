@@ -44,6 +44,8 @@ class Limits:
         max_inflate_ratio: past ``max_inflate``, the most the deflated members may
             inflate to, as a multiple of their compressed bytes (0: ``max_inflate`` is
             a hard cap).
+        max_expanded_bytes: bytes an overlapping view (a stride of 0, ``expand()``)
+            may describe beyond the bytes its storage holds.
 
     Raises:
         InvalidArgumentError: when the limits are used (the ``limits=`` of a call): a
@@ -71,6 +73,7 @@ class Limits:
     max_pickle_inflate: Optional[int] = None
     max_inflate: Optional[int] = None
     max_inflate_ratio: Optional[int] = None
+    max_expanded_bytes: Optional[int] = None
 
     @staticmethod
     def defaults() -> Dict[str, int]:

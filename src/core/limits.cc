@@ -20,7 +20,7 @@ struct Entry {
   Field field;
 };
 
-constexpr std::array<Entry, 14> kFields = {{
+constexpr std::array<Entry, 15> kFields = {{
     {"max_safetensors_header", &Limits::max_safetensors_header},
     {"max_pickle_bytes", &Limits::max_pickle_bytes},
     {"max_pickle_ops", &Limits::max_pickle_ops},
@@ -35,6 +35,7 @@ constexpr std::array<Entry, 14> kFields = {{
     {"max_pickle_inflate", &Limits::max_pickle_inflate},
     {"max_inflate", &Limits::max_inflate},
     {"max_inflate_ratio", &Limits::max_inflate_ratio},
+    {"max_expanded_bytes", &Limits::max_expanded_bytes},
 }};
 
 constexpr std::array<std::string_view, kFields.size()> kNames = [] {

@@ -60,7 +60,7 @@ Checkpoint read_safetensors(const io::Input& in) {
   for (auto it = c.metadata.begin(); it != c.metadata.end(); ++it) {
     if (it->first != safetensors::kStructureKey) continue;
     try {
-      c.root = safetensors::unflatten(it->second, c.root, in.name);
+      c.root = safetensors::unflatten(it->second, c.root, in.name, in.options->limits);
     } catch (const nlohmann::json::exception& e) {
       fail(rules::kBadStructure, std::string("tensorseal.structure does not fit the file: ") + e.what(), in,
            safetensors::kLengthPrefixSize);

@@ -20,6 +20,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/expansion.h"
 #include "core/walk.h"
 #include "safetensors/constants.h"
 #include "tensorseal/error.h"
@@ -243,6 +244,7 @@ struct Encoder {
 struct Decoder {
   const Dict& flat;
   const std::string& file;
+  const Limits& limits;
   std::map<std::tuple<std::string, std::int64_t, std::vector<std::int64_t>, std::vector<std::int64_t>, bool, bool,
                       NumpyType>,
            Value>
@@ -356,6 +358,11 @@ struct Decoder {
         } catch (const Error& e) {
           bad(std::string("view does not fit its base: ") + e.detail());
         }
+        try {
+          core::check_expansion(*view, limits);
+        } catch (const Error& e) {
+          throw e.located(file);
+        }
         // Views of one base must stay one object per distinct view.
         auto key =
             std::make_tuple(b->get<std::string>(), view->storage_offset, view->shape, view->strides, rg, param, np);
@@ -446,7 +453,7 @@ Flattened flatten(const Value& root) {
   return f;
 }
 
-Value unflatten(std::string_view structure, const Value& flat, const std::string& file) {
+Value unflatten(std::string_view structure, const Value& flat, const std::string& file, const Limits& limits) {
   json j;
   try {
     j = json::parse(structure);
@@ -455,7 +462,7 @@ Value unflatten(std::string_view structure, const Value& flat, const std::string
   }
   if (!j.is_object() || j.value("version", 0) != kVersion || !j.contains("root"))
     throw Error(rules::kBadStructure, "tensorseal.structure has an unknown version", file);
-  Decoder d{flat.as_dict(), file, {}};
+  Decoder d{flat.as_dict(), file, limits, {}};
   return d.dec(j["root"], 0);
 }
 

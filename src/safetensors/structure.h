@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "tensorseal/limits.h"
 #include "tensorseal/value.h"
 
 namespace tensorseal::detail::safetensors {
@@ -32,7 +33,8 @@ struct Flattened {
 Flattened flatten(const Value& root);
 
 // Rebuilds the tree from the structure JSON and the flat tensors read from the file.
-// Throws Error{safetensors/bad-structure} when the JSON does not fit the tensors.
-Value unflatten(std::string_view structure, const Value& flat, const std::string& file);
+// Throws Error{safetensors/bad-structure} when the JSON does not fit the tensors, and
+// Error{tensor/expanded-too-large} for a view past limits.max_expanded_bytes.
+Value unflatten(std::string_view structure, const Value& flat, const std::string& file, const Limits& limits);
 
 }  // namespace tensorseal::detail::safetensors

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/expansion.h"
 #include "core/format_names.h"
 #include "pickle/constants.h"
 #include "pickle/stdlib.h"
@@ -177,6 +178,7 @@ struct Resolution {
     if (t->shape.size() > in.options->limits.max_ndim) bad_args(fn, "too many dimensions", in);
     try {
       t->validate();
+      core::check_expansion(*t, in.options->limits);
     } catch (const Error& e) {
       throw e.located(in.name);
     }

@@ -24,6 +24,7 @@
 #include <map>
 #include <optional>
 
+#include "core/expansion.h"
 #include "pickle/vm.h"
 #include "tar/constants.h"
 #include "tar/reader.h"
@@ -266,6 +267,7 @@ class TarReader {
       t->storage_offset = util::load_le<std::int64_t>(dims.data() + 16 * ndim);
       try {
         t->validate();
+        core::check_expansion(*t, limits);
       } catch (const Error& e) {  // tensor/view-out-of-bounds, ...: at the record
         throw Error(Rule{e.rule(), e.kind()}, fmt::format("{}: tensor {}: {}", m.name, key, e.detail()), in_.name,
                     ndim_at);

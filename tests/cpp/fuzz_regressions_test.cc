@@ -32,6 +32,11 @@
 //   torch_legacy/frozenset-key-hashing-slow: the same shape inside a legacy file; 0.48 s
 //     of CPU under ASan with the small limits, 25 s of wall time on a starved core (the
 //     fifth long run's only other timeout). Bounded by max_alloc, not a hang.
+//   tar/expanded-view-oom: a torch 0.1 tensor record with a stride of 0 describing
+//     ~176 TB over a few bytes of storage; content_hash sized its chunk table from the
+//     described bytes (a 5.6 GB allocation, the CI fuzz run's out-of-memory) and would
+//     have walked every element. Fixed by Limits::max_expanded_bytes
+//     (src/core/expansion.cc, checked by every reader that makes views).
 #include <algorithm>
 #include <filesystem>
 #include <vector>
