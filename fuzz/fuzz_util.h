@@ -41,7 +41,7 @@ inline ReadOptions small_options() {
   o.limits.max_string = 1 << 22;
   o.limits.max_alloc = 1 << 25;
   o.limits.max_entries = 10'000;
-  o.limits.max_expanded_bytes = 1 << 26;
+  o.limits.max_expanded_bytes = 1 << 24;
   return o;
 }
 
