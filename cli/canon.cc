@@ -155,7 +155,7 @@ Runner add_canon(CLI::App& app) {
       if (ins->empty()) throw Error(rules::kInvalidArgument, "--check needs at least one FILE");
       CanonCheckOptions o;
       o.threads = flags->threads;
-      o.limits = *limits;
+      o.read.limits = *limits;
       return check_files(*ins, o, flags->quiet);
     }
     if (*from_stdin ? !ins->empty() : ins->size() != 1)

@@ -26,8 +26,8 @@ Runner add_hash(CLI::App& app) {
     HashOptions o;
     o.algo = *fast ? HashAlgo::kXxh3 : HashAlgo::kSha256;
     o.threads = *threads;
-    o.limits = *limits;
-    o.format = *format;
+    o.read.limits = *limits;
+    o.read.format = *format;
     ProgressBar bar(files->size() == 1 ? "hashing " + files->front() : fmt::format("hashing {} files", files->size()),
                     *quiet);
     o.progress = bar.callback();

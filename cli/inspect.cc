@@ -27,8 +27,8 @@ Runner add_inspect(CLI::App& app) {
     using namespace tensorseal;
     InspectOptions o;
     o.threads = *threads;
-    o.limits = *limits;
-    o.format = *format;
+    o.read.limits = *limits;
+    o.read.format = *format;
     o.values = *textconv;
     // git runs --textconv with the user's terminal as stderr: no bar there.
     ProgressBar bar("inspecting", *quiet || *textconv);

@@ -13,7 +13,7 @@ tensorseal::InspectReport inspected(const std::string& file, unsigned threads, c
                                     bool quiet) {
   tensorseal::InspectOptions o;
   o.threads = threads;
-  o.limits = limits;
+  o.read.limits = limits;
   ProgressBar bar("reading " + file, quiet);
   o.progress = bar.callback();
   return tensorseal::inspect_file(file, o);

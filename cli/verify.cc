@@ -36,8 +36,8 @@ Runner add_verify(CLI::App& app) {
     using namespace tensorseal;
     VerifyOptions o;
     o.threads = *threads;
-    o.limits = *limits;
-    o.format = *format;
+    o.read.limits = *limits;
+    o.read.format = *format;
     o.signature = *signature;
     o.public_key = *pub;
     o.expect = *expect;
@@ -129,7 +129,7 @@ Runner add_verify(CLI::App& app) {
         HashOptions h;
         h.algo = expect->starts_with("xxh3:") ? HashAlgo::kXxh3 : HashAlgo::kSha256;
         h.threads = *threads;
-        h.limits = *limits;
+        h.read.limits = *limits;
         const std::string got = hash_training_dir(dir, h).digest;
         if (got != *expect) {
           status = std::max(status, kExitDifferent);

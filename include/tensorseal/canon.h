@@ -57,7 +57,7 @@ struct CanonCheck {
 
 struct CanonCheckOptions {
   unsigned threads = 0;  // never changes the result
-  Limits limits;         // for check_canonical_file's read
+  ReadOptions read;      // how check_canonical_file reads (limits, format, ...)
   Progress progress;     // canonical bytes compared of all (tensorseal/progress.h)
 };
 

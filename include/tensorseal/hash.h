@@ -13,9 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "tensorseal/checkpoint.h"
 #include "tensorseal/export.h"
-#include "tensorseal/format.h"
-#include "tensorseal/limits.h"
 #include "tensorseal/progress.h"
 #include "tensorseal/value.h"
 
@@ -26,10 +25,9 @@ enum class HashAlgo : std::uint8_t { kSha256, kXxh3 };
 
 struct HashOptions {
   HashAlgo algo = HashAlgo::kSha256;
-  unsigned threads = 0;              // 0: all cores. The result never depends on this.
-  Limits limits;                     // for hash_file's read
-  Format format = Format::kUnknown;  // hash_file reads as this (ReadOptions::format)
-  Progress progress;                 // bytes hashed (and checksummed) of all; tensorseal/progress.h
+  unsigned threads = 0;  // 0: all cores. The result never depends on this.
+  ReadOptions read;      // how hash_file reads (limits, format, in_memory, ...)
+  Progress progress;     // bytes hashed (and checksummed) of all; tensorseal/progress.h
 };
 
 // "sha256:<64 hex>" or "xxh3:<32 hex>".

@@ -11,18 +11,16 @@
 #include "tensorseal/checkpoint.h"
 #include "tensorseal/dtype.h"
 #include "tensorseal/export.h"
-#include "tensorseal/limits.h"
 #include "tensorseal/progress.h"
 
 TENSORSEAL_API_BEGIN
 namespace tensorseal {
 
 struct InspectOptions {
-  unsigned threads = 0;              // 0: all cores. The report never depends on this.
-  Limits limits;                     // for inspect_file's read
-  Format format = Format::kUnknown;  // inspect_file reads as this (ReadOptions::format)
-  bool values = false;               // also list the non-tensor leaves (InspectReport::values)
-  Progress progress;                 // bytes digested of all (tensorseal/progress.h)
+  unsigned threads = 0;  // 0: all cores. The report never depends on this.
+  ReadOptions read;      // how inspect_file reads (limits, format, in_memory, ...)
+  bool values = false;   // also list the non-tensor leaves (InspectReport::values)
+  Progress progress;     // bytes digested of all (tensorseal/progress.h)
 };
 
 struct InspectTensor {
@@ -81,7 +79,7 @@ struct InspectReport {
 
 // Inspects a checkpoint already read. Throws tensorseal::Error for broken tensor views.
 [[nodiscard]] InspectReport inspect(const Checkpoint& c, const InspectOptions& options = {});
-// Reads (with options.limits) and inspects a file.
+// Reads (as options.read says) and inspects a file.
 [[nodiscard]] InspectReport inspect_file(const std::filesystem::path& path, const InspectOptions& options = {});
 
 // The report as JSON (schema: docs/cli.md, "tseal inspect --json"; `values` is not in it).

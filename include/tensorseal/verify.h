@@ -14,9 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tensorseal/checkpoint.h"
 #include "tensorseal/export.h"
-#include "tensorseal/format.h"
-#include "tensorseal/limits.h"
 #include "tensorseal/progress.h"
 #include "tensorseal/scan.h"
 #include "tensorseal/sign.h"
@@ -56,10 +55,11 @@ struct VerifyResult {
 };
 
 struct VerifyOptions {
-  Limits limits;
-  Format format = Format::kUnknown;  // verify_file reads as this (ReadOptions::format)
-  unsigned threads = 0;              // for the pass over the tensor data
-  Progress progress;                 // tensor bytes checked of all (tensorseal/progress.h)
+  // How verify_file reads (limits, format, in_memory, ...); every checksum is verified
+  // whatever read.verify_checksums says.
+  ReadOptions read;
+  unsigned threads = 0;  // for the pass over the tensor data
+  Progress progress;     // tensor bytes checked of all (tensorseal/progress.h)
   // With both set: also check the signature `signature` (a Sigstore bundle from
   // sign_statement) with the PEM public key `public_key`, and that the statement it
   // signs is this file's manifest (tensorseal/sign.h). A failure makes the file

@@ -303,8 +303,8 @@ NB_MODULE(_tensorseal, m) {
         HashOptions o;
         o.algo = fast ? HashAlgo::kXxh3 : HashAlgo::kSha256;
         o.threads = threads;
-        o.limits = limits_of(limits);
-        o.format = format_of(format);
+        o.read.limits = limits_of(limits);
+        o.read.format = format_of(format);
         o.progress = progress_of(progress);
         nb::gil_scoped_release nogil;
         return hash_file(path, o);  // = content_hash(read_file(path).root), zip CRCs fused into the pass
@@ -334,8 +334,8 @@ NB_MODULE(_tensorseal, m) {
          const std::string& format) {
         InspectOptions o;
         o.threads = threads;
-        o.limits = limits_of(limits);
-        o.format = format_of(format);
+        o.read.limits = limits_of(limits);
+        o.read.format = format_of(format);
         o.progress = progress_of(progress);
         nb::gil_scoped_release nogil;
         return to_json(inspect_file(path, o));
@@ -348,7 +348,7 @@ NB_MODULE(_tensorseal, m) {
       [](const std::string& path, unsigned threads, const LimitPairs& limits, nb::handle progress) {
         CanonCheckOptions o;
         o.threads = threads;
-        o.limits = limits_of(limits);
+        o.read.limits = limits_of(limits);
         o.progress = progress_of(progress);
         nb::gil_scoped_release nogil;
         return check_canonical_file(path, o).canonical;  // == tseal canon --check
@@ -395,7 +395,7 @@ NB_MODULE(_tensorseal, m) {
       [](const std::vector<std::string>& paths, unsigned threads, const LimitPairs& limits, nb::handle progress) {
         VerifyOptions o;
         o.threads = threads;
-        o.limits = limits_of(limits);
+        o.read.limits = limits_of(limits);
         o.progress = progress_of(progress);
         nb::gil_scoped_release nogil;
         std::vector<VerifyResult> results;

@@ -119,9 +119,7 @@ CanonCheck check_canonical_file(const std::filesystem::path& path, const CanonCh
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw Error(rules::kCanonCheckDirectory, "a directory; canon --check compares files", path.string());
-  ReadOptions ro;
-  ro.limits = options.limits;
-  const Checkpoint c = read_file(path, ro);
+  const Checkpoint c = read_file(path, options.read);
   if (c.mapping == nullptr) {  // read_file of a shard index reads a directory
     (void)single_file_row(c);
     throw Error(rules::kCanonCheckDirectory, "not read from one file", c.file);

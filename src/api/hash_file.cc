@@ -11,24 +11,17 @@
 namespace tensorseal {
 
 namespace {
-ReadOptions read_options(const HashOptions& options) {
-  ReadOptions read_options;
-  read_options.limits = options.limits;
-  read_options.format = options.format;
-  return read_options;
-}
-
 // Files read and hashed together: bounds the mappings and parsed trees held at once.
 constexpr std::size_t kBatch = 256;
 }  // namespace
 
 std::string hash_file(const std::filesystem::path& path, const HashOptions& options) {
-  return content_hash(detail::api::read_file_deferred(path, read_options(options)).root, options);
+  return content_hash(detail::api::read_file_deferred(path, options.read).root, options);
 }
 
 std::vector<FileHash> hash_files(const std::vector<std::filesystem::path>& paths, const HashOptions& options) {
   std::vector<FileHash> out(paths.size());
-  const ReadOptions ro = read_options(options);
+  const ReadOptions ro = options.read;
   std::uint64_t done_before = 0;
   for (std::size_t first = 0; first < paths.size(); first += kBatch) {
     const std::size_t n = std::min(kBatch, paths.size() - first);

@@ -269,10 +269,7 @@ InspectReport inspect(const Checkpoint& c, const InspectOptions& options) {
 }
 
 InspectReport inspect_file(const std::filesystem::path& path, const InspectOptions& options) {
-  ReadOptions o;
-  o.limits = options.limits;
-  o.format = options.format;
-  return inspect(read_file(path, o), options);
+  return inspect(read_file(path, options.read), options);
 }
 
 std::string to_json(const InspectReport& r) {

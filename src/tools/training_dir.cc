@@ -241,7 +241,7 @@ DirHash hash_training_dir(const fs::path& dir, const HashOptions& options) {
     which.push_back(i);
   }
   HashOptions o = options;
-  o.format = Format::kUnknown;  // each entry's own format
+  o.read.format = Format::kUnknown;  // each entry's own format
   const auto results = hash_files(paths, o);
   for (std::size_t k = 0; k < results.size(); ++k) {
     if (results[k].error) std::rethrow_exception(results[k].error);

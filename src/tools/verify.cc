@@ -77,9 +77,7 @@ VerifyResult verify_file(const std::filesystem::path& path, const VerifyOptions&
         throw Error(rules::kInvalidArgument,
                     "--expect '" + options.expect + "' is not a content hash (sha256:<64 hex> or xxh3:<32 hex>)");
     }
-    ReadOptions ro;
-    ro.limits = options.limits;
-    ro.format = options.format;
+    ReadOptions ro = options.read;
     ro.verify_checksums = true;
     // The tensor data's checksums are verified by the one pass over its bytes below.
     Checkpoint c = detail::api::read_file_deferred(path, ro);

@@ -80,9 +80,9 @@ TEST(Inspect, MetadataIsAlwaysAnObject) {
 
 TEST(Inspect, FileReadsWithTheGivenLimits) {
   InspectOptions o;
-  o.limits.max_entries = 5;  // the fixture holds 6 tensors
+  o.read.limits.max_entries = 5;  // the fixture holds 6 tensors
   EXPECT_EQ(testing::rule_of([&] { (void)inspect_file(fx("base.safetensors"), o); }), "safetensors/too-many-tensors");
-  o.limits.max_entries = 6;
+  o.read.limits.max_entries = 6;
   EXPECT_EQ(inspect_file(fx("base.safetensors"), o).tensors.size(), 6u);
 }
 
@@ -164,7 +164,7 @@ TEST(Limits, RefusesUnknownNamesAndValuesTooLarge) {
 
 TEST(Limits, HashFileReadsWithThem) {
   HashOptions o;
-  o.limits.max_entries = 5;
+  o.read.limits.max_entries = 5;
   EXPECT_EQ(testing::rule_of([&] { (void)hash_file(fx("base.safetensors"), o); }), "safetensors/too-many-tensors");
   EXPECT_EQ(hash_file(fx("base.safetensors")), content_hash(read_file(fx("base.safetensors")).root));
 }
