@@ -14,24 +14,9 @@ namespace {
 
 std::string num(double v, int digits = 4) { return tensorseal::number_text(v, digits); }
 
-std::string summary_line(const tensorseal::DiffReport& r) {
-  const auto total = r.total_tensors();
-  if (r.equal() && r.bit_different_tensors() == 0) return fmt::format("content identical: {} tensors, 0 differ", total);
-  if (r.equal())
-    return fmt::format("equal within tolerance: {} tensors, {} not bit-identical", total, r.bit_different_tensors());
-  std::string s = fmt::format("{} of {} tensors differ", r.differing_tensors(), total);
-  std::vector<std::string> parts;
-  if (!r.only_in_a.empty()) parts.push_back(fmt::format("{} only in A", r.only_in_a.size()));
-  if (!r.only_in_b.empty()) parts.push_back(fmt::format("{} only in B", r.only_in_b.size()));
-  if (!r.renamed.empty()) parts.push_back(fmt::format("{} renamed", r.renamed.size()));
-  if (!r.values.empty()) parts.push_back(fmt::format("{} other values differ", r.values.size()));
-  for (std::size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : " (") + parts[i] + (i + 1 == parts.size() ? ")" : "");
-  return s;
-}
-
 void print_human(const tensorseal::DiffReport& r, bool all) {
   using namespace tensorseal;
-  std::printf("%s\n", summary_line(r).c_str());
+  std::printf("%s\n", r.verdict().c_str());
   std::vector<std::vector<std::string>> rows{{"STATUS", "TENSOR", "DTYPE", "SHAPE", "DIFFERING", "MAX_ABS", "MAX_REL",
                                               "MAX_ULP", "FIRST_DIFFERENCE", "NOTES"}};
   for (const auto& t : r.tensors) {

@@ -125,6 +125,9 @@ struct DiffReport {
   std::size_t differing_tensors() const noexcept;
   // Paired tensors whose bits are not identical.
   std::size_t bit_different_tensors() const noexcept;
+  // The one-line verdict the CLI and the HTML report print: "content identical: N
+  // tensors, 0 differ", "equal within tolerance: ...", or "K of N tensors differ (...)".
+  std::string verdict() const;
 };
 
 // Compares b against a. Throws tensorseal::Error only for broken tensors (views out of

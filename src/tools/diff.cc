@@ -8,6 +8,8 @@
 // the result is the same for any thread count.
 #include "tensorseal/diff.h"
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -337,6 +339,20 @@ std::size_t DiffReport::bit_different_tensors() const noexcept {
   std::size_t n = 0;
   for (const auto& t : tensors) n += t.status == TensorStatus::kIdentical ? 0 : 1;
   return n;
+}
+
+std::string DiffReport::verdict() const {
+  const auto total = total_tensors();
+  if (equal() && bit_different_tensors() == 0) return fmt::format("content identical: {} tensors, 0 differ", total);
+  if (equal())
+    return fmt::format("equal within tolerance: {} tensors, {} not bit-identical", total, bit_different_tensors());
+  std::vector<std::string> parts;
+  if (!only_in_a.empty()) parts.push_back(fmt::format("{} only in A", only_in_a.size()));
+  if (!only_in_b.empty()) parts.push_back(fmt::format("{} only in B", only_in_b.size()));
+  if (!renamed.empty()) parts.push_back(fmt::format("{} renamed", renamed.size()));
+  if (!values.empty()) parts.push_back(fmt::format("{} other values differ", values.size()));
+  const std::string s = fmt::format("{} of {} tensors differ", differing_tensors(), total);
+  return parts.empty() ? s : fmt::format("{} ({})", s, fmt::join(parts, ", "));
 }
 
 DiffReport diff(const Checkpoint& a, const Checkpoint& b, const DiffOptions& options) {

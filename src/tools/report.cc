@@ -215,15 +215,7 @@ std::string html_report(const DiffReport& r) {
        esc(r.file_a) + " vs " + esc(r.file_b) + "</title><style>" + kStyle + "</style></head><body>\n";
   h += "<h1>tseal diff</h1><div class=\"files\">A: " + esc(r.file_a) + "<br>B: " + esc(r.file_b) + "</div>\n";
   const bool eq = r.equal();
-  std::string verdict;
-  if (eq && r.bit_different_tensors() == 0)
-    verdict = fmt::format("content identical: {} tensors, 0 differ", r.total_tensors());
-  else if (eq)
-    verdict = fmt::format("equal within tolerance: {} tensors, {} not bit-identical", r.total_tensors(),
-                          r.bit_different_tensors());
-  else
-    verdict = fmt::format("{} of {} tensors differ", r.differing_tensors(), r.total_tensors()) +
-              (r.values.empty() ? "" : fmt::format(", {} other values differ", r.values.size()));
+  const std::string verdict = r.verdict();
   h += "<div id=\"summary\" class=\"" + std::string(eq ? "equal" : "differ") + "\"><b>" + esc(verdict) +
        "</b><div class=\"cards\">";
   std::size_t counts[6] = {};

@@ -63,7 +63,8 @@ def test_report_renders_in_chromium(report):
     dom = r.stdout
     summary = re.search(r'<div id="summary" class="differ"><b>([^<]*)</b>', dom)
     assert summary, dom[:2000]
-    assert summary.group(1) == "16 of 18 tensors differ"
+    # The verdict is DiffReport::verdict(), the line `tseal diff` prints.
+    assert summary.group(1) == "16 of 18 tensors differ (1 only in B)"
     # The error plot: one bar per tensor with an error (15 rounded float tensors), a dot
     # for each of the others (steps, layer3.bias).
     plot = re.search(r'<svg id="error-plot".*?</svg>', dom, re.S).group(0)
