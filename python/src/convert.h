@@ -19,8 +19,13 @@
 #include <unordered_map>
 #include <unordered_set>
 
+// Header-only internals (no library symbols: anything else would not link, the
+// library's are hidden).
+#include "util/ptr_map.h"
+
 namespace tensorseal::py {
 namespace nb = nanobind;
+using detail::util::PtrMap;
 
 inline nb::object glue() { return nb::module_::import_("tensorseal._glue"); }
 
@@ -32,71 +37,6 @@ inline nb::str py_text(std::string_view s) {
   if (o == nullptr) throw nb::python_error();
   return nb::steal<nb::str>(o);
 }
-
-// A hash map from non-null pointers to V, for the conversions' identity tables (10,000
-// tensors: an entry each). Open addressing with linear probing in one array, so an
-// entry costs no allocation of its own and teardown is one pass over the array.
-// Entries are never erased.
-template <typename V>
-class PtrMap {
- public:
-  V* find(const void* key) {
-    if (slots_.empty()) return nullptr;
-    for (std::size_t i = home(key);; i = (i + 1) & mask()) {
-      if (slots_[i].key == key) return &slots_[i].value;
-      if (slots_[i].key == nullptr) return nullptr;
-    }
-  }
-  // Inserts (key, value) unless key is present; returns the entry's value either way.
-  V& emplace(const void* key, V value) { return put(key, std::move(value), false); }
-  // Inserts or replaces.
-  V& assign(const void* key, V value) { return put(key, std::move(value), true); }
-  std::size_t size() const noexcept { return size_; }
-  // Room for `n` entries without growing.
-  void reserve(std::size_t n) {
-    std::size_t want = 64;
-    while (want * 3 < n * 4) want *= 2;
-    if (want > slots_.size()) rehash(want);
-  }
-
- private:
-  struct Slot {
-    const void* key = nullptr;
-    V value{};
-  };
-  std::size_t mask() const noexcept { return slots_.size() - 1; }
-  std::size_t home(const void* key) const noexcept {
-    // Fibonacci hashing of the address (allocations are 16-byte aligned: low bits are 0).
-    const std::uint64_t h = (reinterpret_cast<std::uintptr_t>(key) >> 4) * 0x9E3779B97F4A7C15ull;
-    return static_cast<std::size_t>(h >> 32) & mask();
-  }
-  V& put(const void* key, V value, bool replace) {
-    if ((size_ + 1) * 4 > slots_.size() * 3) rehash(std::max<std::size_t>(64, slots_.size() * 2));
-    std::size_t i = home(key);
-    for (; slots_[i].key != nullptr; i = (i + 1) & mask())
-      if (slots_[i].key == key) {
-        if (replace) slots_[i].value = std::move(value);
-        return slots_[i].value;
-      }
-    slots_[i].key = key;
-    slots_[i].value = std::move(value);
-    ++size_;
-    return slots_[i].value;
-  }
-  void rehash(std::size_t count) {
-    std::vector<Slot> old(count);
-    old.swap(slots_);
-    for (Slot& s : old) {
-      if (s.key == nullptr) continue;
-      std::size_t i = home(s.key);
-      while (slots_[i].key != nullptr) i = (i + 1) & mask();
-      slots_[i].key = s.key;
-      slots_[i].value = std::move(s.value);
-    }
-  }
-  std::vector<Slot> slots_;
-  std::size_t size_ = 0;
-};
 
 // ---- C++ -> Python --------------------------------------------------------------
 
