@@ -1,5 +1,5 @@
 // Tensor: validate, for_each_run, contiguous_bytes, storage_extent, is_contiguous,
-// lazy_view (conj/neg views).
+// lazy_view (conj/neg views); core::check_expansion (Limits::max_expanded_bytes).
 // for_each_run is checked against a naive element-by-element gather on many views
 // (permuted, sliced, stride-0, size-1 and empty dimensions).
 #include <climits>
@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 
+#include "core/expansion.h"
 #include "test_util.h"
 
 namespace tensorseal {
@@ -45,6 +46,32 @@ TEST(CoreTensor, ValidateAcceptsOrdinaryViews) {
   EXPECT_EQ(rule(view(DType::kFloat32, {1000}, {0}, 0, s)), "");     // stride 0 (expand)
   EXPECT_EQ(rule(view(DType::kFloat32, {0, 5}, {5, 1}, 0, s)), "");  // empty
   EXPECT_EQ(rule(view(DType::kFloat32, {0}, {1}, 1000, s)), "");     // empty ignores offset past end
+}
+
+// The bound is on the bytes described beyond the storage's: a tensor that does not
+// overlap describes none beyond whatever its size; an expanded one is refused one byte
+// past the limit, as kind limit.
+TEST(CoreTensor, ExpansionIsBoundedBeyondTheStorage) {
+  auto s = iota_storage(48);
+  Limits l;
+  l.max_expanded_bytes = 0;
+  auto expansion = [&](const Tensor& t) { return testing::rule_of([&] { detail::core::check_expansion(t, l); }); };
+  EXPECT_EQ(expansion(view(DType::kFloat32, {3, 4}, {4, 1}, 0, s)), "");  // the whole storage
+  EXPECT_EQ(expansion(view(DType::kFloat32, {4, 3}, {1, 4}, 0, s)), "");  // transposed
+  EXPECT_EQ(expansion(view(DType::kFloat32, {12}, {0}, 0, s)), "");       // overlapping, 48 bytes: not beyond
+  const Tensor wide = view(DType::kFloat32, {1000}, {0}, 0, s);           // 4000 bytes over 48
+  EXPECT_EQ(expansion(wide), "tensor/expanded-too-large");
+  l.max_expanded_bytes = 4000 - 48;
+  EXPECT_EQ(expansion(wide), "");
+  l.max_expanded_bytes = 4000 - 49;
+  try {
+    detail::core::check_expansion(wide, l);
+    ADD_FAILURE() << "not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kLimit);
+    EXPECT_NE(e.detail().find("shape [1000], strides [0]"), std::string::npos) << e.detail();
+  }
+  EXPECT_EQ(Limits{}.max_expanded_bytes, 1ull << 32);
 }
 
 TEST(CoreTensor, ValidateRejectsBadShapes) {
