@@ -1,5 +1,5 @@
 // tensorseal/composite.h — tensors torch rebuilds from other tensors (sparse, nested,
-// jagged, DTensor), as one typed record: decoded from the rebuild call a checkpoint
+// jagged, DTensor) or from no data at all (meta), as one typed record: decoded from the rebuild call a checkpoint
 // holds, and encoded back into the call torch.save writes. The call's grammar lives in
 // one place (src/torch/composite.cc); bindings build framework objects from the fields.
 #pragma once
@@ -28,17 +28,17 @@ struct TorchClass {
 // One tensor torch rebuilds from other tensors: what decode_composite reads from the
 // rebuild call and encode_composite writes back.
 struct Composite {
-  std::string layout;               // "sparse_coo", "sparse_csr", ..., "nested", "jagged", "dtensor"
+  std::string layout;               // "sparse_coo", "sparse_csr", ..., "nested", "jagged", "dtensor", "meta"
   DType dtype = DType::kFloat32;    // the element type (the values' / buffer's)
-  std::vector<std::int64_t> shape;  // sparse, dtensor: the global size; nested, jagged: [components]
+  std::vector<std::int64_t> shape;  // sparse, dtensor, meta: the size; nested, jagged: [components]
   // In torch's argument order: COO (indices, values); CSR/BSR (crow_indices,
   // col_indices, values); CSC/BSC (ccol_indices, row_indices, values); nested (buffer,
   // sizes, strides, offsets); jagged (values, offsets[, lengths][, min_seqlen][,
-  // max_seqlen]); dtensor (local_tensor: this rank's part).
+  // max_seqlen]); dtensor (local_tensor: this rank's part); meta: none.
   std::vector<std::pair<std::string, std::shared_ptr<const Tensor>>> parts;
   // What the call holds besides the parts, so that encoding writes what torch.save wrote.
   std::optional<Value> coalesced;  // sparse_coo: is_coalesced (a bool or None); absent: the 3-item form
-  bool requires_grad = false;      // jagged, dtensor
+  bool requires_grad = false;      // jagged, dtensor, meta
   std::int64_t ragged_idx = 1;     // jagged: the ragged dimension
   // jagged: _metadata_cache as written, its entries in its order (torch caches max_seqlen
   // first; the entries are parts too); None: encoding builds it from the parts.
@@ -47,7 +47,7 @@ struct Composite {
   // jagged tensor's attributes dict or None; a DTensor's (None, {_local_tensor, _spec})).
   Value state;
   // dtensor: its class (one of dtensor_types()), global stride, storage offset, and the
-  // device argument of _rebuild_wrapper_subclass.
+  // device argument of _rebuild_wrapper_subclass. meta: its stride.
   Global type;
   std::vector<std::int64_t> stride;
   std::int64_t storage_offset = 0;

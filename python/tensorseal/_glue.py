@@ -259,16 +259,12 @@ def make_object(callable: Any, args: Any, kwargs: Any, how: int, state: Any, has
         if (callable.module, callable.name) == ("torch.serialization", "_get_layout") and isinstance(args, tuple) \
                 and len(args) == 1 and args[0] in _LAYOUTS:
             return getattr(torch, args[0].removeprefix("torch."))
-        if (callable.module, callable.name) == ("torch._utils", "_rebuild_meta_tensor_no_storage") and \
-                kwargs is None and isinstance(args, tuple) and len(args) == 4 and isinstance(args[0], torch.dtype):
-            # The core checked the arguments (torch/rebuild.cc); a meta tensor has no data.
-            dtype, size, stride, requires_grad = args
-            return torch.empty_strided(tuple(size), tuple(stride), dtype=dtype, device="meta",
-                                       requires_grad=bool(requires_grad))
         if (callable.module, callable.name) in (("torch._utils", "_rebuild_parameter"),
                                                 ("torch._utils", "_rebuild_parameter_with_state")) and \
                 kwargs is None and isinstance(args, tuple) and len(args) in (3, 4) and \
-                isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+                isinstance(args[0], torch.Tensor):
+            # The core keeps this call only around a composite (a meta tensor), without
+            # hooks or attributes (torch/rebuild.cc).
             return torch.nn.Parameter(args[0], requires_grad=bool(args[1]))
     array = _numpy_object_array(callable, args, kwargs, how, state, has_state, list_items, dict_items)
     if array is not None:
@@ -338,6 +334,9 @@ def make_composite(framework: str, layout: str, dtype: str, shape: tuple, parts:
         kwargs = {"values": parts["values"], "offsets": parts["offsets"], "lengths": parts.get("lengths"),
                   "_ragged_idx": ragged_idx, "_metadata_cache": metadata_cache, "requires_grad": requires_grad}
         return torch._tensor._rebuild_from_type_v2(_rebuild_njt, NestedTensor, (kwargs,), state)
+    if layout == "meta":  # no data
+        return torch.empty_strided(shape, stride, dtype=_torch_dtype(dtype), device="meta",
+                                   requires_grad=requires_grad)
     if layout == "dtensor":
         c = _torch_class(*cls)
         return torch._tensor._rebuild_from_type_v2(
@@ -406,17 +405,17 @@ class ObjectDesc(NamedTuple):
 class CompositeDesc(NamedTuple):
     """A tensor torch rebuilds from other tensors, as the core's record (tensorseal/
     composite.h, the same field names): the core writes the rebuild call from it."""
-    layout: str                   # "sparse_coo", ..., "nested", "jagged", "dtensor"
+    layout: str                   # "sparse_coo", ..., "nested", "jagged", "dtensor", "meta"
     dtype: str
     shape: tuple
     parts: dict                   # role -> tensor, in torch's argument order
     coalesced: Optional[bool] = None  # sparse_coo
-    requires_grad: bool = False   # jagged, dtensor
+    requires_grad: bool = False   # jagged, dtensor, meta
     ragged_idx: int = 1           # jagged
     metadata_cache: Any = None    # jagged: _metadata_cache
     state: Any = None             # jagged, dtensor: the object's state
     cls: Optional[tuple] = None   # dtensor: (module, name) of its class
-    stride: tuple = ()            # dtensor
+    stride: tuple = ()            # dtensor, meta
     offset: int = 0               # dtensor
     layout_arg: Any = None        # sparse, dtensor: the torch.layout
     device: Any = None            # dtensor
@@ -519,15 +518,15 @@ def _describe_pickled(obj: Any) -> "ObjectDesc":
                       state is not None)
 
 
-def _describe_meta(t: Any) -> "ObjectDesc":
-    """A tensor on the meta device (no data) as Tensor.__reduce_ex__ gives it:
-    _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad); a Parameter as
-    _rebuild_parameter(<that>, requires_grad, OrderedDict())."""
+def _describe_meta(t: Any) -> Any:
+    """A tensor on the meta device (no data): the core's record (layout "meta"); a
+    Parameter as _rebuild_parameter(<that>, requires_grad, OrderedDict()), as
+    Tensor.__reduce_ex__ gives it."""
     if isinstance(t, torch.nn.Parameter):
         return ObjectDesc(Global("torch._utils", "_rebuild_parameter"),
                           (t.data, bool(t.requires_grad), collections.OrderedDict()))
-    return ObjectDesc(Global("torch._utils", "_rebuild_meta_tensor_no_storage"),
-                      (t.dtype, tuple(t.size()), tuple(t.stride()), bool(t.requires_grad)))
+    return CompositeDesc("meta", dtype_name(t.dtype), tuple(t.size()), {}, requires_grad=bool(t.requires_grad),
+                         stride=tuple(t.stride()))
 
 
 def _describe_torch(t: Any) -> TensorDesc:

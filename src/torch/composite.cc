@@ -8,9 +8,13 @@
 //   _rebuild_from_type_v2(_rebuild_wrapper_subclass, DTensor, (DTensor, dtype, size,
 //       stride, storage_offset, layout, device, requires_grad),
 //       (None, {'_local_tensor': t, '_spec': DTensorSpec}))         (dtensor: __slots__)
+//   _rebuild_meta_tensor_no_storage(torch.<dtype>, (size...), (stride...), requires_grad)
+//       (meta: a tensor on the meta device, no data and no parts; a Parameter of one is
+//       _rebuild_parameter around this call)
 #include "torch/composite.h"
 
 #include "tensorseal/error.h"
+#include "torch/args.h"
 #include "torch/constants.h"
 
 namespace tensorseal::detail::torch {
@@ -123,6 +127,31 @@ std::optional<Composite> jagged(const Object& o) {
   return c;
 }
 
+// A tuple, list or torch.Size of integers.
+std::optional<std::vector<std::int64_t>> ints_of(const Value& v) {
+  if (v.is(Value::Kind::kObject)) return size_of(v);
+  if (!v.is(Value::Kind::kTuple) && !v.is(Value::Kind::kList)) return std::nullopt;
+  std::vector<std::int64_t> out;
+  for (const auto& x : v.items()) {
+    if (!x.is(Value::Kind::kInt)) return std::nullopt;
+    out.push_back(x.as_int());
+  }
+  return out;
+}
+
+// Checked by the reader (torch/composite_check.cc, check_meta) before it gets here.
+std::optional<Composite> meta(const Object& o) {
+  const auto& a = o.args->items();
+  if (a.size() != 4 || !a[3].is(Value::Kind::kBool)) return std::nullopt;
+  const auto dtype = dtype_of_global(a[0]);
+  auto shape = ints_of(a[1]), stride = ints_of(a[2]);
+  if (!dtype || !shape || !stride || shape->size() != stride->size()) return std::nullopt;
+  Composite c{"meta", *dtype, std::move(*shape)};
+  c.stride = std::move(*stride);
+  c.requires_grad = a[3].as_bool();
+  return c;
+}
+
 // Checked by the reader (torch/rebuild.cc, check_dtensor) before it gets here.
 std::optional<Composite> dtensor(const Object& o) {
   const auto& a = o.args->items();
@@ -178,6 +207,7 @@ bool is_dtensor_spec_class(std::string_view module, std::string_view name) {
 std::optional<Composite> composite_of(const Object& o) {
   if (is_call(o, "torch._utils", "_rebuild_sparse_tensor")) return sparse(o);
   if (is_call(o, "torch._utils", "_rebuild_nested_tensor")) return nested(o);
+  if (is_call(o, "torch._utils", "_rebuild_meta_tensor_no_storage")) return meta(o);
   if (is_call(o, "torch._tensor", "_rebuild_from_type_v2")) {
     if (auto c = jagged(o)) return c;
     return dtensor(o);
@@ -281,6 +311,15 @@ Value encode_dtensor(const Composite& c) {
        c.state});
 }
 
+// Tensor.__reduce_ex__ of a tensor on the meta device: tuples, as torch writes them.
+Value encode_meta(const Composite& c) {
+  if (!c.parts.empty()) cannot_encode(c, "has parts (a meta tensor has no data)");
+  if (c.stride.size() != c.shape.size()) cannot_encode(c, "its size and stride differ in length");
+  return call(Value::global("torch._utils", "_rebuild_meta_tensor_no_storage"),
+              {Value::global("torch", std::string(name(c.dtype))), int_tuple(c.shape), int_tuple(c.stride),
+               Value(c.requires_grad)});
+}
+
 }  // namespace
 
 Value encode(const Composite& c) {
@@ -289,6 +328,7 @@ Value encode(const Composite& c) {
   if (c.layout == "nested") return encode_nested(c);
   if (c.layout == "jagged") return encode_jagged(c);
   if (c.layout == "dtensor") return encode_dtensor(c);
+  if (c.layout == "meta") return encode_meta(c);
   cannot_encode(c, "not a layout tensorseal writes");
 }
 

@@ -80,5 +80,6 @@ Value encode(const Composite& c);
 void check_nested(const Object& o, const std::string& fn, const io::Input& in);
 void check_jagged(const std::vector<Value>& a, const std::string& fn, const io::Input& in);
 void check_dtensor(const std::vector<Value>& a, const std::string& fn, const io::Input& in);
+void check_meta(const Object& o, const std::string& fn, const io::Input& in);
 
 }  // namespace tensorseal::detail::torch

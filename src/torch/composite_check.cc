@@ -184,4 +184,20 @@ void check_dtensor(const std::vector<Value>& a, const std::string& fn, const io:
     if (t.shape[i] > size[i]) bad_args(fn, "the local tensor is larger than the DTensor", in);
 }
 
+// _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad): a tensor on
+// torch's meta device (shape and dtype, no data). It stays the call (nothing to read;
+// composite_of lists it); arguments torch could not build a tensor from are refused.
+void check_meta(const Object& o, const std::string& fn, const io::Input& in) {
+  const auto& a = tuple_args(o, fn, in, 4, 4);
+  if (o.kwargs || o.state || !o.list_items.empty() || !o.dict_items.empty())
+    bad_args(fn, "unexpected object state", in);
+  if (!dtype_of_global(a[0])) bad_args(fn, "dtype argument is not a torch dtype", in);
+  const auto size = int_list(a[1], fn, "size", in), stride = int_list(a[2], fn, "stride", in);
+  if (size.size() != stride.size()) bad_args(fn, "size and stride differ in length", in);
+  if (size.size() > in.options->limits.max_ndim) bad_args(fn, "too many dimensions", in);
+  for (std::size_t i = 0; i < size.size(); ++i)
+    if (size[i] < 0 || stride[i] < 0) bad_args(fn, "a negative size or stride", in);
+  if (!a[3].is(Value::Kind::kBool)) bad_args(fn, "requires_grad is not a bool", in);
+}
+
 }  // namespace tensorseal::detail::torch

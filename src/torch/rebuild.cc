@@ -329,24 +329,11 @@ struct Resolution {
     return Value(std::shared_ptr<const Tensor>(out));
   }
 
-  // _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad): a tensor on
-  // torch's meta device (shape and dtype, no data). It stays the call (nothing to read);
-  // arguments torch could not build a tensor from are refused.
-  void check_meta(const Object& o, const std::string& fn) {
-    const auto& a = tuple_args(o, fn, in, 4, 4);
-    if (o.kwargs || o.state || !o.list_items.empty() || !o.dict_items.empty())
-      bad_args(fn, "unexpected object state", in);
-    if (!dtype_of_global(a[0])) bad_args(fn, "dtype argument is not a torch dtype", in);
-    const auto size = int_list(a[1], fn, "size", in), stride = int_list(a[2], fn, "stride", in);
-    if (size.size() != stride.size()) bad_args(fn, "size and stride differ in length", in);
-    if (size.size() > in.options->limits.max_ndim) bad_args(fn, "too many dimensions", in);
-    for (std::size_t i = 0; i < size.size(); ++i)
-      if (size[i] < 0 || stride[i] < 0) bad_args(fn, "a negative size or stride", in);
-    if (!a[3].is(Value::Kind::kBool)) bad_args(fn, "requires_grad is not a bool", in);
-  }
-
+  // A meta tensor's rebuild call (torch/composite.h, layout "meta"), kept as the call.
   static bool is_meta_call(const Value& v) {
-    return v.is(Value::Kind::kObject) && callable_name(v.as_object()) == "torch._utils._rebuild_meta_tensor_no_storage";
+    if (!v.is(Value::Kind::kObject)) return false;
+    const auto c = composite_of(v.as_object());
+    return c && c->layout == "meta";
   }
 
   Value as_parameter(const Value& data, bool requires_grad, const std::string& fn) {
@@ -412,8 +399,8 @@ struct Resolution {
   }
 
   std::optional<Value> rebuild_meta_tensor(const Object& o, const std::string& fn) {
-    check_meta(o, fn);
-    return std::nullopt;
+    check_meta(o, fn, in);
+    return std::nullopt;  // stays the call; composite_of lists it
   }
 
   // (data, requires_grad, backward_hooks[, state]); also _rebuild_parameter_with_state.

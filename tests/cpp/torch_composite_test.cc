@@ -34,6 +34,8 @@ void expect_same(const Composite& a, const Composite& b) {
   EXPECT_EQ(a.layout, b.layout);
   EXPECT_EQ(a.dtype, b.dtype);
   EXPECT_EQ(a.shape, b.shape);
+  EXPECT_EQ(a.stride, b.stride);
+  EXPECT_EQ(a.requires_grad, b.requires_grad);
   ASSERT_EQ(a.parts.size(), b.parts.size());
   for (std::size_t i = 0; i < a.parts.size(); ++i) {
     EXPECT_EQ(a.parts[i].first, b.parts[i].first);
@@ -104,6 +106,14 @@ Composite dtensor() {
   return c;
 }
 
+Composite meta() {
+  Composite c = make("meta", {4, 0, 3}, {});
+  c.dtype = DType::kBFloat16;
+  c.stride = {1, 12, 4};  // a transposed view's strides
+  c.requires_grad = true;
+  return c;
+}
+
 const Object& object(const Value& v) {
   EXPECT_TRUE(v.is(Value::Kind::kObject));
   return v.as_object();
@@ -115,7 +125,7 @@ std::string callable(const Value& v) {
 }
 
 TEST(TorchComposite, EncodeThenDecodeGivesTheRecordBack) {
-  for (const Composite& c : {coo(), csc(), nested(), jagged(), dtensor()}) {
+  for (const Composite& c : {coo(), csc(), nested(), jagged(), dtensor(), meta()}) {
     SCOPED_TRACE(c.layout);
     const Value v = encode(c);
     auto back = composite_of(object(v));
@@ -134,12 +144,16 @@ TEST(TorchComposite, EncodeWritesTorchsCalls) {
   ASSERT_EQ(object(d).args->items().size(), 4u);
   EXPECT_EQ(object(d).args->items()[1].as_global().module, "torch.distributed.tensor");
   EXPECT_EQ(object(d).args->items()[2].items().size(), 8u);
+  // Tensor.__reduce_ex__ on the meta device: (torch.<dtype>, size, stride, requires_grad).
+  const Value m = encode(meta());
+  EXPECT_EQ(callable(m), "torch._utils._rebuild_meta_tensor_no_storage");
+  EXPECT_EQ(repr(*object(m).args, 200), "(torch.bfloat16, (4, 0, 3), (1, 12, 4), True)");
 }
 
 // Through a torch file: the writer writes the encoded call, the reader checks it
 // (torch/rebuild.cc) and composite_of decodes the same record.
 TEST(TorchComposite, RoundTripsThroughATorchFile) {
-  for (const Composite& c : {coo(), csc(), nested(), jagged(), dtensor()}) {
+  for (const Composite& c : {coo(), csc(), nested(), jagged(), dtensor(), meta()}) {
     SCOPED_TRACE(c.layout);
     Value root = Value::dict();
     root.as_dict().items.emplace_back(Value::str("t"), encode(c));
@@ -167,6 +181,9 @@ TEST(TorchComposite, EncodeRefusesAnIncompleteRecord) {
   Composite d = dtensor();
   d.type = Global{"my.module", "DTensor"};
   EXPECT_EQ(testing::rule_of([&] { (void)encode(d); }), "torch-writer/cannot-write");
+  Composite m = meta();
+  m.stride.pop_back();
+  EXPECT_EQ(testing::rule_of([&] { (void)encode(m); }), "torch-writer/cannot-write");
   Composite u = nested();
   u.layout = "sparse_xyz";
   EXPECT_EQ(testing::rule_of([&] { (void)encode(u); }), "torch-writer/cannot-write");

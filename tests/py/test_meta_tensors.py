@@ -83,3 +83,20 @@ def test_a_meta_tensor_with_attributes_is_refused_on_save(tmp_path):
     with pytest.raises(TypeError, match="meta"):
         tensorseal.torch.save({"m": m}, tmp_path / "m.pt")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_inspect_lists_meta_tensors_as_tensors(tmp_path):
+    """A meta tensor is one composite record (tensorseal/composite.h, layout "meta"):
+    inspect lists it among the tensors with its dtype and shape and no data (0 bytes, no
+    parts), as torch.save wrote it."""
+    sd = state()
+    f = tmp_path / "m.pt"
+    torch.save(sd, f)
+    report = tensorseal.inspect(f)
+    by_path = {t["path"]: t for t in report["tensors"]}
+    for name in ("w", "t", "p", "frozen"):
+        entry = next(t for p, t in by_path.items() if p.startswith(name))
+        assert entry["layout"] == "meta", entry
+        assert entry["shape"] == list(sd[name].shape) and entry["nbytes"] == 0 and not entry["parts"]
+        assert entry["dtype"] == str(sd[name].dtype).removeprefix("torch.")
+    assert by_path["x"].get("layout") in (None, "strided")
