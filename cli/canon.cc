@@ -17,6 +17,8 @@
 // (Those flags are the format table's writer options: FormatInfo::params.)
 // Both stream tensor data from the memory-mapped input and write atomically (a
 // directory as a whole). canon of a shard directory keeps its split into files.
+#include <fmt/format.h>
+
 #include <filesystem>
 
 #include "common.h"
@@ -117,8 +119,9 @@ tensorseal::Error dangerous_refusal(const tensorseal::ScanReport& r) {
   }
   if (n > 8) names += ", ...";
   return Error(rules::kDangerousGlobal,
-               "canon refuses a file with " + std::to_string(n) + " dangerous global(s): " + names + " (first at " +
-                   first + "); pass --allow-unsafe to rewrite it anyway",
+               fmt::format("canon refuses a file with {} dangerous global(s): {} (first at {}); pass "
+                           "--allow-unsafe to rewrite it anyway",
+                           n, names, first),
                r.file);
 }
 

@@ -1,4 +1,6 @@
 // Flags shared by the commands: --threads, the limits, and the writers' options.
+#include <fmt/format.h>
+
 #include <string>
 
 #include "common.h"
@@ -18,8 +20,7 @@ std::shared_ptr<tensorseal::Limits> add_limits(CLI::App* cmd) {
     std::string flag = "--" + std::string(name);
     for (auto& c : flag)
       if (c == '_') c = '-';
-    const std::string help =
-        "limit " + std::string(name) + " (default " + std::to_string(tensorseal::get_limit(*limits, name)) + ")";
+    const std::string help = fmt::format("limit {} (default {})", name, tensorseal::get_limit(*limits, name));
     group->add_option_function<std::uint64_t>(
         flag,
         [limits, name, flag](const std::uint64_t& value) {

@@ -2,6 +2,8 @@
 // streamed into a sink that compares instead of storing.
 #include "tensorseal/canon.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -105,12 +107,11 @@ CanonCheck check_canonical(const Checkpoint& c, std::span<const std::byte> bytes
   out.canonical = out.first_difference == kNoOffset;
   if (out.canonical) return out;
   if (out.format != out.canonical_format) {
-    out.reason = "a " + std::string(format_name(out.format)) + " file; its canonical form is " +
-                 std::string(format_name(out.canonical_format));
+    out.reason =
+        fmt::format("a {} file; its canonical form is {}", format_name(out.format), format_name(out.canonical_format));
   } else {
-    out.reason = "differs from its canonical " + std::string(format_name(out.canonical_format)) + " bytes at byte " +
-                 std::to_string(out.first_difference) + " (" + std::to_string(out.size) + " bytes, canonical " +
-                 std::to_string(out.canonical_size) + ")";
+    out.reason = fmt::format("differs from its canonical {} bytes at byte {} ({} bytes, canonical {})",
+                             format_name(out.canonical_format), out.first_difference, out.size, out.canonical_size);
   }
   return out;
 }

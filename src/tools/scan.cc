@@ -3,6 +3,8 @@
 // stock loader (pickle.load / torch.load(weights_only=False)) would have run.
 #include "tensorseal/scan.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <map>
@@ -465,8 +467,8 @@ void require_safe(const ScanReport& r) {
         (i ? ", " : "") + bad[i]->module + "." + bad[i]->name + " (" + std::string(verdict_name(bad[i]->verdict)) + ")";
   const Rule rule = bad[0]->verdict == Verdict::kDangerous ? rules::kDangerousGlobal : rules::kUnknownGlobal;
   throw Error(rule,
-              "weights_only load refused " + std::to_string(bad.size()) + " global(s) outside the safe set: " + names +
-                  "; first at " + bad[0]->where,
+              fmt::format("weights_only load refused {} global(s) outside the safe set: {}; first at {}", bad.size(),
+                          names, bad[0]->where),
               r.file);
 }
 
