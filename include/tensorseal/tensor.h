@@ -106,7 +106,8 @@ struct Tensor {
   std::uint64_t nbytes() const noexcept;
   // Row-major contiguous (size-1 dimensions' strides ignored, as torch does).
   bool is_contiguous() const noexcept;
-  // Row-major strides for `shape`.
+  // Row-major strides for `shape`. Throws Error{file/size-overflow} when they do not fit
+  // int64 (a zero-size shape with huge other dimensions; torch refuses it too).
   static std::vector<std::int64_t> contiguous_strides(std::span<const std::int64_t> shape);
 
   // Checks shape, strides and offset against the storage with overflow-checked

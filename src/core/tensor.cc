@@ -21,6 +21,8 @@ std::uint64_t Tensor::nbytes() const noexcept {
 }
 
 std::vector<std::int64_t> Tensor::contiguous_strides(std::span<const std::int64_t> shape) {
+  if (!detail::util::stride_span(shape))
+    throw Error(rules::kSizeOverflow, fmt::format("shape [{}]: the strides overflow 64 bits", fmt::join(shape, ", ")));
   std::vector<std::int64_t> s(shape.size());
   std::int64_t acc = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {

@@ -16,6 +16,7 @@
 #include "pickle/stdlib.h"
 #include "pickle/vm.h"
 #include "tensorseal/error.h"
+#include "util/checked.h"
 
 namespace tensorseal::detail::dcp {
 
@@ -235,6 +236,8 @@ Metadata parse_metadata(std::span<const std::byte> bytes, const std::string& nam
       e.size = ints(field(tm, "size", "TensorStorageMetadata", name), "TensorStorageMetadata.size", name);
       for (auto s : e.size)
         if (s < 0) shape_error(name, "tensor '" + e.fqn + "' has a negative size");
+      if (!util::stride_span(e.size))
+        shape_error(name, "tensor '" + e.fqn + "' has a size whose strides overflow 64 bits");
       const Value& chunks = field(tm, "chunks", "TensorStorageMetadata", name);
       if (!chunks.is(Value::Kind::kList)) shape_error(name, "TensorStorageMetadata.chunks is not a list");
       chunks_total += chunks.items().size();

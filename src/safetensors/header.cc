@@ -592,6 +592,9 @@ SafetensorsEntry check_entry(RawEntry& r, const io::Input& in, DtypeCodes& codes
     if (!m) fail(rules::kSizeOverflow, "entry '" + name + "': element count overflows", in, kAt);
     numel = *m;
   }
+  // A zero-size shape's strides must fit too (torch refuses to build the tensor).
+  if (!util::stride_span(r.sizes))
+    fail(rules::kSizeOverflow, "entry '" + name + "': strides overflow 64 bits", in, kAt);
   const auto bits = info(*dtype).bits;
   auto total_bits = util::mul(numel, bits);
   if (!total_bits) fail(rules::kSizeOverflow, "entry '" + name + "': byte size overflows", in, kAt);

@@ -28,6 +28,7 @@
 #include "pickle/opcodes.h"
 #include "tensorseal/error.h"
 #include "torch/constants.h"
+#include "util/checked.h"
 
 namespace tensorseal::detail::torch {
 namespace {
@@ -69,7 +70,8 @@ void int_tuple(pickle::Writer& w, std::span<const std::int64_t> xs) {
 void stride_tuple(pickle::Writer& w, const PlannedView& v, const Tensor& t) {
   if (!v.contiguous) return int_tuple(w, v.strides);
   constexpr std::size_t kInline = 16;
-  if (t.shape.size() > kInline) return int_tuple(w, Tensor::contiguous_strides(t.shape));
+  // contiguous_strides also refuses strides past int64 (a zero-size shape of huge dims).
+  if (t.shape.size() > kInline || !util::stride_span(t.shape)) return int_tuple(w, Tensor::contiguous_strides(t.shape));
   std::int64_t strides[kInline];
   std::int64_t acc = 1;
   for (std::size_t i = t.shape.size(); i-- > 0;) {

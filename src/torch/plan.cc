@@ -8,6 +8,7 @@
 #include "core/walk.h"
 #include "tensorseal/error.h"
 #include "torch/constants.h"
+#include "util/checked.h"
 
 namespace tensorseal::detail::torch {
 namespace {
@@ -31,7 +32,11 @@ bool dense(const Tensor& t) {
   for (std::size_t i = 0; i < n; ++i) {
     const auto [stride, size] = dims[i];
     if (stride < need) return false;
-    need = stride * size;
+    const auto next = util::smul(stride, size);
+    // Past int64 only in a tensor without elements (validate bounds the others): kept
+    // as its own view.
+    if (!next) return false;
+    need = *next;
   }
   return true;
 }

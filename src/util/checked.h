@@ -1,8 +1,10 @@
 // Overflow-checked arithmetic for sizes that come from files.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <span>
 
 namespace tensorseal::detail::util {
 
@@ -25,6 +27,20 @@ inline std::optional<std::int64_t> sadd(std::int64_t a, std::int64_t b) {
   std::int64_t r;
   if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
   return r;
+}
+
+// The product of the dimensions, each counted as at least 1: what the outermost stride
+// of a contiguous layout of `shape` reaches, a zero-size tensor's included. nullopt
+// when that does not fit int64 (torch refuses such a shape: "Stride calculation
+// overflowed"). Negative dimensions count as 1 (the caller refuses them).
+inline std::optional<std::uint64_t> stride_span(std::span<const std::int64_t> shape) {
+  std::uint64_t span = 1;
+  for (auto d : shape) {
+    const auto s = mul(span, static_cast<std::uint64_t>(std::max<std::int64_t>(d, 1)));
+    if (!s || *s > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
+    span = *s;
+  }
+  return span;
 }
 
 }  // namespace tensorseal::detail::util

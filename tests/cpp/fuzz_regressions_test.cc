@@ -37,6 +37,13 @@
 //     described bytes (a 5.6 GB allocation, the CI fuzz run's out-of-memory) and would
 //     have walked every element. Fixed by Limits::max_expanded_bytes
 //     (src/core/expansion.cc, checked by every reader that makes views).
+//   tar/empty-view-stride-overflow: a tensor without elements (a 0 in its shape) whose
+//     other dimension has a stride of 6e18: validate accepts it (torch does too), and
+//     the .pt planner's density check multiplied stride by size in int64 (UBSan:
+//     signed overflow, CI's next fuzz run). Fixed in src/torch/plan.cc (checked
+//     multiply); the same class in Tensor::contiguous_strides and emit.cc's stride
+//     tuple (util::stride_span), refused at read in safetensors headers and DCP
+//     .metadata.
 #include <algorithm>
 #include <filesystem>
 #include <vector>

@@ -11,7 +11,9 @@ its storage's:
   * a real expanded buffer (16 MiB described over 16 bytes) reads, hashes and converts
     by default, equal to torch's own view, and is refused when the limit is lowered
     below what it describes beyond its storage (flag and keyword), and accepted at it;
-  * the same bound holds for the views tensorseal's .safetensors structure restores.
+  * the same bound holds for the views tensorseal's .safetensors structure restores;
+  * views without elements keep whatever strides torch gave them: canon lays them out
+    without overflowing, and a zero-size shape whose strides cannot fit int64 is refused.
 """
 from __future__ import annotations
 
@@ -105,3 +107,34 @@ def test_safetensors_structure_views_are_bounded(tmp_path):
     assert torch.equal(got["wide"], base.expand(1 << 16, 4))
     with pytest.raises(tensorseal.LimitError, match=r"\[tensor/expanded-too-large\]"):
         tensorseal.load(p, limits={"max_expanded_bytes": 1000})
+
+
+# ---- views without elements ------------------------------------------------------------
+# torch keeps any strides on a tensor without elements and torch.save writes them; the
+# canonical writer lays such a tensor out without overflowing 64-bit arithmetic
+# (fuzz/regressions/tar/empty-view-stride-overflow: a stride of 6e18 times a size of 3).
+
+@pytest.mark.parametrize("shape, stride", [((0, 3), (6075440856070881281, 1)),
+                                           ((3, 0), (6075440856070881281, 1)),
+                                           ((0, 2**40, 2**40), (1, 1, 1))])
+def test_empty_views_with_huge_strides_round_trip(tmp_path, shape, stride):
+    src, out = tmp_path / "e.pt", tmp_path / "canon.pt"
+    torch.save({"e": torch.empty(0).as_strided(shape, stride)}, src)
+    r = subprocess.run([tseal_bin(), "canon", str(src), "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    back = torch.load(out, weights_only=True)["e"]
+    assert back.shape == torch.Size(shape) and back.numel() == 0
+    assert tensorseal.hash(out) == tensorseal.hash(src)
+
+
+def test_zero_size_shape_whose_strides_overflow_is_refused(tmp_path):
+    """Hostile bytes: a safetensors entry of shape [0, 2^40, 2^40] has no data, but no
+    row-major strides fit int64 (torch: "Stride calculation overflowed")."""
+    import json
+    import struct
+    header = json.dumps({"x": {"dtype": "F32", "shape": [0, 2**40, 2**40], "data_offsets": [0, 0]}}).encode()
+    p = tmp_path / "zero.safetensors"
+    p.write_bytes(struct.pack("<Q", len(header)) + header)
+    r = subprocess.run([tseal_bin(), "hash", str(p)], capture_output=True, text=True)
+    assert r.returncode == 2 and "[safetensors/size-overflow]" in r.stderr and "strides overflow" in r.stderr, r.stderr
+    assert str(p) in r.stderr and len(r.stderr.strip().splitlines()) == 1
