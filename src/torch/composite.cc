@@ -26,17 +26,22 @@ bool is_call(const Object& o, std::string_view module, std::string_view name) {
          o.list_items.empty() && o.dict_items.empty();
 }
 
-// torch.Size((d0, d1, ...)) as integers.
-std::optional<std::vector<std::int64_t>> size_of(const Value& v) {
-  if (!v.is(Value::Kind::kObject) || !is_call(v.as_object(), "torch", "Size")) return std::nullopt;
-  const auto& a = v.as_object().args->items();
-  if (a.size() != 1 || !(a[0].is(Value::Kind::kTuple) || a[0].is(Value::Kind::kList))) return std::nullopt;
+// A tuple or list of integers.
+std::optional<std::vector<std::int64_t>> int_items(const Value& v) {
+  if (!v.is(Value::Kind::kTuple) && !v.is(Value::Kind::kList)) return std::nullopt;
   std::vector<std::int64_t> out;
-  for (const auto& x : a[0].items()) {
+  for (const auto& x : v.items()) {
     if (!x.is(Value::Kind::kInt)) return std::nullopt;
     out.push_back(x.as_int());
   }
   return out;
+}
+
+// torch.Size((d0, d1, ...)) as integers.
+std::optional<std::vector<std::int64_t>> size_of(const Value& v) {
+  if (!v.is(Value::Kind::kObject) || !is_call(v.as_object(), "torch", "Size")) return std::nullopt;
+  const auto& a = v.as_object().args->items();
+  return a.size() == 1 ? int_items(a[0]) : std::nullopt;
 }
 
 std::optional<std::string> layout_of(const Value& v) {
@@ -129,14 +134,7 @@ std::optional<Composite> jagged(const Object& o) {
 
 // A tuple, list or torch.Size of integers.
 std::optional<std::vector<std::int64_t>> ints_of(const Value& v) {
-  if (v.is(Value::Kind::kObject)) return size_of(v);
-  if (!v.is(Value::Kind::kTuple) && !v.is(Value::Kind::kList)) return std::nullopt;
-  std::vector<std::int64_t> out;
-  for (const auto& x : v.items()) {
-    if (!x.is(Value::Kind::kInt)) return std::nullopt;
-    out.push_back(x.as_int());
-  }
-  return out;
+  return v.is(Value::Kind::kObject) ? size_of(v) : int_items(v);
 }
 
 // Checked by the reader (torch/composite_check.cc, check_meta) before it gets here.
