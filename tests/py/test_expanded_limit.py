@@ -138,3 +138,16 @@ def test_zero_size_shape_whose_strides_overflow_is_refused(tmp_path):
     r = subprocess.run([tseal_bin(), "hash", str(p)], capture_output=True, text=True)
     assert r.returncode == 2 and "[safetensors/size-overflow]" in r.stderr and "strides overflow" in r.stderr, r.stderr
     assert str(p) in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_dcp_metadata_of_a_zero_size_shape_whose_strides_overflow_is_refused(tmp_path):
+    """torch.distributed.checkpoint saves an as_strided view of shape (0, 2**62, 4);
+    no row-major strides of that shape fit int64, so reading its .metadata is refused
+    with the file and the rule."""
+    import torch.distributed.checkpoint as dcp
+    d = tmp_path / "ckpt"
+    dcp.save({"e": torch.empty(0).as_strided((0, 2**62, 4), (1, 1, 1))}, checkpoint_id=str(d), no_dist=True)
+    r = subprocess.run([tseal_bin(), "hash", str(d)], capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert str(d / ".metadata") in r.stderr and "[dcp/metadata-shape]" in r.stderr
+    assert "strides overflow 64 bits" in r.stderr and len(r.stderr.strip().splitlines()) == 1
