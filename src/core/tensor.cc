@@ -49,14 +49,16 @@ void Tensor::validate() const {
     throw Error(rules::kBadShape, fmt::format("tensor has {} dimensions but {} strides", shape.size(), strides.size()));
   if (!storage) throw Error(rules::kBadShape, "tensor has no storage");
   if (storage_offset < 0) throw Error(rules::kBadShape, fmt::format("negative storage offset {}", storage_offset));
-  std::uint64_t n = 1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0) throw Error(rules::kBadShape, fmt::format("negative dimension {}", shape[i]));
     if (strides[i] < 0) throw Error(rules::kBadShape, fmt::format("negative stride {}", strides[i]));
-    auto m = detail::util::mul(n, static_cast<std::uint64_t>(shape[i]));
-    if (!m) throw Error(rules::kSizeOverflow, "element count overflows 64 bits");
-    n = *m;
   }
+  const auto count = detail::util::numel(shape);
+  if (!count)
+    throw Error(
+        rules::kSizeOverflow,
+        fmt::format("shape [{}]: the element count overflows int64 (torch refuses it too)", fmt::join(shape, ", ")));
+  const std::uint64_t n = *count;
   const auto bits = info(dtype).bits;
   if (!detail::util::mul(n, bits)) throw Error(rules::kSizeOverflow, "byte size overflows 64 bits");
   if (n == 0) return;

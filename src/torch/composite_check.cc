@@ -197,6 +197,8 @@ void check_meta(const Object& o, const std::string& fn, const io::Input& in) {
   if (size.size() > in.options->limits.max_ndim) bad_args(fn, "too many dimensions", in);
   for (std::size_t i = 0; i < size.size(); ++i)
     if (size[i] < 0 || stride[i] < 0) bad_args(fn, "a negative size or stride", in);
+  // A meta tensor holds no data, but torch still computes its element count.
+  if (!util::numel(size)) bad_args(fn, "the size's element count overflows int64 (torch cannot build it)", in);
   if (!a[3].is(Value::Kind::kBool)) bad_args(fn, "requires_grad is not a bool", in);
 }
 

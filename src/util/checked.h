@@ -43,4 +43,21 @@ inline std::optional<std::uint64_t> stride_span(std::span<const std::int64_t> sh
   return span;
 }
 
+// The element count of `shape` as torch computes it (TensorImpl::safe_compute_numel):
+// a uint64 product that must not overflow at any step, a zero dimension included (so
+// [2^62, 4, 0] overflows while [0, 2^62, 2^62] is 0), and must fit int64. nullopt
+// where torch refuses the shape ("numel: integer multiplication overflow").
+// Dimensions must be non-negative (the caller checks).
+inline std::optional<std::uint64_t> numel(std::span<const std::int64_t> shape) {
+  std::uint64_t n = 1;
+  bool overflow = false;
+  for (auto d : shape) {
+    const auto m = mul(n, static_cast<std::uint64_t>(d));
+    overflow |= !m;
+    n = m.value_or(0);  // (torch goes on with the wrapped product; the result is refused anyway)
+  }
+  if (overflow || n > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
+  return n;
+}
+
 }  // namespace tensorseal::detail::util

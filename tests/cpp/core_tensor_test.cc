@@ -10,6 +10,7 @@
 
 #include "core/expansion.h"
 #include "test_util.h"
+#include "util/checked.h"
 
 namespace tensorseal {
 namespace {
@@ -46,6 +47,19 @@ TEST(CoreTensor, ValidateAcceptsOrdinaryViews) {
   EXPECT_EQ(rule(view(DType::kFloat32, {1000}, {0}, 0, s)), "");     // stride 0 (expand)
   EXPECT_EQ(rule(view(DType::kFloat32, {0, 5}, {5, 1}, 0, s)), "");  // empty
   EXPECT_EQ(rule(view(DType::kFloat32, {0}, {1}, 1000, s)), "");     // empty ignores offset past end
+}
+
+// The element count follows torch's safe_compute_numel: a uint64 product checked at
+// every step (a zero dimension after an overflow does not save it) that must fit int64.
+TEST(CoreTensor, ElementCountMustFitInt64AsInTorch) {
+  auto s = iota_storage(48);
+  const std::int64_t big = std::int64_t{1} << 62;
+  EXPECT_EQ(rule(view(DType::kUInt8, {std::int64_t{1} << 31, std::int64_t{1} << 32}, {0, 0}, 0, s)),
+            "file/size-overflow");                                                           // 2^63: past int64
+  EXPECT_EQ(rule(view(DType::kUInt8, {big, 4, 0}, {0, 0, 0}, 0, s)), "file/size-overflow");  // overflow, then 0
+  EXPECT_EQ(rule(view(DType::kUInt8, {0, big, big}, {1, 1, 1}, 0, s)), "");                  // 0 first: never overflows
+  EXPECT_EQ(detail::util::numel(std::vector<std::int64_t>{INT64_MAX}), static_cast<std::uint64_t>(INT64_MAX));
+  EXPECT_EQ(detail::util::numel(std::vector<std::int64_t>{}), 1u);
 }
 
 // The bound is on the bytes described beyond the storage's: a tensor that does not

@@ -77,6 +77,28 @@ def test_malformed_meta_tensors_are_refused(args, tmp_path):
         tensorseal.load(p)
 
 
+@pytest.mark.parametrize("size", [(2**62, 2**62), (2**31, 2**32), (2**62, 4, 0), (0, 2**62, 2**62), (2**62, 1),
+                                  (2**63 - 1,)],
+                         ids=["u64_overflow", "past_int64", "overflow_before_a_zero", "zero_first", "2^62", "int64_max"])
+def test_meta_sizes_load_exactly_where_torch_loads_them(size, tmp_path):
+    """A meta tensor has no data, but torch still computes its element count and refuses
+    the file when that overflows (uint64 at any step, then int64): tensorseal reads the
+    same sizes torch reads and refuses the others with its own one-line error."""
+    p = tmp_path / "m.pt"
+    torch.save({"m": BadMeta(torch.float32, size, (1,) * len(size), False)}, p)
+    try:
+        expected = torch.load(p, weights_only=True)["m"]
+    except RuntimeError as e:
+        assert "numel" in str(e)
+        with pytest.raises(tensorseal.Error, match=r"\[torch/bad-rebuild-args\] .*element count overflows int64"):
+            tensorseal.load(p)
+        with pytest.raises(tensorseal.Error, match=r"element count overflows int64"):
+            tensorseal.hash(p)
+        return
+    got = tensorseal.load(p)["m"]
+    assert (got.device.type, got.shape, got.stride()) == ("meta", expected.shape, expected.stride())
+
+
 def test_a_meta_tensor_with_attributes_is_refused_on_save(tmp_path):
     m = torch.empty(2, device="meta")
     m.tag = "x"
