@@ -55,6 +55,10 @@ struct Composite {
   // sparse, dtensor: the layout argument as written (sparse: the _get_layout call, which
   // a file may share among its tensors; None: encoding writes a new one).
   Value layout_arg;
+  // Set for a torch.nn.Parameter of this tensor (sparse, nested, meta: torch writes
+  // _rebuild_parameter(<the tensor's call>, requires_grad, OrderedDict())): the
+  // Parameter's requires_grad. nullopt for a tensor that is not a Parameter.
+  std::optional<bool> parameter;
 
   // The part called `role`, or null.
   std::shared_ptr<const Tensor> part(std::string_view role) const;

@@ -118,11 +118,11 @@ struct ToPy {
     nb::list shape, stride;
     for (auto d : c.shape) shape.append(d);
     for (auto d : c.stride) stride.append(d);
-    return g.attr("make_composite")(framework, c.layout, std::string(name(c.dtype)), nb::tuple(shape), parts,
-                                    c.coalesced ? convert(*c.coalesced) : nb::none(), c.requires_grad, c.ragged_idx,
-                                    convert(c.metadata_cache), convert(c.state),
-                                    nb::make_tuple(c.type.module, c.type.name), nb::tuple(stride), c.storage_offset,
-                                    convert(c.layout_arg), convert(c.device));
+    return g.attr("make_composite")(
+        framework, c.layout, std::string(name(c.dtype)), nb::tuple(shape), parts,
+        c.coalesced ? convert(*c.coalesced) : nb::none(), c.requires_grad, c.ragged_idx, convert(c.metadata_cache),
+        convert(c.state), nb::make_tuple(c.type.module, c.type.name), nb::tuple(stride), c.storage_offset,
+        convert(c.layout_arg), convert(c.device), c.parameter ? nb::cast(*c.parameter) : nb::none());
   }
 
   nb::object seq(const std::vector<Value>& items) {

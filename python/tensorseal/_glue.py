@@ -313,14 +313,20 @@ _LAYOUTS = {f"torch.{n}" for n in ("strided", "_mkldnn") + _SPARSE_LAYOUTS}
 
 def make_composite(framework: str, layout: str, dtype: str, shape: tuple, parts: dict, coalesced: Any,
                    requires_grad: bool, ragged_idx: int, metadata_cache: Any, state: Any, cls: tuple, stride: tuple,
-                   offset: int, layout_arg: Any, device: Any) -> Any:
+                   offset: int, layout_arg: Any, device: Any, parameter: Optional[bool] = None) -> Any:
     """A tensor torch rebuilds from other tensors, from the record the core decoded and
     checked (tensorseal/composite.h: the fields, the parts in torch's argument order),
     built with torch's own constructors as torch.load builds it; sparse invariants are
-    checked now (torch defers them to the end of its load). None (the call stays an
-    Opaque) without torch or for numpy, which has no such tensors."""
+    checked now (torch defers them to the end of its load). ``parameter`` (not None): a
+    torch.nn.Parameter of it with that requires_grad, as torch._utils._rebuild_parameter
+    makes it. None (the call stays an Opaque) without torch or for numpy, which has no
+    such tensors."""
     if framework != "torch" or torch is None:
         return None
+    if parameter is not None:
+        t = make_composite(framework, layout, dtype, shape, parts, coalesced, requires_grad, ragged_idx,
+                           metadata_cache, state, cls, stride, offset, layout_arg, device)
+        return None if t is None else torch.nn.Parameter(t, requires_grad=bool(parameter))
     if layout == "sparse_coo":
         return torch.sparse_coo_tensor(parts["indices"], parts["values"], torch.Size(shape), check_invariants=True,
                                        is_coalesced=coalesced)
@@ -518,13 +524,18 @@ def _describe_pickled(obj: Any) -> "ObjectDesc":
                       state is not None)
 
 
+def _is_composite(t: Any) -> bool:
+    """A sparse, strided nested or meta tensor: saved as a composite (the core's record)."""
+    return t.layout in _SPARSE_TORCH_LAYOUTS() or (t.is_nested and t.layout == torch.strided) or \
+        (t.device.type == "meta" and t.layout == torch.strided and not t.is_quantized)
+
+
+def _composite_kind(t: Any) -> str:
+    return "sparse" if t.layout in _SPARSE_TORCH_LAYOUTS() else "nested" if t.is_nested else "meta"
+
+
 def _describe_meta(t: Any) -> Any:
-    """A tensor on the meta device (no data): the core's record (layout "meta"); a
-    Parameter as _rebuild_parameter(<that>, requires_grad, OrderedDict()), as
-    Tensor.__reduce_ex__ gives it."""
-    if isinstance(t, torch.nn.Parameter):
-        return ObjectDesc(Global("torch._utils", "_rebuild_parameter"),
-                          (t.data, bool(t.requires_grad), collections.OrderedDict()))
+    """A tensor on the meta device (no data): the core's record (layout "meta")."""
     return CompositeDesc("meta", dtype_name(t.dtype), tuple(t.size()), {}, requires_grad=bool(t.requires_grad),
                          stride=tuple(t.stride()))
 
@@ -632,10 +643,23 @@ def classify(obj: Any) -> Any:
                 f"a {type(obj).__name__} holds only this rank's part of its tensor, so its hash would differ on "
                 "every rank: hash the whole state with the collective tensorseal.dcp.content_hash(state_dict) "
                 "(every rank calls it), or hash .full_tensor()")
+        if type(obj) is torch.nn.Parameter and _is_composite(obj):
+            # Parameter.__reduce_ex__: _rebuild_parameter(<its data>, requires_grad,
+            # OrderedDict()); the data, a plain sparse / nested / meta tensor, is a composite.
+            if obj.__dict__:
+                raise TypeError(f"cannot save a Parameter of a {_composite_kind(obj)} tensor with attributes")
+            return ObjectDesc(Global("torch._utils", "_rebuild_parameter"),
+                              (obj.data, bool(obj.requires_grad), collections.OrderedDict()))
         if isinstance(obj, torch.Tensor) and obj.device.type == "meta" and obj.layout == torch.strided and \
                 not obj.is_nested and not obj.is_quantized and type(obj) in (torch.Tensor, torch.nn.Parameter) and \
                 not obj.__dict__:
             return _describe_meta(obj)
+        if isinstance(obj, torch.Tensor) and _is_composite(obj) and obj.__dict__ and \
+                type(obj) in (torch.Tensor, torch.nn.Parameter):
+            # torch writes these through _rebuild_from_type_v2 with the attributes as
+            # state, a form tensorseal does not write: refused, never dropped.
+            raise TypeError(f"cannot save a {_composite_kind(obj)} tensor with attributes "
+                            f"({', '.join(sorted(map(str, obj.__dict__)))})")
         if isinstance(obj, torch.Tensor) and obj.layout in _SPARSE_TORCH_LAYOUTS():
             return _describe_sparse(obj)
         if isinstance(obj, torch.Tensor) and obj.is_nested and obj.layout == torch.strided and \

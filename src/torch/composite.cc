@@ -9,8 +9,10 @@
 //       stride, storage_offset, layout, device, requires_grad),
 //       (None, {'_local_tensor': t, '_spec': DTensorSpec}))         (dtensor: __slots__)
 //   _rebuild_meta_tensor_no_storage(torch.<dtype>, (size...), (stride...), requires_grad)
-//       (meta: a tensor on the meta device, no data and no parts; a Parameter of one is
-//       _rebuild_parameter around this call)
+//       (meta: a tensor on the meta device, no data and no parts)
+//   _rebuild_parameter(<one of the calls above>, requires_grad, OrderedDict())
+//       (a Parameter of a sparse, nested or meta tensor: Parameter.__reduce_ex__;
+//       Composite::parameter)
 #include "torch/composite.h"
 
 #include "tensorseal/error.h"
@@ -202,7 +204,27 @@ bool is_dtensor_spec_class(std::string_view module, std::string_view name) {
   return false;
 }
 
+namespace {
+
+// Parameter.__reduce_ex__ around a sparse, nested or meta tensor's call, exactly as
+// torch writes it (other forms, e.g. _rebuild_parameter_with_state, stay ordinary
+// objects; a Parameter of a tensor subclass is pickled by the subclass itself).
+std::optional<Composite> parameter(const Object& o) {
+  const auto& a = o.args->items();
+  if (a.size() != 3 || !a[0].is(Value::Kind::kObject) || !a[1].is(Value::Kind::kBool) || !a[2].is(Value::Kind::kDict) ||
+      a[2].as_dict().kind != DictKind::kOrderedDict || !a[2].as_dict().items.empty() ||
+      (a[2].as_dict().attrs && !a[2].as_dict().attrs->items.empty()))
+    return std::nullopt;
+  auto c = composite_of(a[0].as_object());
+  if (!c || c->parameter || c->layout == "jagged" || c->layout == "dtensor") return std::nullopt;
+  c->parameter = a[1].as_bool();
+  return c;
+}
+
+}  // namespace
+
 std::optional<Composite> composite_of(const Object& o) {
+  if (is_call(o, "torch._utils", "_rebuild_parameter")) return parameter(o);
   if (is_call(o, "torch._utils", "_rebuild_sparse_tensor")) return sparse(o);
   if (is_call(o, "torch._utils", "_rebuild_nested_tensor")) return nested(o);
   if (is_call(o, "torch._utils", "_rebuild_meta_tensor_no_storage")) return meta(o);
@@ -320,7 +342,9 @@ Value encode_meta(const Composite& c) {
 
 }  // namespace
 
-Value encode(const Composite& c) {
+namespace {
+
+Value encode_tensor(const Composite& c) {
   for (std::string_view l : kSparseLayouts)
     if (c.layout == l) return encode_sparse(c);
   if (c.layout == "nested") return encode_nested(c);
@@ -328,6 +352,18 @@ Value encode(const Composite& c) {
   if (c.layout == "dtensor") return encode_dtensor(c);
   if (c.layout == "meta") return encode_meta(c);
   cannot_encode(c, "not a layout tensorseal writes");
+}
+
+}  // namespace
+
+Value encode(const Composite& c) {
+  Value t = encode_tensor(c);
+  if (!c.parameter) return t;
+  // A Parameter of a tensor subclass is pickled by the subclass itself, never through
+  // _rebuild_parameter.
+  if (c.layout == "jagged" || c.layout == "dtensor") cannot_encode(c, "a Parameter of it is not written as one");
+  return call(Value::global("torch._utils", "_rebuild_parameter"),
+              {std::move(t), Value(*c.parameter), Value::dict(DictKind::kOrderedDict)});
 }
 
 }  // namespace tensorseal::detail::torch

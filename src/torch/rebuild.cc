@@ -329,11 +329,10 @@ struct Resolution {
     return Value(std::shared_ptr<const Tensor>(out));
   }
 
-  // A meta tensor's rebuild call (torch/composite.h, layout "meta"), kept as the call.
-  static bool is_meta_call(const Value& v) {
-    if (!v.is(Value::Kind::kObject)) return false;
-    const auto c = composite_of(v.as_object());
-    return c && c->layout == "meta";
+  // The rebuild call of a composite tensor (torch/composite.h: sparse, nested, meta,
+  // ...), which the tree keeps as the call.
+  static bool is_composite_call(const Value& v) {
+    return v.is(Value::Kind::kObject) && composite_of(v.as_object()).has_value();
   }
 
   Value as_parameter(const Value& data, bool requires_grad, const std::string& fn) {
@@ -408,9 +407,10 @@ struct Resolution {
     const auto& a = tuple_args(o, fn, in, 3, 4);
     if (!(a[2].is_none() || (a[2].is(Value::Kind::kDict) && a[2].as_dict().items.empty())))
       throw Error(rules::kUnsupportedRebuild, fn + " with backward hooks is not supported", in.name);
-    if (is_meta_call(a[0])) {  // a Parameter on the meta device: stays the call
+    if (is_composite_call(a[0])) {  // a Parameter of a sparse, nested or meta tensor: stays the call
       if (a.size() == 4 && !a[3].is_none() && !(a[3].is(Value::Kind::kDict) && a[3].as_dict().items.empty()))
-        throw Error(rules::kUnsupportedRebuild, fn + ": attributes on a meta Parameter are not supported", in.name);
+        throw Error(rules::kUnsupportedRebuild,
+                    fn + ": attributes on a Parameter of a sparse, nested or meta tensor are not supported", in.name);
       return std::nullopt;
     }
     const Value p = as_parameter(a[0], truthy(a[1]), fn);

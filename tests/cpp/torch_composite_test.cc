@@ -36,6 +36,7 @@ void expect_same(const Composite& a, const Composite& b) {
   EXPECT_EQ(a.shape, b.shape);
   EXPECT_EQ(a.stride, b.stride);
   EXPECT_EQ(a.requires_grad, b.requires_grad);
+  EXPECT_EQ(a.parameter, b.parameter);
   ASSERT_EQ(a.parts.size(), b.parts.size());
   for (std::size_t i = 0; i < a.parts.size(); ++i) {
     EXPECT_EQ(a.parts[i].first, b.parts[i].first);
@@ -114,6 +115,12 @@ Composite meta() {
   return c;
 }
 
+// A Parameter of `c` (frozen: requires_grad False).
+Composite parameter(Composite c, bool requires_grad) {
+  c.parameter = requires_grad;
+  return c;
+}
+
 const Object& object(const Value& v) {
   EXPECT_TRUE(v.is(Value::Kind::kObject));
   return v.as_object();
@@ -125,7 +132,8 @@ std::string callable(const Value& v) {
 }
 
 TEST(TorchComposite, EncodeThenDecodeGivesTheRecordBack) {
-  for (const Composite& c : {coo(), csc(), nested(), jagged(), dtensor(), meta()}) {
+  for (const Composite& c : {coo(), csc(), nested(), jagged(), dtensor(), meta(), parameter(coo(), true),
+                             parameter(nested(), false), parameter(meta(), false)}) {
     SCOPED_TRACE(c.layout);
     const Value v = encode(c);
     auto back = composite_of(object(v));
@@ -153,7 +161,8 @@ TEST(TorchComposite, EncodeWritesTorchsCalls) {
 // Through a torch file: the writer writes the encoded call, the reader checks it
 // (torch/rebuild.cc) and composite_of decodes the same record.
 TEST(TorchComposite, RoundTripsThroughATorchFile) {
-  for (const Composite& c : {coo(), csc(), nested(), jagged(), dtensor(), meta()}) {
+  for (const Composite& c :
+       {coo(), csc(), nested(), jagged(), dtensor(), meta(), parameter(csc(), true), parameter(meta(), true)}) {
     SCOPED_TRACE(c.layout);
     Value root = Value::dict();
     root.as_dict().items.emplace_back(Value::str("t"), encode(c));
@@ -165,6 +174,25 @@ TEST(TorchComposite, RoundTripsThroughATorchFile) {
     ASSERT_TRUE(back);
     expect_same(c, *back);
   }
+}
+
+// Parameter.__reduce_ex__: _rebuild_parameter(<the tensor's call>, requires_grad,
+// OrderedDict()); any other form stays an ordinary object, and a tensor subclass's
+// Parameter is never written through it.
+TEST(TorchComposite, AParameterIsTorchsCallAroundTheTensors) {
+  const Value p = encode(parameter(coo(), false));
+  EXPECT_EQ(callable(p), "torch._utils._rebuild_parameter");
+  const auto& a = object(p).args->items();
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(callable(a[0]), "torch._utils._rebuild_sparse_tensor");
+  EXPECT_EQ(repr(a[1], 20), "False");
+  EXPECT_EQ(a[2].as_dict().kind, DictKind::kOrderedDict);
+  // Hooks of None (an older form): not decoded as a composite.
+  auto hooks_none = std::make_shared<Object>(object(p));
+  hooks_none->args = std::make_shared<Value>(Value::tuple({a[0], a[1], Value()}));
+  EXPECT_FALSE(composite_of(*hooks_none));
+  EXPECT_EQ(testing::rule_of([&] { (void)encode(parameter(jagged(), true)); }), "torch-writer/cannot-write");
+  EXPECT_EQ(testing::rule_of([&] { (void)encode(parameter(dtensor(), true)); }), "torch-writer/cannot-write");
 }
 
 TEST(TorchComposite, AComponentOutsideTheBufferIsRefusedWithItsRule) {
