@@ -643,23 +643,21 @@ def classify(obj: Any) -> Any:
                 f"a {type(obj).__name__} holds only this rank's part of its tensor, so its hash would differ on "
                 "every rank: hash the whole state with the collective tensorseal.dcp.content_hash(state_dict) "
                 "(every rank calls it), or hash .full_tensor()")
-        if type(obj) is torch.nn.Parameter and _is_composite(obj):
-            # Parameter.__reduce_ex__: _rebuild_parameter(<its data>, requires_grad,
-            # OrderedDict()); the data, a plain sparse / nested / meta tensor, is a composite.
+        if type(obj) in (torch.Tensor, torch.nn.Parameter) and _is_composite(obj):
             if obj.__dict__:
-                raise TypeError(f"cannot save a Parameter of a {_composite_kind(obj)} tensor with attributes")
-            return ObjectDesc(Global("torch._utils", "_rebuild_parameter"),
-                              (obj.data, bool(obj.requires_grad), collections.OrderedDict()))
+                # torch writes these through _rebuild_from_type_v2 with the attributes
+                # as state, a form tensorseal does not write: refused, never dropped.
+                raise TypeError(f"cannot save a {_composite_kind(obj)} tensor with attributes "
+                                f"({', '.join(sorted(map(str, obj.__dict__)))})")
+            if type(obj) is torch.nn.Parameter:
+                # Parameter.__reduce_ex__: _rebuild_parameter(<its data>, requires_grad,
+                # OrderedDict()); the data, a plain sparse / nested / meta tensor, is a composite.
+                return ObjectDesc(Global("torch._utils", "_rebuild_parameter"),
+                                  (obj.data, bool(obj.requires_grad), collections.OrderedDict()))
         if isinstance(obj, torch.Tensor) and obj.device.type == "meta" and obj.layout == torch.strided and \
                 not obj.is_nested and not obj.is_quantized and type(obj) in (torch.Tensor, torch.nn.Parameter) and \
                 not obj.__dict__:
             return _describe_meta(obj)
-        if isinstance(obj, torch.Tensor) and _is_composite(obj) and obj.__dict__ and \
-                type(obj) in (torch.Tensor, torch.nn.Parameter):
-            # torch writes these through _rebuild_from_type_v2 with the attributes as
-            # state, a form tensorseal does not write: refused, never dropped.
-            raise TypeError(f"cannot save a {_composite_kind(obj)} tensor with attributes "
-                            f"({', '.join(sorted(map(str, obj.__dict__)))})")
         if isinstance(obj, torch.Tensor) and obj.layout in _SPARSE_TORCH_LAYOUTS():
             return _describe_sparse(obj)
         if isinstance(obj, torch.Tensor) and obj.is_nested and obj.layout == torch.strided and \
