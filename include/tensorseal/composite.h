@@ -59,6 +59,10 @@ struct Composite {
   // _rebuild_parameter(<the tensor's call>, requires_grad, OrderedDict())): the
   // Parameter's requires_grad. nullopt for a tensor that is not a Parameter.
   std::optional<bool> parameter;
+  // sparse, nested, meta: the tensor object's Python attributes (its __dict__: a dict of
+  // str keys to values without tensors). torch then writes _rebuild_from_type_v2(<the
+  // rebuild function>, torch.Tensor, <its arguments>, {attributes}). None: it has none.
+  Value attributes;
 
   // The part called `role`, or null.
   std::shared_ptr<const Tensor> part(std::string_view role) const;

@@ -118,11 +118,12 @@ struct ToPy {
     nb::list shape, stride;
     for (auto d : c.shape) shape.append(d);
     for (auto d : c.stride) stride.append(d);
-    return g.attr("make_composite")(
-        framework, c.layout, std::string(name(c.dtype)), nb::tuple(shape), parts,
-        c.coalesced ? convert(*c.coalesced) : nb::none(), c.requires_grad, c.ragged_idx, convert(c.metadata_cache),
-        convert(c.state), nb::make_tuple(c.type.module, c.type.name), nb::tuple(stride), c.storage_offset,
-        convert(c.layout_arg), convert(c.device), c.parameter ? nb::cast(*c.parameter) : nb::none());
+    return g.attr("make_composite")(framework, c.layout, std::string(name(c.dtype)), nb::tuple(shape), parts,
+                                    c.coalesced ? convert(*c.coalesced) : nb::none(), c.requires_grad, c.ragged_idx,
+                                    convert(c.metadata_cache), convert(c.state),
+                                    nb::make_tuple(c.type.module, c.type.name), nb::tuple(stride), c.storage_offset,
+                                    convert(c.layout_arg), convert(c.device),
+                                    c.parameter ? nb::cast(*c.parameter) : nb::none(), convert(c.attributes));
   }
 
   nb::object seq(const std::vector<Value>& items) {
@@ -692,6 +693,7 @@ struct FromPy {
     c.storage_offset = nb::cast<std::int64_t>(desc.attr("offset"));
     c.layout_arg = convert(desc.attr("layout_arg"));
     c.device = convert(desc.attr("device"));
+    c.attributes = convert(desc.attr("attributes"));
     return encode_composite(c);
   }
 

@@ -313,20 +313,27 @@ _LAYOUTS = {f"torch.{n}" for n in ("strided", "_mkldnn") + _SPARSE_LAYOUTS}
 
 def make_composite(framework: str, layout: str, dtype: str, shape: tuple, parts: dict, coalesced: Any,
                    requires_grad: bool, ragged_idx: int, metadata_cache: Any, state: Any, cls: tuple, stride: tuple,
-                   offset: int, layout_arg: Any, device: Any, parameter: Optional[bool] = None) -> Any:
+                   offset: int, layout_arg: Any, device: Any, parameter: Optional[bool] = None,
+                   attributes: Optional[dict] = None) -> Any:
     """A tensor torch rebuilds from other tensors, from the record the core decoded and
     checked (tensorseal/composite.h: the fields, the parts in torch's argument order),
     built with torch's own constructors as torch.load builds it; sparse invariants are
     checked now (torch defers them to the end of its load). ``parameter`` (not None): a
     torch.nn.Parameter of it with that requires_grad, as torch._utils._rebuild_parameter
-    makes it. None (the call stays an Opaque) without torch or for numpy, which has no
-    such tensors."""
+    makes it. ``attributes`` (not None): the tensor's Python attributes, set as
+    torch._tensor._rebuild_from_type_v2 sets them. None (the call stays an Opaque)
+    without torch or for numpy, which has no such tensors."""
     if framework != "torch" or torch is None:
         return None
-    if parameter is not None:
+    if parameter is not None or attributes is not None:
         t = make_composite(framework, layout, dtype, shape, parts, coalesced, requires_grad, ragged_idx,
                            metadata_cache, state, cls, stride, offset, layout_arg, device)
-        return None if t is None else torch.nn.Parameter(t, requires_grad=bool(parameter))
+        if t is None:
+            return None
+        if parameter is not None:
+            t = torch.nn.Parameter(t, requires_grad=bool(parameter))
+        # on the Parameter, as _rebuild_parameter_with_state sets them
+        return set_attributes(t, attributes) if attributes is not None else t
     if layout == "sparse_coo":
         return torch.sparse_coo_tensor(parts["indices"], parts["values"], torch.Size(shape), check_invariants=True,
                                        is_coalesced=coalesced)
@@ -425,6 +432,7 @@ class CompositeDesc(NamedTuple):
     offset: int = 0               # dtensor
     layout_arg: Any = None        # sparse, dtensor: the torch.layout
     device: Any = None            # dtensor
+    attributes: Optional[dict] = None  # sparse, nested, meta: the tensor's __dict__, None when empty
 
 
 class UnsupportedDesc(NamedTuple):
@@ -644,16 +652,21 @@ def classify(obj: Any) -> Any:
                 "every rank: hash the whole state with the collective tensorseal.dcp.content_hash(state_dict) "
                 "(every rank calls it), or hash .full_tensor()")
         if type(obj) in (torch.Tensor, torch.nn.Parameter) and _is_composite(obj):
-            if obj.__dict__:
-                # torch writes these through _rebuild_from_type_v2 with the attributes
-                # as state, a form tensorseal does not write: refused, never dropped.
-                raise TypeError(f"cannot save a {_composite_kind(obj)} tensor with attributes "
-                                f"({', '.join(sorted(map(str, obj.__dict__)))})")
             if type(obj) is torch.nn.Parameter:
                 # Parameter.__reduce_ex__: _rebuild_parameter(<its data>, requires_grad,
-                # OrderedDict()); the data, a plain sparse / nested / meta tensor, is a composite.
+                # OrderedDict()), or with attributes _rebuild_parameter_with_state(...,
+                # {attributes}); the data, a plain sparse / nested / meta tensor, is a composite.
+                if obj.__dict__:
+                    return ObjectDesc(Global("torch._utils", "_rebuild_parameter_with_state"),
+                                      (obj.data, bool(obj.requires_grad), collections.OrderedDict(),
+                                       dict(obj.__dict__)))
                 return ObjectDesc(Global("torch._utils", "_rebuild_parameter"),
                                   (obj.data, bool(obj.requires_grad), collections.OrderedDict()))
+            # A torch.Tensor: its attributes go with its record (the core writes
+            # _rebuild_from_type_v2 around its rebuild call, as Tensor.__reduce_ex__ does).
+            desc = _describe_meta(obj) if _composite_kind(obj) == "meta" else \
+                _describe_sparse(obj) if _composite_kind(obj) == "sparse" else _describe_nested(obj)
+            return desc._replace(attributes=dict(obj.__dict__) or None)
         if isinstance(obj, torch.Tensor) and obj.device.type == "meta" and obj.layout == torch.strided and \
                 not obj.is_nested and not obj.is_quantized and type(obj) in (torch.Tensor, torch.nn.Parameter) and \
                 not obj.__dict__:

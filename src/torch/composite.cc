@@ -13,6 +13,13 @@
 //   _rebuild_parameter(<one of the calls above>, requires_grad, OrderedDict())
 //       (a Parameter of a sparse, nested or meta tensor: Parameter.__reduce_ex__;
 //       Composite::parameter)
+//   _rebuild_from_type_v2(<sparse, nested or meta rebuild function>, torch.Tensor,
+//       (<its arguments>), {attributes})
+//       (such a torch.Tensor with Python attributes: Tensor.__reduce_ex__;
+//       Composite::attributes, str keys, values without tensors)
+//   _rebuild_parameter_with_state(<sparse, nested or meta call>, requires_grad,
+//       OrderedDict(), {attributes})
+//       (a Parameter of one with Python attributes: Parameter.__reduce_ex__)
 #include "torch/composite.h"
 
 #include "tensorseal/error.h"
@@ -216,8 +223,54 @@ std::optional<Composite> parameter(const Object& o) {
       (a[2].as_dict().attrs && !a[2].as_dict().attrs->items.empty()))
     return std::nullopt;
   auto c = composite_of(a[0].as_object());
-  if (!c || c->parameter || c->layout == "jagged" || c->layout == "dtensor") return std::nullopt;
+  if (!c || c->parameter || !c->attributes.is_none() || c->layout == "jagged" || c->layout == "dtensor")
+    return std::nullopt;
   c->parameter = a[1].as_bool();
+  return c;
+}
+
+// The attributes torch writes as the state of a plain tensor: a non-empty dict of str
+// keys to values without tensors (what the reader also requires of Tensor::attributes).
+bool is_attributes(const Value& v) {
+  if (!v.is(Value::Kind::kDict) || v.as_dict().kind != DictKind::kDict || v.as_dict().items.empty() ||
+      (v.as_dict().attrs && !v.as_dict().attrs->items.empty()))
+    return false;
+  for (const auto& [k, x] : v.as_dict().items)
+    if (!k.is(Value::Kind::kStr) || reaches_data(x)) return false;
+  return true;
+}
+
+// Tensor.__reduce_ex__ of a sparse, nested or meta torch.Tensor with Python attributes:
+// the rebuild function and its arguments, wrapped with the attributes as the state.
+std::optional<Composite> with_attributes(const Object& o) {
+  const auto& a = o.args->items();
+  if (a.size() != 4 || !a[0].is(Value::Kind::kGlobal) || !a[1].is(Value::Kind::kGlobal) ||
+      a[1].as_global().module != "torch" || a[1].as_global().name != "Tensor" || !a[2].is(Value::Kind::kTuple) ||
+      !is_attributes(a[3]))
+    return std::nullopt;
+  Object inner;
+  inner.callable = std::make_shared<Value>(a[0]);
+  inner.args = std::make_shared<Value>(a[2]);
+  auto c = composite_of(inner);
+  if (!c || c->parameter || !c->attributes.is_none() || c->layout == "jagged" || c->layout == "dtensor")
+    return std::nullopt;
+  c->attributes = a[3];
+  return c;
+}
+
+// Parameter.__reduce_ex__ of a Parameter with Python attributes around a sparse, nested
+// or meta tensor's call.
+std::optional<Composite> parameter_with_state(const Object& o) {
+  const auto& a = o.args->items();
+  if (a.size() != 4 || !a[0].is(Value::Kind::kObject) || !a[1].is(Value::Kind::kBool) || !a[2].is(Value::Kind::kDict) ||
+      a[2].as_dict().kind != DictKind::kOrderedDict || !a[2].as_dict().items.empty() ||
+      (a[2].as_dict().attrs && !a[2].as_dict().attrs->items.empty()) || !is_attributes(a[3]))
+    return std::nullopt;
+  auto c = composite_of(a[0].as_object());
+  if (!c || c->parameter || !c->attributes.is_none() || c->layout == "jagged" || c->layout == "dtensor")
+    return std::nullopt;
+  c->parameter = a[1].as_bool();
+  c->attributes = a[3];
   return c;
 }
 
@@ -225,12 +278,14 @@ std::optional<Composite> parameter(const Object& o) {
 
 std::optional<Composite> composite_of(const Object& o) {
   if (is_call(o, "torch._utils", "_rebuild_parameter")) return parameter(o);
+  if (is_call(o, "torch._utils", "_rebuild_parameter_with_state")) return parameter_with_state(o);
   if (is_call(o, "torch._utils", "_rebuild_sparse_tensor")) return sparse(o);
   if (is_call(o, "torch._utils", "_rebuild_nested_tensor")) return nested(o);
   if (is_call(o, "torch._utils", "_rebuild_meta_tensor_no_storage")) return meta(o);
   if (is_call(o, "torch._tensor", "_rebuild_from_type_v2")) {
     if (auto c = jagged(o)) return c;
-    return dtensor(o);
+    if (auto c = dtensor(o)) return c;
+    return with_attributes(o);
   }
   return std::nullopt;
 }
@@ -358,6 +413,18 @@ Value encode_tensor(const Composite& c) {
 
 Value encode(const Composite& c) {
   Value t = encode_tensor(c);
+  if (!c.attributes.is_none()) {
+    // Tensor.__reduce_ex__ / Parameter.__reduce_ex__ of an object with attributes.
+    if (c.layout == "jagged" || c.layout == "dtensor") cannot_encode(c, "its attributes are in its state");
+    if (!is_attributes(c.attributes))
+      cannot_encode(c, "its attributes are not a dict of str keys to values without tensors");
+    if (c.parameter)
+      return call(Value::global("torch._utils", "_rebuild_parameter_with_state"),
+                  {std::move(t), Value(*c.parameter), Value::dict(DictKind::kOrderedDict), c.attributes});
+    const Object& inner = t.as_object();
+    return call(Value::global("torch._tensor", "_rebuild_from_type_v2"),
+                {*inner.callable, Value::global("torch", "Tensor"), *inner.args, c.attributes});
+  }
   if (!c.parameter) return t;
   // A Parameter of a tensor subclass is pickled by the subclass itself, never through
   // _rebuild_parameter.

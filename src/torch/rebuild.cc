@@ -408,9 +408,12 @@ struct Resolution {
     if (!(a[2].is_none() || (a[2].is(Value::Kind::kDict) && a[2].as_dict().items.empty())))
       throw Error(rules::kUnsupportedRebuild, fn + " with backward hooks is not supported", in.name);
     if (is_composite_call(a[0])) {  // a Parameter of a sparse, nested or meta tensor: stays the call
-      if (a.size() == 4 && !a[3].is_none() && !(a[3].is(Value::Kind::kDict) && a[3].as_dict().items.empty()))
+      // Its attributes: as torch writes them (composite_of decodes the call), or refused.
+      if (a.size() == 4 && !a[3].is_none() && !(a[3].is(Value::Kind::kDict) && a[3].as_dict().items.empty()) &&
+          !composite_of(o))
         throw Error(rules::kUnsupportedRebuild,
-                    fn + ": attributes on a Parameter of a sparse, nested or meta tensor are not supported", in.name);
+                    fn + ": these attributes on a Parameter of a sparse, nested or meta tensor are not supported",
+                    in.name);
       return std::nullopt;
     }
     const Value p = as_parameter(a[0], truthy(a[1]), fn);
@@ -434,6 +437,13 @@ struct Resolution {
     inner->callable = std::make_shared<Value>(a[0]);
     inner->args = std::make_shared<Value>(a[2]);
     auto base = known(*inner);
+    if (!base && a[1].is(Value::Kind::kGlobal) && qualname(a[1].as_global()) == "torch.Tensor" &&
+        composite_of(*inner) && !composite_of(o) && !a[3].is_none() &&
+        !(a[3].is(Value::Kind::kDict) && a[3].as_dict().items.empty()))
+      // A sparse, nested or meta tensor whose attributes are not what composite_of
+      // reads (a tensor among them, __slots__): refused, as for a plain tensor.
+      throw Error(rules::kUnsupportedRebuild,
+                  fn + ": these attributes on a sparse, nested or meta tensor are not supported", in.name);
     if (!base || !base->is(Value::Kind::kTensor)) return std::nullopt;
     if (a[1].is(Value::Kind::kGlobal)) {
       const std::string type = qualname(a[1].as_global());

@@ -52,6 +52,7 @@ void expect_same(const Composite& a, const Composite& b) {
   EXPECT_EQ(a.type.module, b.type.module);
   EXPECT_EQ(a.stride, b.stride);
   EXPECT_EQ(a.storage_offset, b.storage_offset);
+  EXPECT_EQ(repr(a.attributes, 400), repr(b.attributes, 400));
 }
 
 Composite make(std::string layout, std::vector<std::int64_t> shape,
@@ -121,6 +122,15 @@ Composite parameter(Composite c, bool requires_grad) {
   return c;
 }
 
+// `c` with Python attributes, as a torch.Tensor's __dict__ holds them.
+Composite attributed(Composite c) {
+  Value a = Value::dict();
+  a.as_dict().items.emplace_back(Value::str("tag"), Value::str("x"));
+  a.as_dict().items.emplace_back(Value::str("n"), Value(std::int64_t{5}));
+  c.attributes = a;
+  return c;
+}
+
 const Object& object(const Value& v) {
   EXPECT_TRUE(v.is(Value::Kind::kObject));
   return v.as_object();
@@ -132,8 +142,10 @@ std::string callable(const Value& v) {
 }
 
 TEST(TorchComposite, EncodeThenDecodeGivesTheRecordBack) {
-  for (const Composite& c : {coo(), csc(), nested(), jagged(), dtensor(), meta(), parameter(coo(), true),
-                             parameter(nested(), false), parameter(meta(), false)}) {
+  for (const Composite& c :
+       {coo(), csc(), nested(), jagged(), dtensor(), meta(), parameter(coo(), true), parameter(nested(), false),
+        parameter(meta(), false), attributed(coo()), attributed(csc()), attributed(nested()), attributed(meta()),
+        parameter(attributed(coo()), false), parameter(attributed(meta()), true)}) {
     SCOPED_TRACE(c.layout);
     const Value v = encode(c);
     auto back = composite_of(object(v));
@@ -162,7 +174,8 @@ TEST(TorchComposite, EncodeWritesTorchsCalls) {
 // (torch/rebuild.cc) and composite_of decodes the same record.
 TEST(TorchComposite, RoundTripsThroughATorchFile) {
   for (const Composite& c :
-       {coo(), csc(), nested(), jagged(), dtensor(), meta(), parameter(csc(), true), parameter(meta(), true)}) {
+       {coo(), csc(), nested(), jagged(), dtensor(), meta(), parameter(csc(), true), parameter(meta(), true),
+        attributed(coo()), attributed(nested()), attributed(meta()), parameter(attributed(nested()), true)}) {
     SCOPED_TRACE(c.layout);
     Value root = Value::dict();
     root.as_dict().items.emplace_back(Value::str("t"), encode(c));
@@ -193,6 +206,45 @@ TEST(TorchComposite, AParameterIsTorchsCallAroundTheTensors) {
   EXPECT_FALSE(composite_of(*hooks_none));
   EXPECT_EQ(testing::rule_of([&] { (void)encode(parameter(jagged(), true)); }), "torch-writer/cannot-write");
   EXPECT_EQ(testing::rule_of([&] { (void)encode(parameter(dtensor(), true)); }), "torch-writer/cannot-write");
+}
+
+// Tensor.__reduce_ex__ of a sparse, nested or meta torch.Tensor with attributes:
+// _rebuild_from_type_v2(<its rebuild function>, torch.Tensor, <its arguments>,
+// {attributes}); a Parameter's go to _rebuild_parameter_with_state. Attributes that
+// hold tensors, or are empty, stay an ordinary object; forms torch does not write are
+// refused.
+TEST(TorchComposite, AttributesAreTorchsFromTypeV2AroundTheCall) {
+  const Value plain = encode(coo());
+  const Value v = encode(attributed(coo()));
+  EXPECT_EQ(callable(v), "torch._tensor._rebuild_from_type_v2");
+  const auto& a = object(v).args->items();
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_EQ(a[0].as_global().module + "." + a[0].as_global().name, "torch._utils._rebuild_sparse_tensor");
+  EXPECT_EQ(a[1].as_global().module + "." + a[1].as_global().name, "torch.Tensor");
+  EXPECT_EQ(repr(a[2], 4000), repr(*object(plain).args, 4000));
+  EXPECT_EQ(repr(a[3], 200), "{'tag': 'x', 'n': 5}");
+  auto with_state = [&](Value state) {
+    auto o = std::make_shared<Object>(object(v));
+    o->args = std::make_shared<Value>(Value::tuple({a[0], a[1], a[2], std::move(state)}));
+    return composite_of(*o);
+  };
+  Value holds_tensor = Value::dict();
+  holds_tensor.as_dict().items.emplace_back(Value::str("t"), Value(coo().parts[0].second));
+  EXPECT_FALSE(with_state(holds_tensor));
+  EXPECT_FALSE(with_state(Value::dict()));
+  EXPECT_FALSE(with_state(Value()));
+  EXPECT_TRUE(with_state(a[3]));
+  // A Parameter's: _rebuild_parameter_with_state(<the call>, requires_grad, OrderedDict(), {attributes}).
+  const Value p = encode(parameter(attributed(coo()), true));
+  EXPECT_EQ(callable(p), "torch._utils._rebuild_parameter_with_state");
+  ASSERT_EQ(object(p).args->items().size(), 4u);
+  EXPECT_EQ(repr(object(p).args->items()[0], 4000), repr(plain, 4000));
+  EXPECT_EQ(repr(object(p).args->items()[3], 200), "{'tag': 'x', 'n': 5}");
+  for (const Composite& c : {attributed(jagged()), attributed(dtensor())})
+    EXPECT_EQ(testing::rule_of([&] { (void)encode(c); }), "torch-writer/cannot-write") << c.layout;
+  Composite bad = coo();
+  bad.attributes = holds_tensor;
+  EXPECT_EQ(testing::rule_of([&] { (void)encode(bad); }), "torch-writer/cannot-write");
 }
 
 TEST(TorchComposite, AComponentOutsideTheBufferIsRefusedWithItsRule) {

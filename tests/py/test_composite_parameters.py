@@ -1,9 +1,9 @@
 """torch.nn.Parameters of sparse, nested and meta tensors, made by real torch: torch
 pickles each as _rebuild_parameter(<the tensor's rebuild call>, requires_grad,
 OrderedDict()), and torch.load(weights_only=True) gives the Parameter back. tensorseal
-reads them as torch does, lists each at its own path, writes them back in torch's form
-(one content hash across both writers), and refuses the attributes it cannot write
-instead of dropping them."""
+reads them as torch does, lists each at its own path, and writes them back in torch's
+form (one content hash across both writers). The same tensors and Parameters with
+Python attributes keep them, in torch's form."""
 from __future__ import annotations
 
 import warnings
@@ -92,18 +92,77 @@ def test_composite_parameters_written_in_torchs_form(kind, requires_grad, tmp_pa
     assert_saved_in_torchs_form(obj, theirs, mine, tmp_path)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_attributes_on_composite_tensors_are_refused_not_dropped(kind, tmp_path):
-    """torch pickles a sparse / nested / meta tensor's attributes through
-    _rebuild_from_type_v2, a form tensorseal does not write: the save is refused and
-    nothing is written (tensorseal once wrote the tensor without them)."""
+ATTRIBUTES = {"tag": "x", "n": 5, "items": [1, "a", None], "scale": 0.5}
+
+
+def attributed(kind: str) -> torch.Tensor:
     t = tensors()[kind]
-    t.tag = "x"
-    p = parameter(kind, True)
-    p.tag = "x"
-    for obj in ({"t": t}, {"p": p}):
-        with pytest.raises(TypeError, match="with attributes"):
-            tensorseal.torch.save(obj, tmp_path / "out.pt")
-        with pytest.raises(TypeError, match="with attributes"):
-            tensorseal.save(obj, tmp_path / "out.safetensors")
-    assert list(tmp_path.iterdir()) == []
+    t.__dict__.update(ATTRIBUTES)
+    return t
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_composite_tensors_keep_their_attributes_as_torch_does(kind, tmp_path):
+    """torch pickles a sparse / nested / meta tensor's attributes as
+    _rebuild_from_type_v2(<its rebuild function>, torch.Tensor, <args>, {attributes}):
+    tensorseal reads that back as the tensor with its attributes (it once gave an
+    Opaque object), lists it at its own path, and writes the same form."""
+    obj = {"t": attributed(kind), "x": torch.arange(3)}
+    theirs, mine = tmp_path / "theirs.pt", tmp_path / "mine.pt"
+    torch.save(obj, theirs)
+    expected = torch.load(theirs, weights_only=True)["t"]
+    for got in (tensorseal.load(theirs)["t"], tensorseal.torch.load(theirs, weights_only=True)["t"]):
+        assert type(got) is torch.Tensor and got.__dict__ == expected.__dict__ == ATTRIBUTES, kind
+        assert (got.layout, got.dtype, got.device.type, got.is_nested) == \
+            (expected.layout, expected.dtype, expected.device.type, expected.is_nested), kind
+        assert dense(got) == dense(expected), kind
+    assert run_tseal("verify", theirs).returncode == 0
+    assert [t["path"] for t in tensorseal.inspect(theirs)["tensors"]][0] == "t"
+    tensorseal.torch.save(obj, mine)
+    assert torch.load(mine, weights_only=True)["t"].__dict__ == ATTRIBUTES
+    assert_saved_in_torchs_form(obj, theirs, mine, tmp_path)
+    # In a .safetensors file (the tree in its metadata) they come back too.
+    st = tmp_path / "t.safetensors"
+    tensorseal.save(obj, st)
+    assert tensorseal.load(st)["t"].__dict__ == ATTRIBUTES
+    assert tensorseal.hash(st) == tensorseal.hash(theirs)
+    # Without the attributes it is another value: another content hash.
+    assert tensorseal.hash(theirs) != tensorseal.hash({"t": tensors()[kind], "x": torch.arange(3)})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_composite_parameters_keep_their_attributes_as_torch_does(kind, tmp_path):
+    """torch pickles such a Parameter's attributes as _rebuild_parameter_with_state(<the
+    tensor's call>, requires_grad, OrderedDict(), {attributes}): tensorseal read it as an
+    error and refused to save it; now both keep them, in torch's form."""
+    p = parameter(kind, False)
+    p.__dict__.update(ATTRIBUTES)
+    obj = {"p": p}
+    theirs, mine = tmp_path / "theirs.pt", tmp_path / "mine.pt"
+    torch.save(obj, theirs)
+    expected = torch.load(theirs, weights_only=True)["p"]
+    got = tensorseal.load(theirs)["p"]
+    assert_same_parameter(got, expected, kind)
+    assert got.__dict__ == expected.__dict__ == ATTRIBUTES
+    assert run_tseal("verify", theirs).returncode == 0
+    tensorseal.torch.save(obj, mine)
+    back = torch.load(mine, weights_only=True)["p"]
+    assert_same_parameter(back, p, kind)
+    assert back.__dict__ == ATTRIBUTES
+    assert_saved_in_torchs_form(obj, theirs, mine, tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["coo", "nested", "meta"])
+def test_composite_attributes_holding_a_tensor_are_refused_on_read(kind, tmp_path):
+    """As for a plain tensor (test_attribute_holding_a_tensor_is_refused): torch.save
+    writes them, tensorseal refuses the file with its rule instead of loading an
+    object that is not the tensor."""
+    for obj in (tensors()[kind], parameter(kind, True)):
+        obj.extra = torch.arange(2)
+        f = tmp_path / "t.pt"
+        torch.save({"t": obj}, f)
+        with pytest.raises(tensorseal.Error, match="attributes on a .*sparse, nested or meta tensor") as e:
+            tensorseal.load(f)
+        assert e.value.rule == "torch/unsupported-rebuild"
+        r = run_tseal("verify", f)
+        assert r.returncode == 2 and "torch/unsupported-rebuild" in r.stderr, r.stderr
