@@ -664,9 +664,8 @@ def classify(obj: Any) -> Any:
                                   (obj.data, bool(obj.requires_grad), collections.OrderedDict()))
             # A torch.Tensor: its attributes go with its record (the core writes
             # _rebuild_from_type_v2 around its rebuild call, as Tensor.__reduce_ex__ does).
-            desc = _describe_meta(obj) if _composite_kind(obj) == "meta" else \
-                _describe_sparse(obj) if _composite_kind(obj) == "sparse" else _describe_nested(obj)
-            return desc._replace(attributes=dict(obj.__dict__) or None)
+            describe = {"meta": _describe_meta, "sparse": _describe_sparse, "nested": _describe_nested}
+            return describe[_composite_kind(obj)](obj)._replace(attributes=dict(obj.__dict__) or None)
         if isinstance(obj, torch.Tensor) and obj.device.type == "meta" and obj.layout == torch.strided and \
                 not obj.is_nested and not obj.is_quantized and type(obj) in (torch.Tensor, torch.nn.Parameter) and \
                 not obj.__dict__:

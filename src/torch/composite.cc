@@ -213,22 +213,6 @@ bool is_dtensor_spec_class(std::string_view module, std::string_view name) {
 
 namespace {
 
-// Parameter.__reduce_ex__ around a sparse, nested or meta tensor's call, exactly as
-// torch writes it (other forms, e.g. _rebuild_parameter_with_state, stay ordinary
-// objects; a Parameter of a tensor subclass is pickled by the subclass itself).
-std::optional<Composite> parameter(const Object& o) {
-  const auto& a = o.args->items();
-  if (a.size() != 3 || !a[0].is(Value::Kind::kObject) || !a[1].is(Value::Kind::kBool) || !a[2].is(Value::Kind::kDict) ||
-      a[2].as_dict().kind != DictKind::kOrderedDict || !a[2].as_dict().items.empty() ||
-      (a[2].as_dict().attrs && !a[2].as_dict().attrs->items.empty()))
-    return std::nullopt;
-  auto c = composite_of(a[0].as_object());
-  if (!c || c->parameter || !c->attributes.is_none() || c->layout == "jagged" || c->layout == "dtensor")
-    return std::nullopt;
-  c->parameter = a[1].as_bool();
-  return c;
-}
-
 // The attributes torch writes as the state of a plain tensor: a non-empty dict of str
 // keys to values without tensors (what the reader also requires of Tensor::attributes).
 bool is_attributes(const Value& v) {
@@ -238,6 +222,31 @@ bool is_attributes(const Value& v) {
   for (const auto& [k, x] : v.as_dict().items)
     if (!k.is(Value::Kind::kStr) || reaches_data(x)) return false;
   return true;
+}
+
+// A sparse, nested or meta tensor's own call (no Parameter, no attributes), which the
+// Parameter and attribute forms wrap.
+std::optional<Composite> plain(std::optional<Composite> c) {
+  if (!c || c->parameter || !c->attributes.is_none() || c->layout == "jagged" || c->layout == "dtensor")
+    return std::nullopt;
+  return c;
+}
+
+// Parameter.__reduce_ex__ around a sparse, nested or meta tensor's call, exactly as
+// torch writes it: _rebuild_parameter(<call>, requires_grad, OrderedDict()), or
+// _rebuild_parameter_with_state(..., {attributes}) when `with_state` (other forms stay
+// ordinary objects; a Parameter of a tensor subclass is pickled by the subclass itself).
+std::optional<Composite> parameter(const Object& o, bool with_state) {
+  const auto& a = o.args->items();
+  if (a.size() != (with_state ? 4u : 3u) || !a[0].is(Value::Kind::kObject) || !a[1].is(Value::Kind::kBool) ||
+      !a[2].is(Value::Kind::kDict) || a[2].as_dict().kind != DictKind::kOrderedDict || !a[2].as_dict().items.empty() ||
+      (a[2].as_dict().attrs && !a[2].as_dict().attrs->items.empty()) || (with_state && !is_attributes(a[3])))
+    return std::nullopt;
+  auto c = plain(composite_of(a[0].as_object()));
+  if (!c) return std::nullopt;
+  c->parameter = a[1].as_bool();
+  if (with_state) c->attributes = a[3];
+  return c;
 }
 
 // Tensor.__reduce_ex__ of a sparse, nested or meta torch.Tensor with Python attributes:
@@ -251,34 +260,16 @@ std::optional<Composite> with_attributes(const Object& o) {
   Object inner;
   inner.callable = std::make_shared<Value>(a[0]);
   inner.args = std::make_shared<Value>(a[2]);
-  auto c = composite_of(inner);
-  if (!c || c->parameter || !c->attributes.is_none() || c->layout == "jagged" || c->layout == "dtensor")
-    return std::nullopt;
-  c->attributes = a[3];
-  return c;
-}
-
-// Parameter.__reduce_ex__ of a Parameter with Python attributes around a sparse, nested
-// or meta tensor's call.
-std::optional<Composite> parameter_with_state(const Object& o) {
-  const auto& a = o.args->items();
-  if (a.size() != 4 || !a[0].is(Value::Kind::kObject) || !a[1].is(Value::Kind::kBool) || !a[2].is(Value::Kind::kDict) ||
-      a[2].as_dict().kind != DictKind::kOrderedDict || !a[2].as_dict().items.empty() ||
-      (a[2].as_dict().attrs && !a[2].as_dict().attrs->items.empty()) || !is_attributes(a[3]))
-    return std::nullopt;
-  auto c = composite_of(a[0].as_object());
-  if (!c || c->parameter || !c->attributes.is_none() || c->layout == "jagged" || c->layout == "dtensor")
-    return std::nullopt;
-  c->parameter = a[1].as_bool();
-  c->attributes = a[3];
+  auto c = plain(composite_of(inner));
+  if (c) c->attributes = a[3];
   return c;
 }
 
 }  // namespace
 
 std::optional<Composite> composite_of(const Object& o) {
-  if (is_call(o, "torch._utils", "_rebuild_parameter")) return parameter(o);
-  if (is_call(o, "torch._utils", "_rebuild_parameter_with_state")) return parameter_with_state(o);
+  if (is_call(o, "torch._utils", "_rebuild_parameter")) return parameter(o, false);
+  if (is_call(o, "torch._utils", "_rebuild_parameter_with_state")) return parameter(o, true);
   if (is_call(o, "torch._utils", "_rebuild_sparse_tensor")) return sparse(o);
   if (is_call(o, "torch._utils", "_rebuild_nested_tensor")) return nested(o);
   if (is_call(o, "torch._utils", "_rebuild_meta_tensor_no_storage")) return meta(o);

@@ -437,9 +437,8 @@ struct Resolution {
     inner->callable = std::make_shared<Value>(a[0]);
     inner->args = std::make_shared<Value>(a[2]);
     auto base = known(*inner);
-    if (!base && a[1].is(Value::Kind::kGlobal) && qualname(a[1].as_global()) == "torch.Tensor" &&
-        composite_of(*inner) && !composite_of(o) && !a[3].is_none() &&
-        !(a[3].is(Value::Kind::kDict) && a[3].as_dict().items.empty()))
+    if (!base && a[1].is(Value::Kind::kGlobal) && qualname(a[1].as_global()) == "torch.Tensor" && !a[3].is_none() &&
+        !(a[3].is(Value::Kind::kDict) && a[3].as_dict().items.empty()) && !composite_of(o) && composite_of(*inner))
       // A sparse, nested or meta tensor whose attributes are not what composite_of
       // reads (a tensor among them, __slots__): refused, as for a plain tensor.
       throw Error(rules::kUnsupportedRebuild,
