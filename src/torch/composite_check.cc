@@ -63,9 +63,13 @@ void check_nested(const Object& o, const std::string& fn, const io::Input& in) {
     bool empty = false;
     if (last < 0) bad_args(fn, fmt::format("component {} has a negative offset", i), in);
     for (std::size_t k = 0; k < d; ++k) {
+      if (sizes[i * d + k] < 0 || strides[i * d + k] < 0)
+        bad_args(fn, fmt::format("component {} has a negative size or stride", i), in);
+      if (sizes[i * d + k] == 0) empty = true;
+    }
+    // An empty component reaches no element (torch.save writes them over empty buffers).
+    for (std::size_t k = 0; k < d && !empty; ++k) {
       const std::int64_t size = sizes[i * d + k], stride = strides[i * d + k];
-      if (size < 0 || stride < 0) bad_args(fn, fmt::format("component {} has a negative size or stride", i), in);
-      if (size == 0) empty = true;
       auto step = util::mul(static_cast<std::uint64_t>(size > 0 ? size - 1 : 0), static_cast<std::uint64_t>(stride));
       if (!step || *step > static_cast<std::uint64_t>(numel))
         bad_args(fn, fmt::format("component {} lies outside the buffer", i), in);

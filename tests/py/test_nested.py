@@ -187,3 +187,16 @@ def test_safetensors_files_keep_a_nested_tensor_only_as_tensorseal_structure(tmp
     with pytest.raises(tensorseal.Error, match="nested"):
         tensorseal.safetensors.save_file({"n": nt}, tmp_path / "b.safetensors")
     assert sorted(x.name for x in tmp_path.iterdir()) == ["a.safetensors"]
+
+
+def test_empty_components_over_an_empty_buffer_load_as_torch_loads_them(tmp_path):
+    """torch.save of a nested tensor whose components are all empty (found by the
+    differential test's hypothesis run): its component strides reach past the empty
+    buffer, but an empty component reaches no element, and torch.load reads it."""
+    n = torch.nested.nested_tensor([torch.empty(1, 0, 2), torch.empty(1, 0, 2)])
+    f = tmp_path / "n.pt"
+    torch.save({"n": n}, f)
+    expected = torch.load(f, weights_only=True)["n"]
+    got = tensorseal.load(f)["n"]
+    assert [t.shape for t in got.unbind()] == [t.shape for t in expected.unbind()] == [(1, 0, 2)] * 2
+    assert run_tseal("verify", f).returncode == 0
