@@ -121,6 +121,11 @@ def test_composite_tensors_keep_their_attributes_as_torch_does(kind, tmp_path):
     tensorseal.torch.save(obj, mine)
     assert torch.load(mine, weights_only=True)["t"].__dict__ == ATTRIBUTES
     assert_saved_in_torchs_form(obj, theirs, mine, tmp_path)
+    # torch's legacy (non-zip) format holds the same call: the same tensor, the same hash.
+    legacy = tmp_path / "legacy.pt"
+    torch.save(obj, legacy, _use_new_zipfile_serialization=False)
+    assert tensorseal.load(legacy)["t"].__dict__ == ATTRIBUTES
+    assert tensorseal.hash(legacy) == tensorseal.hash(theirs)
     # In a .safetensors file (the tree in its metadata) they come back too.
     st = tmp_path / "t.safetensors"
     tensorseal.save(obj, st)
