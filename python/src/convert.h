@@ -404,19 +404,41 @@ class TorchFastPath {
   // excludes quantized tensors), then the flags; is_conj only for complex dtypes (torch
   // sets the conjugate bit on nothing else). Methods go through one vectorcall each
   // (no bound-method object).
-  bool read(nb::handle h, Fields& f) const {
+  // A plain torch.Tensor's dtype and shape, the first look of a streamed save (the
+  // layout; the shape appended to `dims`); false for anything else, Parameters included.
+  bool layout(nb::handle h, DType& dtype, std::vector<std::int64_t>& dims) const {
+    if (!tensor_.is_valid() || reinterpret_cast<PyObject*>(Py_TYPE(h.ptr())) != tensor_.ptr()) return false;
+    const std::optional<DType> d = dtype_of(get(h, n_.dtype).ptr());
+    if (!d) return false;
+    dtype = *d;
+    nb::object shape = get(h, n_.shape);
+    const Py_ssize_t n = PyTuple_Size(shape.ptr());
+    if (n < 0) throw nb::python_error();
+    for (Py_ssize_t i = 0; i < n; ++i) dims.push_back(as_int(PyTuple_GetItem(shape.ptr(), i)));
+    return true;
+  }
+
+  // `known`: the dtype and shape layout() read from `h`, with no code run since.
+  struct Known {
+    DType dtype;
+    std::span<const std::int64_t> shape;
+  };
+  bool read(nb::handle h, Fields& f, const Known* known = nullptr) const {
     if (!tensor_.is_valid()) return false;
     PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(h.ptr()));
     const bool param = type == parameter_.ptr();
     if (type != tensor_.ptr() && !param) return false;
     if (nb::object d = nb::getattr(h, n_.dict, nb::none()); !d.is_none() && nb::len(d) != 0) return false;
-    const std::optional<DType> dtype = dtype_of(get(h, n_.dtype).ptr());
+    const std::optional<DType> dtype = known ? known->dtype : dtype_of(get(h, n_.dtype).ptr());
     if (!dtype) return false;
     if (!truth(get(h, n_.is_cpu)) || !get(h, n_.layout).is(strided_) || truth(get(h, n_.is_nested)) ||
         truth(call(h, n_.is_neg)) || (info(*dtype).kind == DTypeKind::kComplex && truth(call(h, n_.is_conj))))
       return false;
     f.dtype = *dtype;
-    ints(get(h, n_.shape), f.shape);
+    if (known)
+      f.shape.assign(known->shape.begin(), known->shape.end());
+    else
+      ints(get(h, n_.shape), f.shape);
     ints(call(h, n_.stride), f.strides);
     f.offset = as_int(call(h, n_.storage_offset));
     f.requires_grad = truth(get(h, n_.requires_grad));
@@ -496,6 +518,58 @@ struct FromPy {
   };
   int depth = 0;
   std::optional<TorchFastPath> fast;  // made on the first object that is not a scalar
+  // A streamed .safetensors save (begin_stream): the tensors of `stream_root`, the
+  // dict being saved, go to `stream` as they are made.
+  SafetensorsStream* stream = nullptr;
+  PyObject* stream_root = nullptr;
+  struct StreamLook {  // begin_stream's look at the dict: what the entries view
+    nb::list keys;     // keeps the names' UTF-8 alive
+    std::vector<DType> dtypes;
+    std::vector<std::int64_t> dims;  // all shapes, one after another
+    std::vector<std::size_t> first;  // of each shape in dims, and the end
+  } look;
+  // The item of stream_root being converted, whose dtype and shape begin_stream has
+  // read (nothing ran since: valid while no glue code has run).
+  std::size_t look_item = SIZE_MAX;
+  bool look_valid = false;
+
+  // A SafetensorsStream for saving `h` to `path`, or null when `h` is not a dict of at
+  // least kStreamAtLeast plain torch tensors under str keys (the usual write then).
+  // Streaming pays when the conversion is long next to the copy: many tensors.
+  static constexpr Py_ssize_t kStreamAtLeast = 64;
+  std::unique_ptr<SafetensorsStream> begin_stream(nb::handle h, const std::string& path, const WriteOptions& o) {
+    if (!PyDict_CheckExact(h.ptr()) || PyDict_Size(h.ptr()) < kStreamAtLeast) return nullptr;
+    if (!fast) fast.emplace(g);
+    look.keys = nb::steal<nb::list>(PyDict_Keys(h.ptr()));
+    nb::list values = nb::steal<nb::list>(PyDict_Values(h.ptr()));
+    if (!look.keys.is_valid() || !values.is_valid()) throw nb::python_error();
+    const Py_ssize_t n = PyList_Size(look.keys.ptr());
+    look.dtypes.resize(static_cast<std::size_t>(n));
+    look.first.assign(1, 0);
+    look.first.reserve(static_cast<std::size_t>(n) + 1);
+    look.dims.reserve(static_cast<std::size_t>(n) * 2);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      if (!PyUnicode_CheckExact(PyList_GetItem(look.keys.ptr(), i)) ||
+          !fast->layout(PyList_GetItem(values.ptr(), i), look.dtypes[static_cast<std::size_t>(i)], look.dims))
+        return nullptr;
+      look.first.push_back(look.dims.size());
+    }
+    std::vector<SafetensorsStream::Entry> entries(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      Py_ssize_t size = 0;
+      const char* utf8 = PyUnicode_AsUTF8AndSize(PyList_GetItem(look.keys.ptr(), static_cast<Py_ssize_t>(i)), &size);
+      if (utf8 == nullptr) throw nb::python_error();
+      entries[i] = {std::string_view(utf8, static_cast<std::size_t>(size)), look.dtypes[i],
+                    std::span(look.dims).subspan(look.first[i], look.first[i + 1] - look.first[i])};
+    }
+    auto s = SafetensorsStream::begin(path, std::move(entries), o);
+    if (s) {
+      stream = s.get();
+      stream_root = h.ptr();
+      look_valid = true;
+    }
+    return s;
+  }
 
   Value convert(nb::handle h) {
     if (depth == 0) {
@@ -594,19 +668,39 @@ struct FromPy {
       expect(static_cast<std::size_t>(n));
       for (Py_ssize_t i = 0; i < n; ++i) {
         nb::handle k = PyList_GetItem(keys.ptr(), i), v = PyList_GetItem(values.ptr(), i);
+        const bool streamed = stream != nullptr && h.ptr() == stream_root && PyUnicode_CheckExact(k.ptr());
         // Distinct str keys of one dict are distinct keys of the Dict: appended without
         // the lookup set() makes (it would merge keys Python calls equal, as 1 and True).
-        if (PyUnicode_CheckExact(k.ptr()))
+        if (streamed) {  // str keys, as begin_stream saw; the values' dtypes and shapes are known
+          Value key = convert(k);
+          look_item = static_cast<std::size_t>(i);
+          Value value = convert(v);
+          look_item = SIZE_MAX;
+          out.emplace_back(std::move(key), std::move(value));
+          if (out.back().second.is(Value::Kind::kTensor))
+            stream->put(static_cast<std::size_t>(i), out.back().second.as_tensor());
+        } else if (PyUnicode_CheckExact(k.ptr())) {
           out.emplace_back(convert(k), convert(v));
-        else
+        } else {
           d.as_dict().set(convert(k), convert(v));
+        }
       }
       return d;
     }
     if (!fast) fast.emplace(g);
-    if (TorchFastPath::Fields f; fast->read(h, f)) return tensor(std::move(f));
+    std::optional<TorchFastPath::Known> known;
+    if (look_item != SIZE_MAX) {  // an item of the streamed dict: begin_stream read it
+      if (look_valid)
+        known = TorchFastPath::Known{
+            look.dtypes[look_item],
+            std::span(look.dims).subspan(look.first[look_item], look.first[look_item + 1] - look.first[look_item])};
+      look_item = SIZE_MAX;
+    }
+    if (TorchFastPath::Fields f; fast->read(h, f, known ? &*known : nullptr)) return tensor(std::move(f));
     // Everything else is described by the glue (python/tensorseal/_glue.py classify: one
-    // typed record per kind) so torch and numpy stay optional imports.
+    // typed record per kind) so torch and numpy stay optional imports. Python code runs
+    // from here on: what begin_stream read may have changed.
+    look_valid = false;
     nb::object desc = g.attr("classify")(h);
     nb::handle type = desc.type();
     if (type.is(g.attr("DictDesc"))) {

@@ -17,6 +17,9 @@ using namespace tensorseal::py;
 
 namespace {
 
+// Saves written by SafetensorsStream (tests check that the streamed path ran).
+std::uint64_t streamed_writes = 0;
+
 // ---- helpers --------------------------------------------------------------------
 
 Format parse_format(const std::string& f) {
@@ -257,23 +260,33 @@ NB_MODULE(_tensorseal, m) {
          nb::handle progress) {
         FromPy conv;
         conv.split_storages = split_storages;
-        Value root = conv.convert(obj);
         Format f = parse_format(format);
         WriteOptions o = write_options(metadata, threads, empty_metadata);
         for (const auto& [name, value] : options) set_option(o.format_options, f, name, value);
         o.fsync = fsync;
         o.progress = progress_of(progress);
+        // Many tensors to .safetensors: the file is written while the dict converts
+        // (SafetensorsStream). Declared after conv: stopped before conv lets go.
+        std::unique_ptr<SafetensorsStream> stream;
+        if (f == Format::kSafetensors) stream = conv.begin_stream(obj, path, o);
+        Value root = conv.convert(obj);
+        bool streamed = false;
         {
           nb::gil_scoped_release nogil;
-          write_file(root, path, f, o);
+          streamed = stream && stream->finish(root);
+          if (!streamed) write_file(root, path, f, o);
         }
+        stream.reset();
         conv.dispose(std::move(root));
+        if (streamed) ++streamed_writes;
       },
       nb::arg("obj"), nb::arg("path"), nb::arg("format"),
       nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{}, nb::arg("threads") = 0,
       nb::arg("split_storages") = false, nb::arg("empty_metadata") = false,
       nb::arg("options") = std::vector<std::pair<std::string, std::string>>{}, nb::arg("fsync") = true,
       nb::arg("progress") = nb::none());
+
+  m.def("_streamed_writes", [] { return streamed_writes; });
 
   m.def("parse_shard_size", [](const std::string& text) { return parse_shard_size(text); });
 

@@ -154,6 +154,35 @@ void AtomicFileSink::write_borrowed(std::span<const std::byte> data) {
   queue(data.data(), data.size());
 }
 
+void AtomicFileSink::write_at(std::uint64_t at, std::span<const std::span<const std::byte>> runs) const {
+  std::size_t next = 0;  // first run not written yet
+  std::size_t skip = 0;  // bytes of runs[next] already written
+  iovec iov[kMaxRuns];
+  while (next < runs.size()) {
+    int count = 0;
+    for (std::size_t i = next; i < runs.size() && count < static_cast<int>(kMaxRuns); ++i, ++count) {
+      const auto r = i == next ? runs[i].subspan(skip) : runs[i];
+      iov[count].iov_base = const_cast<std::byte*>(r.data());
+      iov[count].iov_len = r.size();
+    }
+    const ssize_t n = ::pwritev(fd_, iov, count, static_cast<off_t>(at));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(rules::kIoWrite, target_, errno, "write failed");
+    }
+    std::uint64_t asked = 0;
+    for (int i = 0; i < count; ++i) asked += iov[i].iov_len;
+    if (n == 0 && asked > 0) fail(rules::kIoWrite, target_, EIO, "write made no progress");
+    at += static_cast<std::uint64_t>(n);
+    auto left = static_cast<std::size_t>(n);
+    while (next < runs.size() && left >= runs[next].size() - skip) {
+      left -= runs[next++].size() - skip;
+      skip = 0;
+    }
+    skip += left;
+  }
+}
+
 void AtomicFileSink::commit() {
   flush();
   if (fsync_ && ::fsync(fd_) != 0) fail(rules::kIoWrite, target_, errno, "fsync failed");

@@ -58,6 +58,10 @@ class AtomicFileSink final : public Sink {
   void flush() override;
   void commit();
   const std::filesystem::path& temp_path() const noexcept { return temp_; }
+  // Writes `runs` one after another from file offset `at` (pwritev), beside the
+  // stream of write()/write_borrowed(): for a writer that knows where each part goes.
+  // Safe to call from several threads at once for ranges that do not overlap.
+  void write_at(std::uint64_t at, std::span<const std::span<const std::byte>> runs) const;
 
   // Prefix of temp file names; a temp file left by a killed writer can be recognised
   // (and is removed by the next write to the same target whose writer is gone).

@@ -16,6 +16,7 @@
 
 #include "safetensors/constants.h"
 #include "safetensors/format.h"
+#include "safetensors/layout.h"
 #include "safetensors/structure.h"
 #include "util/endian.h"
 
@@ -83,59 +84,21 @@ void append_number(std::string& out, std::uint64_t x) {
   out.append(buf, end);
 }
 
-struct Item {
-  std::string_view name;
-  const Tensor* tensor;
-  std::string_view code;
-  int rank;
-};
-
 }  // namespace
 
-namespace {
-void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink);
-}  // namespace
-
-void write_safetensors(const Value& root, const WriteOptions& options, io::Sink& sink) {
-  if (safetensors::is_flat(root)) {
-    write_flat(root, options, sink);
-    return;
-  }
-  {
-    // A whole checkpoint: flat tensors plus the tree in __metadata__ (structure.h).
-    for (const auto& [k, v] : options.metadata)
-      if (k == safetensors::kStructureKey)
-        throw Error(rules::kReservedName, "metadata key '" + k + "' is reserved for tensorseal");
-    safetensors::Flattened f = safetensors::flatten(root);
-    WriteOptions o = options;
-    o.metadata.emplace_back(std::string(safetensors::kStructureKey), std::move(f.structure));
-    write_flat(f.flat, o, sink);
-  }
+Item item_of(std::string_view name, DType dtype, std::span<const std::int64_t> shape, std::uint64_t nbytes) {
+  if (name == safetensors::kMetadataKey) throw Error(rules::kReservedName, "a tensor cannot be named __metadata__");
+  auto code = info(dtype).safetensors;
+  if (dtype == DType::kFloat4E2M1FNx2 && !shape.empty()) code = "F4";  // see the shape in plan()
+  if (code.empty())
+    throw Error(rules::kDtypeUnsupported, "tensor '" + std::string(name) + "' has dtype " +
+                                              std::string(tensorseal::name(dtype)) +
+                                              ", which safetensors cannot store");
+  return {name, dtype, shape, nbytes, code, dtype_rank(code), 0, nullptr};
 }
 
-namespace {
-// The safetensors file itself: `root` is a dict of str -> tensor.
-void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) {
-  if (!root.is(Value::Kind::kDict))
-    throw Error(rules::kNotFlat,
-                "safetensors holds a dict of named tensors; got " + std::string(kind_name(root.kind())));
-  std::vector<Item> items;
-  items.reserve(root.as_dict().items.size());
-  for (const auto& [k, v] : root.as_dict().items) {
-    if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor))
-      throw Error(rules::kNotFlat, "safetensors holds str -> tensor entries; got " + repr(k, 60) + " -> " +
-                                       std::string(kind_name(v.kind())));
-    const Tensor& t = *v.as_tensor();
-    if (k.as_str() == safetensors::kMetadataKey)
-      throw Error(rules::kReservedName, "a tensor cannot be named __metadata__");
-    auto code = info(t.dtype).safetensors;
-    if (t.dtype == DType::kFloat4E2M1FNx2 && !t.shape.empty()) code = "F4";  // see the shape below
-    if (code.empty())
-      throw Error(rules::kDtypeUnsupported, "tensor '" + std::string(k.as_str()) + "' has dtype " +
-                                                std::string(name(t.dtype)) + ", which safetensors cannot store");
-    t.validate();
-    items.push_back({k.as_str(), &t, code, dtype_rank(code)});
-  }
+Layout plan(std::vector<Item> items, const WriteOptions& options) {
+  for (std::size_t i = 0; i < items.size(); ++i) items[i].index = i;
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
     if (a.rank != b.rank) return a.rank > b.rank;
     return a.name < b.name;
@@ -158,27 +121,30 @@ void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) 
     }
     header += '}';
   }
+  Layout out;
+  out.data_offset.resize(items.size());
   std::uint64_t offset = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {
-    const Tensor& t = *items[i].tensor;
+    const Item& it = items[i];
     if (i || has_metadata) header += ',';
-    json_string(header, items[i].name);
+    json_string(header, it.name);
     header += ":{\"dtype\":\"";
-    header += items[i].code;
+    header += it.code;
     header += "\",\"shape\":[";
-    for (std::size_t d = 0; d < t.shape.size(); ++d) {
+    for (std::size_t d = 0; d < it.shape.size(); ++d) {
       if (d) header += ',';
       // torch.float4_e2m1fn_x2 packs two fp4 values per element; safetensors' torch
       // binding stores it as F4 with the last dimension doubled, and so do we.
-      const bool x2_last = t.dtype == DType::kFloat4E2M1FNx2 && d + 1 == t.shape.size();
-      append_number(header, static_cast<std::uint64_t>(x2_last ? t.shape[d] * 2 : t.shape[d]));
+      const bool x2_last = it.dtype == DType::kFloat4E2M1FNx2 && d + 1 == it.shape.size();
+      append_number(header, static_cast<std::uint64_t>(x2_last ? it.shape[d] * 2 : it.shape[d]));
     }
-    const std::uint64_t end = offset + t.nbytes();
+    const std::uint64_t end = offset + it.nbytes;
     header += "],\"data_offsets\":[";
     append_number(header, offset);
     header += ',';
     append_number(header, end);
     header += "]}";
+    out.data_offset[it.index] = offset;
     offset = end;
   }
   header += '}';
@@ -188,13 +154,60 @@ void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) 
   header.append(
       (safetensors::kHeaderAlignment - header.size() % safetensors::kHeaderAlignment) % safetensors::kHeaderAlignment,
       ' ');
+  util::append_le<std::uint64_t>(out.head, header.size());
+  out.head += header;
+  for (auto& o : out.data_offset) o += out.head.size();
+  out.items = std::move(items);
+  return out;
+}
 
-  std::string prefix;
-  util::append_le<std::uint64_t>(prefix, header.size());
-  sink.write(prefix);
-  sink.write(header);
+namespace {
+void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink);
+}  // namespace
+
+void write_safetensors(const Value& root, const WriteOptions& options, io::Sink& sink) {
+  if (safetensors::is_flat(root)) {
+    write_flat(root, options, sink);
+    return;
+  }
+  {
+    // A whole checkpoint: flat tensors plus the tree in __metadata__ (structure.h).
+    for (const auto& [k, v] : options.metadata)
+      if (k == safetensors::kStructureKey)
+        throw Error(rules::kReservedName, "metadata key '" + k + "' is reserved for tensorseal");
+    safetensors::Flattened f = safetensors::flatten(root);
+    WriteOptions o = options;
+    o.metadata.emplace_back(std::string(safetensors::kStructureKey), std::move(f.structure));
+    write_flat(f.flat, o, sink);
+  }
+}
+
+std::vector<Item> flat_items(const Value& root) {
+  if (!root.is(Value::Kind::kDict))
+    throw Error(rules::kNotFlat,
+                "safetensors holds a dict of named tensors; got " + std::string(kind_name(root.kind())));
+  std::vector<Item> items;
+  items.reserve(root.as_dict().items.size());
+  for (const auto& [k, v] : root.as_dict().items) {
+    if (!k.is(Value::Kind::kStr) || !v.is(Value::Kind::kTensor))
+      throw Error(rules::kNotFlat, "safetensors holds str -> tensor entries; got " + repr(k, 60) + " -> " +
+                                       std::string(kind_name(v.kind())));
+    const Tensor& t = *v.as_tensor();
+    Item it = item_of(k.as_str(), t.dtype, t.shape, t.nbytes());
+    t.validate();
+    it.tensor = &t;
+    items.push_back(it);
+  }
+  return items;
+}
+
+namespace {
+// The safetensors file itself: `root` is a dict of str -> tensor.
+void write_flat(const Value& root, const WriteOptions& options, io::Sink& sink) {
+  const Layout layout = plan(flat_items(root), options);
+  sink.write(layout.head);
   // The tensors' bytes are written from where they lie (root holds them until we return).
-  for (const Item& it : items)
+  for (const Item& it : layout.items)
     it.tensor->for_each_run([&](std::span<const std::byte> run) { sink.write_borrowed(run); });
   sink.flush();
 }

@@ -1,0 +1,147 @@
+"""The streamed .safetensors save (SafetensorsStream, src/api/stream.cc): a plain dict
+of at least 64 plain torch tensors is written while it converts. It must give exactly
+the bytes the ordinary writer gives (and safetensors' own save, for what safetensors
+can save), and fall back to the ordinary writer, or fail as it fails, for everything
+else, leaving no temp file. `_streamed_writes()` counts the saves that were streamed,
+so that each case checks which path it took."""
+from __future__ import annotations
+
+import os
+
+import pytest
+import safetensors.torch as real
+import torch
+from hypothesis import given, settings, strategies as st
+
+import tensorseal
+import tensorseal.safetensors as dropin
+from tensorseal import _tensorseal as core
+from tensors import SAFETENSORS_DTYPES, random_tensor
+
+MANY = 64  # the binding streams dicts of at least this many tensors (convert.h kStreamAtLeast)
+
+
+def many(n: int = 300, seed: int = 0) -> dict:
+    out = {}
+    for i in range(n):
+        dtype = SAFETENSORS_DTYPES[i % len(SAFETENSORS_DTYPES)]
+        shape = [(), (0,), (3,), (2, 5), (4, 1, 3)][(i * 7 + seed) % 5]
+        out[f"layer.{(i * 31 + seed) % n}.{dtype}".replace("torch.", "")] = random_tensor(dtype, shape, seed + i)
+    return out
+
+
+def save(obj, path, **kw) -> bool:
+    """tensorseal.save; True when the streamed writer wrote the file."""
+    before = core._streamed_writes()
+    tensorseal.save(obj, path, **kw)
+    return core._streamed_writes() == before + 1
+
+
+def files(d) -> list:
+    return sorted(os.listdir(d))
+
+
+def test_many_real_tensors_stream_and_equal_safetensors_save(tmp_path):
+    sd = many()
+    assert save(sd, tmp_path / "a.safetensors")
+    assert (tmp_path / "a.safetensors").read_bytes() == real.save(sd)
+    assert (tmp_path / "a.safetensors").read_bytes() == tensorseal.save_bytes(sd, "safetensors")
+    assert save(sd, tmp_path / "b.safetensors", durable=False, metadata={"k": "v", "a": "b\n"})
+    assert (tmp_path / "b.safetensors").read_bytes() == tensorseal.save_bytes(
+        sd, "safetensors", metadata={"k": "v", "a": "b\n"})
+    assert files(tmp_path) == ["a.safetensors", "b.safetensors"]
+
+
+def test_a_real_models_weights_stream(tmp_path):
+    # A real model's parameters as safetensors.torch.load_file gives them: a plain dict
+    # of plain tensors (nn.Module.state_dict() is an OrderedDict with _metadata, which
+    # is written in the whole-checkpoint form and not streamed).
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(40)], torch.nn.LayerNorm(8))
+    sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    assert len(sd) >= MANY
+    assert save(sd, tmp_path / "m.safetensors")
+    assert (tmp_path / "m.safetensors").read_bytes() == real.save(sd)
+    back = tensorseal.load(tmp_path / "m.safetensors")
+    assert all(torch.equal(back[k], v) for k, v in sd.items())
+
+
+def test_views_are_written_as_their_elements(tmp_path):
+    base = torch.arange(4000, dtype=torch.float32).reshape(40, 100)
+    sd = {f"t{i}": random_tensor(torch.int16, (3, 3), i) for i in range(MANY)}
+    sd["transposed"] = torch.arange(60, dtype=torch.float64).reshape(6, 10).T  # strided
+    sd["slice"] = torch.arange(100, dtype=torch.int32)[10:20]  # offset into a larger storage
+    sd["row"] = base[7]  # one row of a large tensor no other entry uses
+    sd["expanded"] = torch.arange(3, dtype=torch.int64).expand(4, 3)  # stride 0
+    assert save(sd, tmp_path / "v.safetensors")
+    assert (tmp_path / "v.safetensors").read_bytes() == tensorseal.save_bytes(sd, "safetensors")
+    back = tensorseal.load(tmp_path / "v.safetensors")
+    assert all(torch.equal(back[k], v) for k, v in sd.items())
+
+
+def test_the_safetensors_dropin_streams_byte_identical(tmp_path):
+    sd = many(200, seed=3)
+    sd["a_view"] = torch.arange(50, dtype=torch.float32)[5:25]
+    before = core._streamed_writes()
+    dropin.save_file(sd, tmp_path / "d.safetensors")
+    assert core._streamed_writes() == before + 1
+    real.save_file(sd, tmp_path / "r.safetensors")
+    assert (tmp_path / "d.safetensors").read_bytes() == (tmp_path / "r.safetensors").read_bytes()
+
+
+def fallbacks():
+    """Dicts of >= MANY tensors the stream must not write itself, and why."""
+    def with_(extra):
+        sd = {f"w{i}": random_tensor(torch.float32, (2, 2), i) for i in range(MANY)}
+        sd.update(extra)
+        return sd
+    shared = torch.arange(10, dtype=torch.float32)
+    neg = torch._neg_view(torch.arange(4, dtype=torch.float32))
+    attr = torch.ones(2)
+    attr.note = "kept"
+    return {
+        "tied (one tensor twice)": with_({"a": shared, "b": shared}),
+        "two views of one storage": with_({"a": shared[:5], "b": shared[5:]}),
+        "requires_grad": with_({"g": torch.ones(3, requires_grad=True)}),
+        "a Parameter": with_({"p": torch.nn.Parameter(torch.ones(2))}),
+        "a negative view": with_({"n": neg}),
+        "a tensor with attributes": with_({"x": attr}),
+        "a non-tensor value": with_({"step": 3}),
+        "an OrderedDict": __import__("collections").OrderedDict(with_({})),
+    }
+
+
+@pytest.mark.parametrize("case", list(fallbacks()))
+def test_what_the_stream_cannot_promise_is_written_the_ordinary_way(tmp_path, case):
+    obj = fallbacks()[case]
+    assert not save(obj, tmp_path / "f.safetensors")
+    assert (tmp_path / "f.safetensors").read_bytes() == tensorseal.save_bytes(obj, "safetensors")
+    assert files(tmp_path) == ["f.safetensors"]
+
+
+def test_errors_are_the_ordinary_writers_and_leave_nothing(tmp_path):
+    sd = many(100)
+    sd["__metadata__"] = torch.ones(1)
+    with pytest.raises(tensorseal.Error) as e:
+        tensorseal.save(sd, tmp_path / "r.safetensors")
+    assert e.value.rule == "safetensors/reserved-name"
+    # An error while the dict converts (a tensor attribute holding a tensor): the
+    # stream's temp file goes too.
+    bad = torch.ones(2)
+    bad.other = torch.zeros(1)
+    sd = many(100)
+    sd["bad"] = bad
+    with pytest.raises(tensorseal.Error):
+        tensorseal.save(sd, tmp_path / "b.safetensors")
+    assert files(tmp_path) == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(SAFETENSORS_DTYPES), st.lists(st.integers(0, 3), max_size=3)),
+                min_size=MANY, max_size=MANY + 40), st.integers(0, 2**16))
+def test_streamed_bytes_are_safetensors_bytes(tmp_path_factory, rows, seed):
+    sd = {f"{(i * 7919) % len(rows)}/{dt}": random_tensor(dt, tuple(shape), seed + i)
+          for i, (dt, shape) in enumerate(rows)}
+    p = tmp_path_factory.mktemp("s") / "h.safetensors"
+    assert save(sd, p)
+    assert p.read_bytes() == real.save(sd)
