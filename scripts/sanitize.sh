@@ -11,7 +11,7 @@
 #          Skipped: install_consumer (a plain consumer cannot link an ASan-built library).
 # thread:  build-tsan/, -fsanitize=thread, the test binary only; runs the fixture
 #          generators the concurrency test needs, then Concurrency* (tests/cpp/
-#          concurrency_test.cc) and SafetensorsStream* (its writer thread) under
+#          concurrency_test.cc) and StreamedWrite* (its writer thread) under
 #          ThreadSanitizer: any report fails.
 # env: JOBS (build jobs, default 2), NICE (default 10), CC/CXX.
 set -euo pipefail
@@ -53,8 +53,8 @@ run_thread() {
   (cd build-tsan && "../$CTEST" --output-on-failure -R '^fixture_gen_(torch|torch_t113|safetensors|numpy|numpy_t113)$')
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:exitcode=66}
   TENSORSEAL_FIXTURES=$PWD/build-tsan/fixtures no_aslr nice -n "$NICE" build-tsan/tensorseal_tests \
-    --gtest_filter='Concurrency*:SafetensorsStream*'
-  echo "sanitize thread: Concurrency* and SafetensorsStream* passed under TSan with no reports (build-tsan/)"
+    --gtest_filter='Concurrency*:StreamedWrite*'
+  echo "sanitize thread: Concurrency* and StreamedWrite* passed under TSan with no reports (build-tsan/)"
 }
 
 case "$MODE" in

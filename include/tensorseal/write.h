@@ -60,16 +60,17 @@ void write_text_file(const std::filesystem::path& path, std::string_view bytes, 
 // The same bytes, in memory.
 [[nodiscard]] std::string write_bytes(const Value& root, Format format, const WriteOptions& options = {});
 
-// A .safetensors save of a flat dict (str -> tensor, no two sharing memory) whose
-// tensors are still being made, one by one (the Python binding converts them under
-// the GIL). The file's layout follows from each tensor's name, dtype and shape alone:
-// a writer thread plans it from the entries while the caller makes the tensors, and
-// writes each tensor's bytes into the file as soon as put() hands the tensor over, so
-// that the copy into the file runs while the rest of the dict is converted. finish()
-// commits only the bytes write_file(root, path, Format::kSafetensors, options) writes;
-// for any other root, or when the thread could not plan or write, it leaves nothing
-// and says so, and the caller writes the usual way (which reports what is wrong).
-class SafetensorsStream {
+// A .safetensors or canonical .pt save of a flat dict (str -> tensor, each over memory
+// of its own) whose tensors are still being made, one by one (the Python binding
+// converts them under the GIL). Such a file's layout follows from each tensor's name,
+// dtype and shape alone: a writer thread plans it from the entries while the caller
+// makes the tensors, and writes each tensor's bytes into the file as soon as put()
+// hands the tensor over, so that the copy into the file runs while the rest of the
+// dict is converted. finish() commits only the bytes write_file(root, path, format,
+// options) writes; for any other root, or when the thread could not plan or write, it
+// leaves nothing and says so, and the caller writes the usual way (which reports what
+// is wrong).
+class StreamedWrite {
  public:
   // Views into memory the caller keeps valid and unchanged until the stream is gone.
   struct Entry {
@@ -77,29 +78,30 @@ class SafetensorsStream {
     DType dtype;
     std::span<const std::int64_t> shape;
   };
-  // `entries` in the dict's order. Null when the options ask for what this writer does
-  // not do (progress); the caller then uses write_file.
-  [[nodiscard]] static std::unique_ptr<SafetensorsStream> begin(const std::filesystem::path& path,
-                                                                std::vector<Entry> entries,
-                                                                const WriteOptions& options = {});
+  // `entries` in the dict's order. Null for a format other than kSafetensors and
+  // kTorchZip, or options this writer does not take (progress); the caller then uses
+  // write_file.
+  [[nodiscard]] static std::unique_ptr<StreamedWrite> begin(const std::filesystem::path& path, Format format,
+                                                            std::vector<Entry> entries,
+                                                            const WriteOptions& options = {});
   // Without a finish() that returned true: stops the writer thread, removes the temp file.
-  ~SafetensorsStream();
-  SafetensorsStream(const SafetensorsStream&) = delete;
-  SafetensorsStream& operator=(const SafetensorsStream&) = delete;
+  ~StreamedWrite();
+  StreamedWrite(const StreamedWrite&) = delete;
+  StreamedWrite& operator=(const StreamedWrite&) = delete;
 
   // The tensor of entries[index], kept until finish(); its bytes must not change until
   // then. One whose dtype or shape differs from the entry, or given twice, makes
   // finish() return false.
   void put(std::size_t index, std::shared_ptr<const Tensor> tensor);
-  // True: `root` is a flat dict of exactly the entries, in order, each the tensor put,
-  // and the file is at `path` (fsync and rename as write_file). False: nothing was
-  // written; write `root` with write_file. Throws Error when the commit fails (nothing
-  // is left at `path` then).
+  // True: `root` is a dict of exactly the entries, in order, each the tensor put, that
+  // the format writes from names, dtypes and shapes alone, and the file is at `path`
+  // (fsync and rename as write_file). False: nothing was written; write `root` with
+  // write_file. Throws Error when the commit fails (nothing is left at `path` then).
   [[nodiscard]] bool finish(const Value& root);
 
  private:
   struct Impl;
-  explicit SafetensorsStream(std::unique_ptr<Impl> impl);
+  explicit StreamedWrite(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

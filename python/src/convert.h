@@ -518,9 +518,9 @@ struct FromPy {
   };
   int depth = 0;
   std::optional<TorchFastPath> fast;  // made on the first object that is not a scalar
-  // A streamed .safetensors save (begin_stream): the tensors of `stream_root`, the
+  // A streamed .safetensors or .pt save (begin_stream): the tensors of `stream_root`, the
   // dict being saved, go to `stream` as they are made.
-  SafetensorsStream* stream = nullptr;
+  StreamedWrite* stream = nullptr;
   PyObject* stream_root = nullptr;
   struct StreamLook {  // begin_stream's look at the dict: what the entries view
     nb::list keys;     // keeps the names' UTF-8 alive
@@ -533,11 +533,12 @@ struct FromPy {
   std::size_t look_item = SIZE_MAX;
   bool look_valid = false;
 
-  // A SafetensorsStream for saving `h` to `path`, or null when `h` is not a dict of at
+  // A StreamedWrite for saving `h` to `path`, or null when `h` is not a dict of at
   // least kStreamAtLeast plain torch tensors under str keys (the usual write then).
   // Streaming pays when the conversion is long next to the copy: many tensors.
   static constexpr Py_ssize_t kStreamAtLeast = 64;
-  std::unique_ptr<SafetensorsStream> begin_stream(nb::handle h, const std::string& path, const WriteOptions& o) {
+  std::unique_ptr<StreamedWrite> begin_stream(nb::handle h, const std::string& path, Format format,
+                                              const WriteOptions& o) {
     if (!PyDict_CheckExact(h.ptr()) || PyDict_Size(h.ptr()) < kStreamAtLeast) return nullptr;
     if (!fast) fast.emplace(g);
     look.keys = nb::steal<nb::list>(PyDict_Keys(h.ptr()));
@@ -554,7 +555,7 @@ struct FromPy {
         return nullptr;
       look.first.push_back(look.dims.size());
     }
-    std::vector<SafetensorsStream::Entry> entries(static_cast<std::size_t>(n));
+    std::vector<StreamedWrite::Entry> entries(static_cast<std::size_t>(n));
     for (std::size_t i = 0; i < entries.size(); ++i) {
       Py_ssize_t size = 0;
       const char* utf8 = PyUnicode_AsUTF8AndSize(PyList_GetItem(look.keys.ptr(), static_cast<Py_ssize_t>(i)), &size);
@@ -562,7 +563,7 @@ struct FromPy {
       entries[i] = {std::string_view(utf8, static_cast<std::size_t>(size)), look.dtypes[i],
                     std::span(look.dims).subspan(look.first[i], look.first[i + 1] - look.first[i])};
     }
-    auto s = SafetensorsStream::begin(path, std::move(entries), o);
+    auto s = StreamedWrite::begin(path, format, std::move(entries), o);
     if (s) {
       stream = s.get();
       stream_root = h.ptr();

@@ -17,7 +17,7 @@ using namespace tensorseal::py;
 
 namespace {
 
-// Saves written by SafetensorsStream (tests check that the streamed path ran).
+// Saves written by StreamedWrite (tests check that the streamed path ran).
 std::uint64_t streamed_writes = 0;
 
 // ---- helpers --------------------------------------------------------------------
@@ -265,10 +265,10 @@ NB_MODULE(_tensorseal, m) {
         for (const auto& [name, value] : options) set_option(o.format_options, f, name, value);
         o.fsync = fsync;
         o.progress = progress_of(progress);
-        // Many tensors to .safetensors: the file is written while the dict converts
-        // (SafetensorsStream). Declared after conv: stopped before conv lets go.
-        std::unique_ptr<SafetensorsStream> stream;
-        if (f == Format::kSafetensors) stream = conv.begin_stream(obj, path, o);
+        // Many tensors to .safetensors or .pt: the file is written while the dict converts
+        // (StreamedWrite). Declared after conv: stopped before conv lets go.
+        std::unique_ptr<StreamedWrite> stream;
+        if (f == Format::kSafetensors || f == Format::kTorchZip) stream = conv.begin_stream(obj, path, f, o);
         Value root = conv.convert(obj);
         bool streamed = false;
         {

@@ -199,8 +199,9 @@ def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
     tensors' memory (no copy through Python, and no copy before the kernel's); the GIL
     is released while writing. Python objects are released before save returns; the
     C++ copy of the object tree is freed on a helper thread. A plain dict of 64 or more
-    plain tensors saved as .safetensors is written while it is converted: a helper
-    thread copies each tensor into the file as soon as it is read (the same bytes).
+    plain tensors saved as .safetensors or .pt is written while it is converted: a
+    helper thread copies each tensor into the file as soon as it is read (the same
+    bytes).
 
     ``**options``: the options of a format's writer, by the names its row in
     ``formats()`` lists; each implies its format:

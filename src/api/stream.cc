@@ -1,36 +1,53 @@
-// SafetensorsStream (tensorseal/write.h): a flat .safetensors file written while its
-// tensors are still being made.
+// StreamedWrite (tensorseal/write.h): a flat .safetensors or canonical .pt file written
+// while its tensors are still being made.
 //
-// begin() starts one writer thread, which first plans the file from the entries
-// (safetensors/layout.h: the writer's own plan) and makes the temp file, then writes
-// what put() queues: jobs of (entry, offset in its bytes, bytes), each batch sorted by
-// file offset and written with pwritev, runs that meet in the file joined. finish()
-// checks that the root is exactly what was planned and put, drains the queue, writes
-// the header at offset 0 and commits. Invariant: a committed file holds the header
-// plan() made from the same names, dtypes and shapes write_flat plans from, and each
-// tensor's for_each_run bytes at plan()'s offset: write_file's bytes exactly.
+// begin() starts one writer thread. It first plans the file from the entries with the
+// format's own writer code, then writes what put() queues, one pwritev per tensor or
+// per run of tensors that meet in the file:
+//   - .safetensors (safetensors/layout.h, write_flat's plan): the header and each
+//     tensor's data offset; the tensor's bytes go there.
+//   - .pt: the canonical archive (torch::Archive, as write_torch_zip drives it) of a
+//     stand-in tree of the same names, dtypes and shapes, each tensor over a storage
+//     of its own, written into a sink that keeps the bytes and leaves a gap for each
+//     storage's data (zip::Writer::skip), up to the last storage record. A storage
+//     record's CRC32 appears only in the data descriptor after its data and in the
+//     central directory, so the thread writes each tensor's bytes together with the
+//     bytes up to the next gap, its CRC32 put into that descriptor.
+// finish() checks that the root is one the format writes exactly as planned (the same
+// names, in order, each the tensor put, and nothing that changes the writer's choices),
+// drains the queue and writes the rest: the safetensors header; the .pt archive's head
+// and, with every CRC32 known (Archive::set_crc), its tail (serialization_id, central
+// directory). Invariant: a committed file is write_file's bytes exactly.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "io/sink.h"
+#include "pickle/writer.h"
 #include "safetensors/layout.h"
 #include "safetensors/structure.h"
 #include "tensorseal/error.h"
 #include "tensorseal/write.h"
+#include "torch/emit.h"
+#include "torch/format.h"
+#include "torch/plan.h"
+#include "util/crc32.h"
+#include "util/endian.h"
+#include "zip/writer.h"
 
 namespace tensorseal {
 namespace {
 
-// The writer thread is woken once this many jobs or bytes wait (not per tensor: a
+// The writer thread is woken once this many tensors or bytes wait (not per tensor: a
 // wake-up costs the converting thread a futex call).
 constexpr std::size_t kWakeJobs = 64;
 constexpr std::uint64_t kWakeBytes = std::uint64_t{1} << 20;
-constexpr std::size_t kMaxRunsPerWrite = 1024;  // IOV_MAX
 
 // (numel * bits + 7) / 8 as Tensor::nbytes, or nullopt when it overflows or a
 // dimension is negative.
@@ -44,51 +61,199 @@ std::optional<std::uint64_t> checked_nbytes(DType dtype, std::span<const std::in
   return (bits + 7) / 8;
 }
 
+// Records what a writer writes, by file position, leaving the gaps it skips: the bytes
+// between gaps as pieces (all in one buffer), and where each gap is.
+class LayoutSink final : public detail::io::Sink {
+ public:
+  std::vector<std::uint64_t> gaps;  // file positions of the non-empty gaps
+
+  void write(std::span<const std::byte> data) override {
+    bytes_.append(reinterpret_cast<const char*>(data.data()), data.size());
+    position_ += data.size();
+  }
+  void skip(std::uint64_t n) override {
+    if (n == 0) return;
+    gaps.push_back(position_);
+    position_ += n;
+    pieces_.push_back({position_, bytes_.size()});
+  }
+  // Piece i (one more than gaps): after gap i-1 (piece 0: the file's start).
+  std::size_t pieces() const noexcept { return pieces_.size(); }
+  std::uint64_t at(std::size_t i) const noexcept { return pieces_[i].at; }
+  std::span<std::byte> piece(std::size_t i) {
+    const std::size_t end = i + 1 < pieces_.size() ? pieces_[i + 1].begin : bytes_.size();
+    return {reinterpret_cast<std::byte*>(bytes_.data()) + pieces_[i].begin, end - pieces_[i].begin};
+  }
+
+ private:
+  struct Piece {
+    std::uint64_t at;   // in the file
+    std::size_t begin;  // in bytes_
+  };
+  std::string bytes_;
+  std::vector<Piece> pieces_{Piece{0, 0}};
+};
+
 }  // namespace
 
-struct SafetensorsStream::Impl {
+struct StreamedWrite::Impl {
   struct Job {
     std::size_t entry;
-    std::uint64_t at;  // in the entry's bytes, then (on the thread) in the file
-    std::span<const std::byte> bytes;
+    std::span<const std::byte> bytes;  // one run of the entry's bytes, in order
   };
 
   std::filesystem::path path;
+  Format format;
   WriteOptions options;
   std::vector<Entry> entries;
   std::vector<std::shared_ptr<const Tensor>> tensors;  // put(), by entry
-  bool broken = false;                                 // put() saw what write_flat would do otherwise
+  bool broken = false;                                 // put() saw what the writer would do otherwise
 
   // Made on the thread; read by finish() after the join.
-  std::string head;
   std::vector<std::uint64_t> offset;  // of each entry's bytes in the file
+  std::vector<std::uint64_t> size;    // of each entry's bytes
+  std::string head;                   // safetensors: the header, at 0
+  // .pt: the archive up to its last storage record, as write_torch_zip writes it for
+  // the stand-in tree (the storages' CRC32s 0 until the thread knows them), the
+  // storage and gap of each entry, and each entry's CRC32.
+  LayoutSink layout;
+  std::unique_ptr<detail::zip::Writer> zip;      // writes into layout
+  std::unique_ptr<detail::torch::Archive> arch;  // through zip; finished by finish()
+  std::vector<std::size_t> gap_of;               // SIZE_MAX: empty, no gap
+  std::vector<std::size_t> entry_of_record;      // storage key -> entry
+  std::vector<std::uint32_t> crc;
   std::optional<detail::io::AtomicFileSink> sink;
   bool failed = false;  // no plan (write_file reports why) or a write failed
 
   std::mutex mutex;
   std::condition_variable wake;
   std::vector<Job> queue;          // guarded by mutex
+  std::size_t queued_tensors = 0;  // guarded by mutex
   std::uint64_t queued_bytes = 0;  // guarded by mutex
   bool closing = false;            // guarded by mutex
   std::atomic<bool> stop{false};   // drop what is queued: the file will not be kept
   std::thread thread;
 
-  void prepare() {
+  void prepare_safetensors() {
     std::vector<detail::safetensors::Item> items;
     items.reserve(entries.size());
+    for (std::size_t i = 0; i < entries.size(); ++i)
+      items.push_back(detail::safetensors::item_of(entries[i].name, entries[i].dtype, entries[i].shape, size[i]));
+    detail::safetensors::Layout l = detail::safetensors::plan(std::move(items), options);
+    head = std::move(l.head);
+    offset = std::move(l.data_offset);
+  }
+
+  // The archive write_torch_zip writes for a dict of these names, each a tensor of its
+  // entry's dtype and shape over a storage of its own (never read: the gaps), up to
+  // its last storage record.
+  void prepare_pt() {
+    Value stand_in = Value::dict();
+    auto& items = stand_in.as_dict().items;
+    items.reserve(entries.size());
+    std::vector<std::pair<const Tensor*, std::size_t>> by_tensor(entries.size());
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const Entry& e = entries[i];
+      auto t = make_contiguous(e.dtype, std::vector<std::int64_t>(e.shape.begin(), e.shape.end()),
+                               Storage::external(nullptr, size[i], nullptr, e.dtype));
+      by_tensor[i] = {t.get(), i};
+      items.emplace_back(Value::str(std::string(e.name)), Value(std::shared_ptr<const Tensor>(std::move(t))));
+    }
+    detail::torch::StoragePlan plan(stand_in);
+    detail::pickle::Writer pw(detail::torch::make_hooks(plan, false));
+    const std::string pkl = pw.finish(stand_in);
+    if (plan.used().size() != entries.size()) throw Error(rules::kInternal, "a stand-in tensor without a storage");
+    std::sort(by_tensor.begin(), by_tensor.end());
+    entry_of_record.resize(entries.size());
+    for (std::size_t k = 0; k < entries.size(); ++k) {
+      const std::pair<const Tensor*, std::size_t> want{plan.used()[k]->dense_source, 0};
+      const auto it = std::lower_bound(by_tensor.begin(), by_tensor.end(), want);
+      if (want.first == nullptr || it == by_tensor.end() || it->first != want.first)
+        throw Error(rules::kInternal, "a stand-in storage not planned as its tensor");
+      entry_of_record[k] = it->second;
+    }
+    gap_of.assign(entries.size(), SIZE_MAX);
+    offset.assign(entries.size(), 0);
+    crc.assign(entries.size(), 0);
+    zip = std::make_unique<detail::zip::Writer>(layout, detail::zip::Profile::kTorch, 64);
+    arch = std::make_unique<detail::torch::Archive>(*zip, pkl);
+    for (std::size_t k = 0; k < entries.size(); ++k) {
+      const std::size_t e = entry_of_record[k];
+      zip->begin_record_known_crc(detail::torch::Archive::storage_name(k), size[e], 0);
+      if (size[e] > 0) {
+        zip->skip(size[e]);
+        gap_of[e] = layout.gaps.size() - 1;
+        offset[e] = layout.gaps.back();
+      }
+      zip->end_record();
+      arch->add_storage();
+      // A gap is followed by its record's data descriptor.
+      if (size[e] > 0 && layout.piece(layout.pieces() - 1).size() < detail::zip::Writer::kDescriptorCrcOffset + 4)
+        throw Error(rules::kInternal, "a storage record without its data descriptor");
+    }
+  }
+
+  void prepare() {
+    size.resize(entries.size());
     std::uint64_t total = 0;
-    for (const Entry& e : entries) {
-      const auto nbytes = checked_nbytes(e.dtype, e.shape);
-      if (!nbytes || __builtin_add_overflow(total, *nbytes, &total)) {
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const auto n = checked_nbytes(entries[i].dtype, entries[i].shape);
+      if (!n || __builtin_add_overflow(total, *n, &total)) {
         failed = true;
         return;
       }
-      items.push_back(detail::safetensors::item_of(e.name, e.dtype, e.shape, *nbytes));
+      size[i] = *n;
     }
-    detail::safetensors::Layout layout = detail::safetensors::plan(std::move(items), options);
-    head = std::move(layout.head);
-    offset = std::move(layout.data_offset);
+    if (format == Format::kSafetensors)
+      prepare_safetensors();
+    else
+      prepare_pt();
     sink.emplace(path, options.fsync);
+  }
+
+  // The CRC32 of a .pt entry's bytes into the descriptor after its gap.
+  void set_descriptor_crc(std::size_t e, std::uint32_t c) {
+    std::string le;
+    detail::util::append_le<std::uint32_t>(le, c);
+    std::memcpy(layout.piece(gap_of[e] + 1).data() + detail::zip::Writer::kDescriptorCrcOffset, le.data(), 4);
+  }
+
+  // Writes a batch: each tensor's runs (put() queues a tensor's runs together), for a
+  // .pt storage followed by the bytes up to the next gap, with the tensor's CRC32
+  // (the bytes after the last gap wait for every CRC: finish). Tensors whose bytes
+  // meet in the file (a .pt's records come in dict order) go in one pwritev.
+  void write(std::span<const Job> batch, std::vector<std::span<const std::byte>>& iov) {
+    constexpr std::size_t kMaxIov = 1000;  // under IOV_MAX, with room for one tensor's piece
+    iov.clear();
+    std::uint64_t start = 0, end = 0;
+    for (std::size_t i = 0; i < batch.size();) {
+      const std::size_t e = batch[i].entry;
+      std::size_t j = i;
+      std::uint32_t c = 0;
+      if (iov.empty() || offset[e] != end || iov.size() >= kMaxIov) {
+        if (!iov.empty()) sink->write_at(start, iov);
+        iov.clear();
+        start = end = offset[e];
+      }
+      for (; j < batch.size() && batch[j].entry == e; ++j) {
+        iov.push_back(batch[j].bytes);
+        if (format == Format::kTorchZip) c = detail::util::crc32(c, batch[j].bytes);
+      }
+      end += size[e];
+      if (format == Format::kTorchZip) {
+        crc[e] = c;
+        set_descriptor_crc(e, c);
+        if (gap_of[e] + 2 < layout.pieces()) {
+          const auto after = layout.piece(gap_of[e] + 1);
+          iov.push_back(after);
+          end += after.size();
+        } else {
+          end = UINT64_MAX;  // nothing meets the last gap's data here
+        }
+      }
+      i = j;
+    }
+    if (!iov.empty()) sink->write_at(start, iov);
   }
 
   void run() {
@@ -98,30 +263,19 @@ struct SafetensorsStream::Impl {
       failed = true;
     }
     std::vector<Job> batch;
-    std::vector<std::span<const std::byte>> runs;
+    std::vector<std::span<const std::byte>> iov;
     for (;;) {
       {
         std::unique_lock lock(mutex);
         wake.wait(lock, [&] { return !queue.empty() || closing; });
         if (queue.empty()) return;
         batch.swap(queue);
+        queued_tensors = 0;
         queued_bytes = 0;
       }
       if (!failed && !stop.load(std::memory_order_relaxed)) {
         try {
-          for (Job& j : batch) j.at += offset[j.entry];
-          std::sort(batch.begin(), batch.end(), [](const Job& a, const Job& b) { return a.at < b.at; });
-          for (std::size_t i = 0; i < batch.size();) {
-            const std::uint64_t at = batch[i].at;
-            std::uint64_t end = at;
-            runs.clear();
-            while (i < batch.size() && batch[i].at == end && runs.size() < kMaxRunsPerWrite) {
-              runs.push_back(batch[i].bytes);
-              end += batch[i].bytes.size();
-              ++i;
-            }
-            sink->write_at(at, runs);
-          }
+          write(batch, iov);
         } catch (...) {
           failed = true;
         }
@@ -141,25 +295,13 @@ struct SafetensorsStream::Impl {
     thread.join();
   }
 
-  void enqueue(std::size_t entry, std::uint64_t at, std::span<const std::byte> bytes) {
-    bool notify = false;
-    {
-      std::lock_guard lock(mutex);
-      queue.push_back({entry, at, bytes});
-      queued_bytes += bytes.size();
-      notify = queue.size() >= kWakeJobs || queued_bytes >= kWakeBytes;
-    }
-    if (notify) wake.notify_one();
-  }
-
   void give_up() {
     broken = true;
     stop.store(true, std::memory_order_relaxed);
   }
 
-  // The root is the planned dict: the same keys in the same order, each the tensor put,
-  // and flat as write_safetensors decides it (otherwise it writes the structure form).
-  bool matches(const Value& root) const {
+  // The root is the planned dict: the same keys in the same order, each the tensor put.
+  bool same_items(const Value& root) const {
     if (!root.is(Value::Kind::kDict)) return false;
     const auto& items = root.as_dict().items;
     if (items.size() != entries.size()) return false;
@@ -169,36 +311,71 @@ struct SafetensorsStream::Impl {
           v.as_tensor().get() != tensors[i].get())
         return false;
     }
-    return detail::safetensors::is_flat(root);
+    return true;
+  }
+
+  // write_torch_zip writes this root as it writes the stand-in: a plain dict whose
+  // tensors are plain (no flag, attribute, numpy, quantized or lazy form: the same
+  // pickle call), each over a storage no other tensor views, written contiguous at
+  // offset 0 (the same storage plan).
+  bool pt_writes_as_planned(const Value& root) const {
+    const Dict& d = root.as_dict();
+    if (d.kind != DictKind::kDict || (d.attrs && !d.attrs->items.empty())) return false;
+    std::vector<const Storage*> storages;
+    storages.reserve(tensors.size());
+    for (const auto& t : tensors) {
+      if (t->requires_grad || t->is_parameter || t->numpy != NumpyType::kNone || t->attributes || t->quantization ||
+          t->lazy || !t->storage || !detail::torch::written_contiguous(*t))
+        return false;
+      storages.push_back(t->storage.get());
+    }
+    std::sort(storages.begin(), storages.end());
+    return std::adjacent_find(storages.begin(), storages.end()) == storages.end();
+  }
+
+  // The .pt archive's head (up to the first gap) and, with every storage's CRC32 now
+  // known, its tail: the last storage's descriptor, version, serialization_id and the
+  // central directory.
+  void commit_pt() {
+    for (std::size_t k = 0; k < entries.size(); ++k)
+      if (const std::size_t e = entry_of_record[k]; size[e] > 0) arch->set_crc(k, crc[e]);
+    arch->finish();
+    const std::size_t last = layout.pieces() - 1;
+    sink->write_at(
+        0, std::span<const std::span<const std::byte>>(std::array{std::span<const std::byte>(layout.piece(0))}));
+    if (last > 0)
+      sink->write_at(layout.at(last), std::span<const std::span<const std::byte>>(
+                                          std::array{std::span<const std::byte>(layout.piece(last))}));
   }
 };
 
-SafetensorsStream::SafetensorsStream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+StreamedWrite::StreamedWrite(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-SafetensorsStream::~SafetensorsStream() {
+StreamedWrite::~StreamedWrite() {
   impl_->stop.store(true, std::memory_order_relaxed);
   impl_->close();
 }  // the sink, not committed, removes its temp file
 
-std::unique_ptr<SafetensorsStream> SafetensorsStream::begin(const std::filesystem::path& path,
-                                                            std::vector<Entry> entries, const WriteOptions& options) {
-  if (options.progress) return nullptr;
+std::unique_ptr<StreamedWrite> StreamedWrite::begin(const std::filesystem::path& path, Format format,
+                                                    std::vector<Entry> entries, const WriteOptions& options) {
+  if (options.progress || (format != Format::kSafetensors && format != Format::kTorchZip)) return nullptr;
   auto impl = std::make_unique<Impl>();
   impl->path = path;
+  impl->format = format;
   impl->options = options;
   impl->entries = std::move(entries);
   impl->tensors.resize(impl->entries.size());
   impl->thread = std::thread([p = impl.get()] { p->run(); });
-  return std::unique_ptr<SafetensorsStream>(new SafetensorsStream(std::move(impl)));
+  return std::unique_ptr<StreamedWrite>(new StreamedWrite(std::move(impl)));
 }
 
-void SafetensorsStream::put(std::size_t index, std::shared_ptr<const Tensor> tensor) {
+void StreamedWrite::put(std::size_t index, std::shared_ptr<const Tensor> tensor) {
   Impl& s = *impl_;
   if (s.broken) return;
   if (index >= s.entries.size() || s.tensors[index] || !tensor) return s.give_up();
   const Tensor& t = *tensor;
   const Entry& e = s.entries[index];
-  // What write_flat would write differently (or refuse) is left to it.
+  // What the writers would write differently (or refuse) is left to them.
   if (t.dtype != e.dtype || !std::ranges::equal(t.shape, e.shape) || t.lazy || t.quantization ||
       (t.storage && t.storage->is_streamed()))
     return s.give_up();
@@ -207,26 +384,35 @@ void SafetensorsStream::put(std::size_t index, std::shared_ptr<const Tensor> ten
   } catch (const Error&) {
     return s.give_up();
   }
-  std::uint64_t at = 0;
-  t.for_each_run([&](std::span<const std::byte> run) {
-    if (run.empty()) return;
-    s.enqueue(index, at, run);
-    at += run.size();
-  });
+  // All runs under one lock: the thread sees a tensor whole (a .pt record's CRC32).
+  bool notify = false;
+  {
+    std::lock_guard lock(s.mutex);
+    t.for_each_run([&](std::span<const std::byte> run) {
+      if (run.empty()) return;
+      s.queue.push_back({index, run});
+      s.queued_bytes += run.size();
+    });
+    notify = ++s.queued_tensors >= kWakeJobs || s.queued_bytes >= kWakeBytes;
+  }
+  if (notify) s.wake.notify_one();
   s.tensors[index] = std::move(tensor);
 }
 
-bool SafetensorsStream::finish(const Value& root) {
+bool StreamedWrite::finish(const Value& root) {
   Impl& s = *impl_;
-  if (s.broken || !s.matches(root)) {
-    s.give_up();
-    s.close();
-    return false;
-  }
+  const bool planned =
+      !s.broken && s.same_items(root) &&
+      (s.format == Format::kSafetensors ? detail::safetensors::is_flat(root) : s.pt_writes_as_planned(root));
+  if (!planned) s.give_up();
   s.close();
-  if (s.failed) return false;
-  const std::span<const std::byte> head{reinterpret_cast<const std::byte*>(s.head.data()), s.head.size()};
-  s.sink->write_at(0, std::span(&head, 1));
+  if (!planned || s.failed) return false;
+  if (s.format == Format::kSafetensors) {
+    const std::span<const std::byte> head{reinterpret_cast<const std::byte*>(s.head.data()), s.head.size()};
+    s.sink->write_at(0, std::span(&head, 1));
+  } else {
+    s.commit_pt();
+  }
   if (s.options.before_commit) s.options.before_commit();
   s.sink->commit();
   return true;

@@ -154,6 +154,10 @@ void AtomicFileSink::write_borrowed(std::span<const std::byte> data) {
   queue(data.data(), data.size());
 }
 
+void Sink::skip(std::uint64_t n) {
+  throw Error(rules::kInternal, "this sink cannot leave a gap of " + std::to_string(n) + " bytes");
+}
+
 void AtomicFileSink::write_at(std::uint64_t at, std::span<const std::span<const std::byte>> runs) const {
   std::size_t next = 0;  // first run not written yet
   std::size_t skip = 0;  // bytes of runs[next] already written

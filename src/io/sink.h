@@ -28,6 +28,9 @@ class Sink {
   virtual void write_borrowed(std::span<const std::byte> data) { write(data); }
   // Ends every borrow of write_borrowed: a writer calls it before memory it lent can go.
   virtual void flush() {}
+  // Leaves a gap of `n` bytes that another writer fills (a sink that records a file's
+  // layout: src/api/stream.cc); other sinks refuse it (Error api/internal).
+  virtual void skip(std::uint64_t n);
   std::uint64_t position() const noexcept { return position_; }
 
  protected:

@@ -19,7 +19,7 @@ struct Item {
   std::string_view name;
   DType dtype;
   std::span<const std::int64_t> shape;
-  std::uint64_t nbytes;  // of the elements, contiguous (Tensor::nbytes)
+  std::uint64_t nbytes;   // of the elements, contiguous (Tensor::nbytes)
   std::string_view code;  // safetensors' dtype name
   int rank;               // of `code` in kDtypeOrder
   std::size_t index;      // position in the list given to plan()
@@ -27,9 +27,9 @@ struct Item {
 };
 
 struct Layout {
-  std::string head;                         // u64le length, JSON header, space padding
-  std::vector<Item> items;                  // in file order
-  std::vector<std::uint64_t> data_offset;   // file offset of each item's bytes, by Item::index
+  std::string head;                        // u64le length, JSON header, space padding
+  std::vector<Item> items;                 // in file order
+  std::vector<std::uint64_t> data_offset;  // file offset of each item's bytes, by Item::index
 };
 
 // An item for tensor `name`. Throws Error for a name or dtype safetensors cannot hold.

@@ -6,10 +6,15 @@
 
 #include <cstddef>
 #include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
 
 #include "io/input.h"
 #include "io/sink.h"
 #include "tensorseal/write.h"
+#include "zip/writer.h"
 
 namespace tensorseal::detail::torch {
 
@@ -27,6 +32,29 @@ Checkpoint read_pickle_file(const io::Input& in);
 
 // Writers: stream canonical bytes into `sink`.
 void write_torch_zip(const Value& root, const WriteOptions& options, io::Sink& sink);
+// The records of a canonical .pt through `z` (a torch-profile zip::Writer), in file
+// order: the constructor writes data.pkl holding `pkl` and the small records; then the
+// caller writes each planned storage's record, named storage_name(key) for keys 0, 1,
+// ..., and calls add_storage() after each; finish() writes version, serialization_id
+// (over every record's name, size and CRC32) and the central directory.
+class Archive {
+ public:
+  Archive(zip::Writer& z, std::string_view pkl);
+  static std::string storage_name(std::size_t key);
+  std::size_t storages() const noexcept { return storage_records_.size(); }
+  void add_storage();
+  // The CRC32 of storage `key`'s bytes, for a record written with zip::Writer::skip
+  // (its bytes written elsewhere): serialization_id and the central directory use it
+  // (zip::Writer::set_crc). Before finish().
+  void set_crc(std::size_t key, std::uint32_t crc);
+  void finish();
+
+ private:
+  void small(std::string_view name, std::string_view data);
+  zip::Writer& z_;
+  std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>> written_;  // every record so far
+  std::vector<std::size_t> storage_records_;  // index of each storage's record in written_
+};
 void write_torch_legacy(const Value& root, const WriteOptions& options, io::Sink& sink);
 // The canonical pickle of a numpy object array's value (what np.save writes after the
 // header with allow_pickle): numpy objects inline, no persistent ids. A torch tensor

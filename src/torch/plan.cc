@@ -170,7 +170,7 @@ StoragePlan::StoragePlan(const Value& root) {
     ps->dtype = g.front()->dtype;
     const std::uint64_t item = itemsize(ps->dtype);
     const bool one_view = std::all_of(g.begin(), g.end(), [&](const Tensor* t) { return same_view(*t, *g.front()); });
-    if (one_view && (item == 0 || dense(*g.front()))) {
+    if (one_view && written_contiguous(*g.front())) {
       const Tensor& t = *g.front();
       ps->dense_source = &t;
       ps->nbytes = t.nbytes();
@@ -210,6 +210,8 @@ StoragePlan::StoragePlan(const Value& root) {
     bare_.assign(s.get(), ps);
   }
 }
+
+bool written_contiguous(const Tensor& t) { return itemsize(t.dtype) == 0 || dense(t); }
 
 const std::string& StoragePlan::use(PlannedStorage& s) {
   if (s.key.empty()) {

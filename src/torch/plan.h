@@ -62,6 +62,10 @@ struct PlannedView {
   bool lazy = false;  // a conj/neg view planned as its raw view: the writer records its bits
 };
 
+// Whether the views of a storage that are all this view are written as its elements,
+// contiguous at offset 0 (PlannedView::contiguous), rather than as the span they reach.
+bool written_contiguous(const Tensor& t);
+
 class StoragePlan {
  public:
   // Plans every tensor and bare storage reachable from `root`.

@@ -15,6 +15,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "pickle/writer.h"
 #include "tensorseal/error.h"
@@ -58,29 +59,59 @@ std::string serialization_id(std::vector<std::tuple<std::string, std::uint64_t, 
 
 }  // namespace
 
+Archive::Archive(zip::Writer& z, std::string_view pkl) : z_(z) {
+  small("data.pkl", pkl);
+  small(".format_version", "1");
+  small(".storage_alignment", "64");
+  small("byteorder", "little");
+}
+
+void Archive::small(std::string_view name, std::string_view data) {
+  std::string full = std::string(kPrefix) + std::string(name);
+  z_.record(full, data);
+  written_.emplace_back(std::move(full), data.size(), z_.last_crc());
+}
+
+std::string Archive::storage_name(std::size_t key) {
+  const std::string k = std::to_string(key);
+  std::string full;
+  full.reserve(kPrefix.size() + 5 + k.size());
+  full += kPrefix;
+  full += "data/";
+  full += k;
+  return full;
+}
+
+void Archive::add_storage() {
+  const std::string name = storage_name(storage_records_.size());
+  if (z_.records() != written_.size() + 1 || z_.last_name() != name)
+    throw Error(tensorseal::rules::kInternal,
+                "canonical .pt writer: storage record '" + name + "' is not the next record");
+  storage_records_.push_back(z_.records() - 1);
+  written_.emplace_back(name, z_.last_size(), z_.last_crc());
+}
+
+void Archive::set_crc(std::size_t key, std::uint32_t crc) {
+  z_.set_crc(storage_records_.at(key), crc);
+  std::get<2>(written_.at(storage_records_[key])) = crc;
+}
+
+void Archive::finish() {
+  small("version", "3\n");
+  const std::string id = serialization_id(written_);
+  z_.record(std::string(kPrefix) + ".data/serialization_id", id);
+  z_.finish();
+}
+
 void write_torch_zip(const Value& root, const WriteOptions&, io::Sink& sink) {
   torch::StoragePlan plan(root);
   pickle::Writer pw(torch::make_hooks(plan, false));
   const std::string pkl = pw.finish(root);
 
-  std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>> written;
-  written.reserve(plan.used().size() + 6);
   zip::Writer z(sink, zip::Profile::kTorch, 64);
-  auto small = [&](std::string_view name, std::string_view data) {
-    std::string full = std::string(kPrefix) + std::string(name);
-    z.record(full, data);
-    written.emplace_back(full, data.size(), z.last_crc());
-  };
-  small("data.pkl", pkl);
-  small(".format_version", "1");
-  small(".storage_alignment", "64");
-  small("byteorder", "little");
-  for (torch::PlannedStorage* s : plan.used()) {
-    std::string full;
-    full.reserve(kPrefix.size() + 5 + s->key.size());
-    full += kPrefix;
-    full += "data/";
-    full += s->key;
+  Archive archive(z, pkl);
+  for (const torch::PlannedStorage* s : plan.used()) {
+    const std::string full = Archive::storage_name(archive.storages());
     // A record that is exactly a storage a reader verified (a whole torch zip record,
     // or its prefix) reuses the CRC32 computed while verifying: canon .pt -> .pt then
     // checksums the data once, not twice. Anything else (windows, gathers, owned or
@@ -106,12 +137,9 @@ void write_torch_zip(const Value& root, const WriteOptions&, io::Sink& sink) {
       z.write_borrowed(run);
     });
     z.end_record();
-    written.emplace_back(std::move(full), s->nbytes, z.last_crc());
+    archive.add_storage();
   }
-  small("version", "3\n");
-  const std::string id = serialization_id(written);
-  z.record(std::string(kPrefix) + ".data/serialization_id", id);
-  z.finish();
+  archive.finish();
   sink.flush();
 }
 

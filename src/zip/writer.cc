@@ -161,6 +161,21 @@ void Writer::write_borrowed(std::span<const std::byte> data) {
   sink_.write_borrowed(data);
 }
 
+void Writer::skip(std::uint64_t n) {
+  if (!open_ || !known_crc_) misuse("skip needs a record begun with begin_record_known_crc");
+  if (n > current_.size - written_)
+    misuse(fmt::format("record '{}' declared {} bytes, got more", current_.name, current_.size));
+  written_ += n;
+  current_.skipped = true;
+  sink_.skip(n);
+}
+
+void Writer::set_crc(std::size_t index, std::uint32_t crc) {
+  if (finished_ || index >= done_.size() || !done_[index].skipped)
+    misuse("set_crc needs an ended record whose data was skipped, before finish");
+  done_[index].crc = crc;
+}
+
 void Writer::end_record() {
   if (!open_) misuse("end_record without begin_record");
   if (written_ != current_.size)

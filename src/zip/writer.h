@@ -59,9 +59,25 @@ class Writer {
   // The same from memory that stays valid until the caller flushes the sink
   // (io::Sink::write_borrowed): storage bytes, written without a copy.
   void write_borrowed(std::span<const std::byte> data);
+  // The next `n` bytes of the open record are written by the caller itself, at the
+  // sink's position (the sink leaves the gap: io::Sink::skip). Only in a record begun
+  // with begin_record_known_crc: the CRC of bytes not seen here must be known.
+  void skip(std::uint64_t n);
   void end_record();
-  // CRC32 of the record last ended (what its descriptor and central entry say).
+  // CRC32 and size of the record last ended (what its descriptor and central entry say).
   std::uint32_t last_crc() const noexcept { return done_.empty() ? 0 : done_.back().crc; }
+  std::uint64_t last_size() const noexcept { return done_.empty() ? 0 : done_.back().size; }
+  std::string_view last_name() const noexcept { return done_.empty() ? std::string_view() : done_.back().name; }
+  // Records ended so far.
+  std::uint64_t records() const noexcept { return done_.size(); }
+  // Record `index` (0-based, ended, its data skipped) has CRC32 `crc` after all: the
+  // central directory says so. Its data descriptor, written already with the CRC given
+  // at begin_record_known_crc, is the caller's to correct in the file
+  // (kDescriptorCrcOffset). Before finish().
+  void set_crc(std::size_t index, std::uint32_t crc);
+  // Profile::kTorch: a record's data descriptor ("PK\7\8", CRC32, sizes) follows its
+  // data; its CRC32 (little-endian) lies this many bytes in.
+  static constexpr std::size_t kDescriptorCrcOffset = 4;
   // Convenience: a whole small record.
   void record(std::string name, std::string_view data);
   // Profile::kNumpy only: a whole DEFLATED record (method 8), as CPython's zipfile
@@ -79,6 +95,7 @@ class Writer {
     std::uint16_t flags;
     std::uint16_t method = 0;      // zip::kMethodStored or kMethodDeflated
     std::uint64_t compressed = 0;  // DEFLATED: the stream's size (STORED: `size`)
+    bool skipped = false;          // its data was written elsewhere (skip)
   };
   io::Sink& sink_;
   Profile profile_;

@@ -1,9 +1,9 @@
-"""The streamed .safetensors save (SafetensorsStream, src/api/stream.cc): a plain dict
-of at least 64 plain torch tensors is written while it converts. It must give exactly
-the bytes the ordinary writer gives (and safetensors' own save, for what safetensors
-can save), and fall back to the ordinary writer, or fail as it fails, for everything
-else, leaving no temp file. `_streamed_writes()` counts the saves that were streamed,
-so that each case checks which path it took."""
+"""The streamed save (StreamedWrite, src/api/stream.cc): a plain dict of at least 64
+plain torch tensors saved as .safetensors or .pt is written while it converts. It must
+give exactly the bytes the ordinary writer gives (and safetensors' own save, for what
+safetensors can save; torch.load reads the .pt), and fall back to the ordinary writer,
+or fail as it fails, for everything else, leaving no temp file. `_streamed_writes()`
+counts the saves that were streamed, so that each case checks which path it took."""
 from __future__ import annotations
 
 import os
@@ -41,6 +41,16 @@ def files(d) -> list:
     return sorted(os.listdir(d))
 
 
+EXTS = ["safetensors", "pt"]
+
+
+def same_as_torch(path, sd) -> bool:
+    back = torch.load(path, weights_only=True)
+    return list(back) == list(sd) and all(
+        back[k].dtype == v.dtype and back[k].shape == v.shape and torch.equal(
+            back[k].reshape(-1).view(torch.uint8), v.contiguous().reshape(-1).view(torch.uint8)) for k, v in sd.items())
+
+
 def test_many_real_tensors_stream_and_equal_safetensors_save(tmp_path):
     sd = many()
     assert save(sd, tmp_path / "a.safetensors")
@@ -66,17 +76,31 @@ def test_a_real_models_weights_stream(tmp_path):
     assert all(torch.equal(back[k], v) for k, v in sd.items())
 
 
-def test_views_are_written_as_their_elements(tmp_path):
+def test_many_tensors_stream_to_pt_as_the_ordinary_writer_writes_them(tmp_path):
+    sd = many()
+    assert save(sd, tmp_path / "a.pt")
+    assert (tmp_path / "a.pt").read_bytes() == tensorseal.save_bytes(sd, "pt")
+    assert same_as_torch(tmp_path / "a.pt", sd)
+    assert tensorseal.hash(tmp_path / "a.pt") == tensorseal.hash(sd)
+    assert files(tmp_path) == ["a.pt"]
+
+
+@pytest.mark.parametrize("ext", EXTS)
+def test_views_are_written_as_their_elements(tmp_path, ext):
     base = torch.arange(4000, dtype=torch.float32).reshape(40, 100)
     sd = {f"t{i}": random_tensor(torch.int16, (3, 3), i) for i in range(MANY)}
     sd["transposed"] = torch.arange(60, dtype=torch.float64).reshape(6, 10).T  # strided
     sd["slice"] = torch.arange(100, dtype=torch.int32)[10:20]  # offset into a larger storage
     sd["row"] = base[7]  # one row of a large tensor no other entry uses
-    sd["expanded"] = torch.arange(3, dtype=torch.int64).expand(4, 3)  # stride 0
-    assert save(sd, tmp_path / "v.safetensors")
-    assert (tmp_path / "v.safetensors").read_bytes() == tensorseal.save_bytes(sd, "safetensors")
-    back = tensorseal.load(tmp_path / "v.safetensors")
+    assert save(sd, tmp_path / f"v.{ext}")
+    assert (tmp_path / f"v.{ext}").read_bytes() == tensorseal.save_bytes(sd, ext)
+    back = tensorseal.load(tmp_path / f"v.{ext}")
     assert all(torch.equal(back[k], v) for k, v in sd.items())
+    # An expanded view (stride 0): safetensors writes its elements, a .pt the span it
+    # reaches with its strides (the ordinary writer).
+    sd["expanded"] = torch.arange(3, dtype=torch.int64).expand(4, 3)
+    assert save(sd, tmp_path / f"x.{ext}") == (ext == "safetensors")
+    assert (tmp_path / f"x.{ext}").read_bytes() == tensorseal.save_bytes(sd, ext)
 
 
 def test_the_safetensors_dropin_streams_byte_identical(tmp_path):
@@ -111,12 +135,13 @@ def fallbacks():
     }
 
 
+@pytest.mark.parametrize("ext", EXTS)
 @pytest.mark.parametrize("case", list(fallbacks()))
-def test_what_the_stream_cannot_promise_is_written_the_ordinary_way(tmp_path, case):
+def test_what_the_stream_cannot_promise_is_written_the_ordinary_way(tmp_path, case, ext):
     obj = fallbacks()[case]
-    assert not save(obj, tmp_path / "f.safetensors")
-    assert (tmp_path / "f.safetensors").read_bytes() == tensorseal.save_bytes(obj, "safetensors")
-    assert files(tmp_path) == ["f.safetensors"]
+    assert not save(obj, tmp_path / f"f.{ext}")
+    assert (tmp_path / f"f.{ext}").read_bytes() == tensorseal.save_bytes(obj, ext)
+    assert files(tmp_path) == [f"f.{ext}"]
 
 
 def test_errors_are_the_ordinary_writers_and_leave_nothing(tmp_path):
@@ -131,8 +156,9 @@ def test_errors_are_the_ordinary_writers_and_leave_nothing(tmp_path):
     bad.other = torch.zeros(1)
     sd = many(100)
     sd["bad"] = bad
-    with pytest.raises(tensorseal.Error):
-        tensorseal.save(sd, tmp_path / "b.safetensors")
+    for ext in EXTS:
+        with pytest.raises(tensorseal.Error):
+            tensorseal.save(sd, tmp_path / f"b.{ext}")
     assert files(tmp_path) == []
 
 
@@ -145,3 +171,7 @@ def test_streamed_bytes_are_safetensors_bytes(tmp_path_factory, rows, seed):
     p = tmp_path_factory.mktemp("s") / "h.safetensors"
     assert save(sd, p)
     assert p.read_bytes() == real.save(sd)
+    p = p.with_suffix(".pt")
+    assert save(sd, p)
+    assert p.read_bytes() == tensorseal.save_bytes(sd, "pt")
+    assert same_as_torch(p, sd)
