@@ -274,7 +274,10 @@ NB_MODULE(_tensorseal, m) {
         {
           nb::gil_scoped_release nogil;
           streamed = stream && stream->finish(root);
-          if (!streamed) write_file(root, path, f, o);
+          if (!streamed) {
+            stream.reset();  // its temp file goes before the ordinary write needs the room
+            write_file(root, path, f, o);
+          }
         }
         stream.reset();
         conv.dispose(std::move(root));

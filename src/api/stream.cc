@@ -114,8 +114,9 @@ struct StreamedWrite::Impl {
   std::vector<std::uint64_t> size;    // of each entry's bytes
   std::string head;                   // safetensors: the header, at 0
   // .pt: the archive up to its last storage record, as write_torch_zip writes it for
-  // the stand-in tree (the storages' CRC32s 0 until the thread knows them), the
-  // storage and gap of each entry, and each entry's CRC32.
+  // the stand-in tree (the storages' CRC32s 0: the thread puts each into its
+  // descriptor, finish() into the central directory), each entry's storage and gap,
+  // and each entry's CRC32.
   LayoutSink layout;
   std::unique_ptr<detail::zip::Writer> zip;      // writes into layout
   std::unique_ptr<detail::torch::Archive> arch;  // through zip; finished by finish()
@@ -223,7 +224,7 @@ struct StreamedWrite::Impl {
   // (the bytes after the last gap wait for every CRC: finish). Tensors whose bytes
   // meet in the file (a .pt's records come in dict order) go in one pwritev.
   void write(std::span<const Job> batch, std::vector<std::span<const std::byte>>& iov) {
-    constexpr std::size_t kMaxIov = 1000;  // under IOV_MAX, with room for one tensor's piece
+    constexpr std::size_t kMaxIov = 1000;  // per pwritev of tensors that meet (write_at splits more)
     iov.clear();
     std::uint64_t start = 0, end = 0;
     for (std::size_t i = 0; i < batch.size();) {

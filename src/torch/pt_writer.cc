@@ -83,12 +83,12 @@ std::string Archive::storage_name(std::size_t key) {
 }
 
 void Archive::add_storage() {
-  const std::string name = storage_name(storage_records_.size());
+  std::string name = storage_name(storage_records_.size());
   if (z_.records() != written_.size() + 1 || z_.last_name() != name)
     throw Error(tensorseal::rules::kInternal,
                 "canonical .pt writer: storage record '" + name + "' is not the next record");
   storage_records_.push_back(z_.records() - 1);
-  written_.emplace_back(name, z_.last_size(), z_.last_crc());
+  written_.emplace_back(std::move(name), z_.last_size(), z_.last_crc());
 }
 
 void Archive::set_crc(std::size_t key, std::uint32_t crc) {

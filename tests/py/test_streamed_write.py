@@ -175,3 +175,29 @@ def test_streamed_bytes_are_safetensors_bytes(tmp_path_factory, rows, seed):
     assert save(sd, p)
     assert p.read_bytes() == tensorseal.save_bytes(sd, "pt")
     assert same_as_torch(p, sd)
+
+
+@pytest.mark.parametrize("ext", EXTS)
+def test_a_write_failing_partway_leaves_the_old_file_and_no_temp(tmp_path, ext):
+    # RLIMIT_FSIZE (no privileges needed) makes the writer thread's pwritev fail with
+    # EFBIG partway, as a full disk would; the ordinary writer then fails the same way.
+    import resource
+    import signal
+    import subprocess
+    import sys
+    target = tmp_path / f"out.{ext}"
+    target.write_bytes(b"old")
+    code = ("import sys, torch, tensorseal\n"
+            "sd = {f't{i}': torch.full((4096,), float(i)) for i in range(300)}\n"  # 4.7 MiB
+            "try:\n  tensorseal.save(sd, sys.argv[1])\n"
+            "except Exception as e:\n  print(type(e).__name__, e); sys.exit(3)\n")
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of the signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    r = subprocess.run([sys.executable, "-c", code, str(target)], capture_output=True, text=True,
+                       preexec_fn=limit, timeout=120, env={**os.environ})
+    assert r.returncode == 3 and "File too large" in r.stdout, (r.returncode, r.stdout, r.stderr)
+    assert target.read_bytes() == b"old"
+    assert files(tmp_path) == [f"out.{ext}"]
