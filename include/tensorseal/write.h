@@ -79,8 +79,8 @@ class StreamedWrite {
     std::span<const std::int64_t> shape;
   };
   // `entries` in the dict's order. Null for a format other than kSafetensors and
-  // kTorchZip, or options this writer does not take (progress); the caller then uses
-  // write_file.
+  // kTorchZip, options this writer does not take (progress), or when no thread can be
+  // started; the caller then uses write_file.
   [[nodiscard]] static std::unique_ptr<StreamedWrite> begin(const std::filesystem::path& path, Format format,
                                                             std::vector<Entry> entries,
                                                             const WriteOptions& options = {});

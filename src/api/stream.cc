@@ -26,6 +26,7 @@
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "io/sink.h"
@@ -366,7 +367,11 @@ std::unique_ptr<StreamedWrite> StreamedWrite::begin(const std::filesystem::path&
   impl->options = options;
   impl->entries = std::move(entries);
   impl->tensors.resize(impl->entries.size());
-  impl->thread = std::thread([p = impl.get()] { p->run(); });
+  try {
+    impl->thread = std::thread([p = impl.get()] { p->run(); });
+  } catch (const std::system_error&) {
+    return nullptr;  // no thread to be had (a process at its limit): write_file writes alone
+  }
   return std::unique_ptr<StreamedWrite>(new StreamedWrite(std::move(impl)));
 }
 
