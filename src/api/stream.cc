@@ -38,6 +38,7 @@
 #include "torch/emit.h"
 #include "torch/format.h"
 #include "torch/plan.h"
+#include "util/checked.h"
 #include "util/crc32.h"
 #include "util/endian.h"
 #include "zip/writer.h"
@@ -50,16 +51,15 @@ namespace {
 constexpr std::size_t kWakeJobs = 64;
 constexpr std::uint64_t kWakeBytes = std::uint64_t{1} << 20;
 
-// (numel * bits + 7) / 8 as Tensor::nbytes, or nullopt when it overflows or a
-// dimension is negative.
+// (numel * bits + 7) / 8 as Tensor::nbytes, or nullopt for a shape torch refuses
+// (a negative dimension, a numel past int64) or bytes past uint64.
 std::optional<std::uint64_t> checked_nbytes(DType dtype, std::span<const std::int64_t> shape) {
-  std::uint64_t numel = 1;
-  for (auto d : shape)
-    if (d < 0 || __builtin_mul_overflow(numel, static_cast<std::uint64_t>(d), &numel)) return std::nullopt;
-  std::uint64_t bits = 0;
-  if (__builtin_mul_overflow(numel, static_cast<std::uint64_t>(info(dtype).bits), &bits) || bits > UINT64_MAX - 7)
-    return std::nullopt;
-  return (bits + 7) / 8;
+  if (std::any_of(shape.begin(), shape.end(), [](std::int64_t d) { return d < 0; })) return std::nullopt;
+  const auto numel = detail::util::numel(shape);
+  const auto bits = numel ? detail::util::mul(*numel, info(dtype).bits) : std::nullopt;
+  const auto rounded = bits ? detail::util::add(*bits, 7) : std::nullopt;
+  if (!rounded) return std::nullopt;
+  return *rounded / 8;
 }
 
 // Records what a writer writes, by file position, leaving the gaps it skips: the bytes
@@ -200,10 +200,12 @@ struct StreamedWrite::Impl {
     std::uint64_t total = 0;
     for (std::size_t i = 0; i < entries.size(); ++i) {
       const auto n = checked_nbytes(entries[i].dtype, entries[i].shape);
-      if (!n || __builtin_add_overflow(total, *n, &total)) {
+      const auto sum = n ? detail::util::add(total, *n) : std::nullopt;
+      if (!sum) {
         failed = true;
         return;
       }
+      total = *sum;
       size[i] = *n;
     }
     if (format == Format::kSafetensors)

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <system_error>
 
@@ -57,6 +58,38 @@ void remove_stale_temps(const std::filesystem::path& dir, const std::string& bas
   }
 }
 
+// Writes all of `runs`, in order: with writev at the file offset, or pwritev from `at`;
+// IOV_MAX runs per call, resuming inside a run after a partial write.
+void write_runs(int fd, std::optional<std::uint64_t> at, std::span<const std::span<const std::byte>> runs,
+                const std::filesystem::path& target) {
+  std::size_t next = 0;  // first run not written yet
+  std::size_t skip = 0;  // bytes of runs[next] already written
+  iovec iov[kMaxRuns];
+  while (next < runs.size()) {
+    int count = 0;
+    std::uint64_t asked = 0;
+    for (std::size_t i = next; i < runs.size() && count < static_cast<int>(kMaxRuns); ++i, ++count) {
+      const auto r = i == next ? runs[i].subspan(skip) : runs[i];
+      iov[count].iov_base = const_cast<std::byte*>(r.data());
+      iov[count].iov_len = r.size();
+      asked += r.size();
+    }
+    const ssize_t n = at ? ::pwritev(fd, iov, count, static_cast<off_t>(*at)) : ::writev(fd, iov, count);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(rules::kIoWrite, target, errno, "write failed");
+    }
+    if (n == 0 && asked > 0) fail(rules::kIoWrite, target, EIO, "write made no progress");
+    if (at) *at += static_cast<std::uint64_t>(n);
+    auto left = static_cast<std::size_t>(n);
+    while (next < runs.size() && left >= runs[next].size() - skip) {
+      left -= runs[next++].size() - skip;
+      skip = 0;
+    }
+    skip += left;
+  }
+}
+
 }  // namespace
 
 AtomicFileSink::AtomicFileSink(std::filesystem::path target, bool fsync) : target_(std::move(target)), fsync_(fsync) {
@@ -95,24 +128,7 @@ void AtomicFileSink::write_all(const std::byte* data, std::size_t size) {
 }
 
 void AtomicFileSink::flush() {
-  std::size_t next = 0;  // first piece not written yet
-  iovec iov[kMaxRuns];
-  while (next < pending_.size()) {
-    int count = 0;
-    for (std::size_t i = next; i < pending_.size() && count < static_cast<int>(kMaxRuns); ++i, ++count) {
-      iov[count].iov_base = const_cast<std::byte*>(pending_[i].data());
-      iov[count].iov_len = pending_[i].size();
-    }
-    ssize_t n = ::writev(fd_, iov, count);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail(rules::kIoWrite, target_, errno, "write failed");
-    }
-    // Drop what was written; a piece written in part keeps its rest.
-    auto left = static_cast<std::size_t>(n);
-    while (next < pending_.size() && left >= pending_[next].size()) left -= pending_[next++].size();
-    if (left > 0) pending_[next] = pending_[next].subspan(left);
-  }
+  write_runs(fd_, std::nullopt, pending_, target_);
   pending_.clear();
   pending_bytes_ = 0;
   buffered_ = 0;
@@ -159,32 +175,7 @@ void Sink::skip(std::uint64_t n) {
 }
 
 void AtomicFileSink::write_at(std::uint64_t at, std::span<const std::span<const std::byte>> runs) const {
-  std::size_t next = 0;  // first run not written yet
-  std::size_t skip = 0;  // bytes of runs[next] already written
-  iovec iov[kMaxRuns];
-  while (next < runs.size()) {
-    int count = 0;
-    for (std::size_t i = next; i < runs.size() && count < static_cast<int>(kMaxRuns); ++i, ++count) {
-      const auto r = i == next ? runs[i].subspan(skip) : runs[i];
-      iov[count].iov_base = const_cast<std::byte*>(r.data());
-      iov[count].iov_len = r.size();
-    }
-    const ssize_t n = ::pwritev(fd_, iov, count, static_cast<off_t>(at));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail(rules::kIoWrite, target_, errno, "write failed");
-    }
-    std::uint64_t asked = 0;
-    for (int i = 0; i < count; ++i) asked += iov[i].iov_len;
-    if (n == 0 && asked > 0) fail(rules::kIoWrite, target_, EIO, "write made no progress");
-    at += static_cast<std::uint64_t>(n);
-    auto left = static_cast<std::size_t>(n);
-    while (next < runs.size() && left >= runs[next].size() - skip) {
-      left -= runs[next++].size() - skip;
-      skip = 0;
-    }
-    skip += left;
-  }
+  write_runs(fd_, at, runs, target_);
 }
 
 void AtomicFileSink::commit() {
