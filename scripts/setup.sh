@@ -15,7 +15,7 @@ APT_DEMO=(
   git libcli11-dev nlohmann-json3-dev libssl-dev libxxhash-dev libdeflate-dev libisal-dev zlib1g-dev libzstd-dev
   # bzip2 / LZMA zip members (zipfile reads them, numpy.load runs them): scan.
   libbz2-dev liblzma-dev
-  # {fmt}, header-only (nothing to ship in wheels): messages built with fmt::format.
+  # {fmt} (libfmt, which wheels carry in tensorseal.libs): messages built with fmt::format.
   libfmt-dev
   python3-venv
 )

@@ -3,7 +3,7 @@
 #
 # Each is `pip wheel .` (scikit-build-core: Release, library static, the extension and
 # the tseal binary) then `auditwheel repair`, which copies the shared libraries they
-# link (libcrypto, libxxhash, libdeflate, libisal, libzstd, libbz2, liblzma) into tensorseal.libs/ and tags the
+# link (libcrypto, libxxhash, libdeflate, libisal, libzstd, libbz2, liblzma, libfmt) into tensorseal.libs/ and tags the
 # wheel manylinux_2_<glibc>. CPython >= 3.12 builds one cp312-abi3 wheel (nanobind's
 # stable ABI) serving 3.12 and later; 3.9, 3.10 and 3.11 get a wheel each. Then each
 # wheel is pip-installed into a fresh virtualenv of every version it serves, which runs

@@ -3,7 +3,7 @@
 The sdist (`python -m build --sdist`: the tracked files) is built first, and pip builds
 the wheel from it. CPython 3.12 builds the cp312-abi3 wheel (nanobind's stable ABI: the
 same wheel serves 3.12, 3.13, ...), `auditwheel repair` copies the shared libraries the extension and the
-bundled `tseal` link (libcrypto, libxxhash, libdeflate, libisal) into tensorseal.libs/,
+bundled `tseal` link (libcrypto, libxxhash, libdeflate, libisal, libfmt) into tensorseal.libs/,
 and a fresh CPython 3.13 virtualenv installs it with a plain `pip install` (numpy from
 the index, no compiler involved). There: `tseal` on PATH, `python -m tensorseal`,
 tensorseal.load and `tseal canon` of files numpy wrote, and every shared library
@@ -148,7 +148,7 @@ def test_shared_libraries_come_from_the_wheel(venv):
                 continue
             assert pathlib.Path(name).name in SYSTEM_LIBS, f"{obj.name} takes {name} from the system ({path})"
     grafted = sorted(p.name.split("-")[0] for p in libs.iterdir())
-    assert {"libcrypto", "libxxhash", "libdeflate", "libisal"} <= set(grafted), grafted
+    assert {"libcrypto", "libxxhash", "libdeflate", "libisal", "libfmt"} <= set(grafted), grafted
 
 
 LOAD = textwrap.dedent("""
