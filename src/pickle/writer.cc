@@ -22,6 +22,7 @@
 #include "pickle/writer.h"
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
@@ -108,23 +109,33 @@ bool Writer::begin_node(const void* node) {
 
 void Writer::end_node(const void* node) { node_memo_.assign(node, put_memo()); }
 
+std::uint64_t Writer::ValueMemo::hash(std::string_view key) noexcept { return XXH3_64bits(key.data(), key.size()); }
+
 std::size_t Writer::ValueMemo::probe(std::string_view key, std::uint64_t hash) const {
   const std::size_t mask = slots_.size() - 1;
   for (std::size_t i = static_cast<std::size_t>(hash) & mask;; i = (i + 1) & mask) {
     const Slot& s = slots_[i];
     if (s.memo == kEmpty) return i;
-    if (s.hash == hash && s.size == key.size() && std::string_view(keys_).substr(s.offset, s.size) == key) return i;
+    if (s.hash == hash && s.size == key.size() && key_of(s) == key) return i;
   }
 }
 
-std::optional<std::uint32_t> Writer::ValueMemo::find(std::string_view key) const {
+std::optional<std::uint32_t> Writer::ValueMemo::recent(std::string_view key) const {
+  for (const Slot& r : recent_)
+    if (r.size == key.size() && r.memo != kEmpty && key_of(r) == key) return r.memo;
+  return std::nullopt;
+}
+
+std::optional<std::uint32_t> Writer::ValueMemo::find(std::string_view key, std::uint64_t hash) {
   if (slots_.empty()) return std::nullopt;
-  const Slot& s = slots_[probe(key, std::hash<std::string_view>{}(key))];
+  const Slot& s = slots_[probe(key, hash)];
   if (s.memo == kEmpty) return std::nullopt;
+  recent_[next_recent_] = s;
+  next_recent_ = (next_recent_ + 1) % kRecent;
   return s.memo;
 }
 
-void Writer::ValueMemo::insert(std::string_view key, std::uint32_t memo) {
+void Writer::ValueMemo::insert(std::string_view key, std::uint64_t hash, std::uint32_t memo) {
   if ((size_ + 1) * 4 > slots_.size() * 3) {
     std::vector<Slot> old(std::max<std::size_t>(64, slots_.size() * 2));
     old.swap(slots_);
@@ -136,7 +147,6 @@ void Writer::ValueMemo::insert(std::string_view key, std::uint32_t memo) {
       slots_[i] = s;
     }
   }
-  const std::uint64_t hash = std::hash<std::string_view>{}(key);
   Slot& s = slots_[probe(key, hash)];
   s = Slot{hash, keys_.size(), key.size(), memo};
   keys_ += key;
@@ -199,7 +209,12 @@ void Writer::newobj() { emit(out_, op::kNewObj); }
 void Writer::raw(std::string_view bytes) { out_ += bytes; }
 
 void Writer::global(std::string_view module, std::string_view name) {
-  if (const auto known = value_memo_.find(memo_key('g', module, name))) {
+  if (const auto known = value_memo_.recent(memo_key('g', module, name))) {
+    get_memo(*known);
+    return;
+  }
+  const std::uint64_t hash = ValueMemo::hash(key_);
+  if (const auto known = value_memo_.find(key_, hash)) {
     get_memo(*known);
     return;
   }
@@ -225,11 +240,16 @@ void Writer::global(std::string_view module, std::string_view name) {
     out_ += '\n';
   }
   const std::uint32_t memo = put_memo();
-  value_memo_.insert(memo_key('g', module, name), memo);  // (the parts above reused key_)
+  value_memo_.insert(memo_key('g', module, name), hash, memo);  // (the parts above reused key_)
 }
 
 void Writer::str(std::string_view utf8) {
-  if (const auto known = value_memo_.find(memo_key('s', utf8))) {
+  if (const auto known = value_memo_.recent(memo_key('s', utf8))) {
+    get_memo(*known);
+    return;
+  }
+  const std::uint64_t hash = ValueMemo::hash(key_);
+  if (const auto known = value_memo_.find(key_, hash)) {
     get_memo(*known);
     return;
   }
@@ -240,11 +260,16 @@ void Writer::str(std::string_view utf8) {
   util::append_le<std::uint32_t>(out_, static_cast<std::uint32_t>(utf8.size()));
   out_ += utf8;
   const std::uint32_t memo = put_memo();
-  value_memo_.insert(memo_key('s', utf8), memo);
+  value_memo_.insert(key_, hash, memo);
 }
 
 void Writer::bytes(std::string_view data) {
-  if (const auto known = value_memo_.find(memo_key('b', data))) {
+  if (const auto known = value_memo_.recent(memo_key('b', data))) {
+    get_memo(*known);
+    return;
+  }
+  const std::uint64_t hash = ValueMemo::hash(key_);
+  if (const auto known = value_memo_.find(key_, hash)) {
     get_memo(*known);
     return;
   }
@@ -259,7 +284,7 @@ void Writer::bytes(std::string_view data) {
   }
   reduce();
   const std::uint32_t memo = put_memo();
-  value_memo_.insert(memo_key('b', data), memo);
+  value_memo_.insert(memo_key('b', data), hash, memo);
 }
 
 void Writer::appends(const std::vector<Value>& items) {

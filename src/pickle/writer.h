@@ -85,11 +85,14 @@ class Writer {
   // The memo of values memoized by value, keyed "s<str>" / "b<bytes>" / "g<mod>\n<name>":
   // the keys in one buffer and an open-addressing table over them (a 10,000-tensor
   // state dict makes 20,000 distinct strs; a map node and a string each cost more than
-  // writing them).
+  // writing them), and in front of it the few keys found most recently (a tensor
+  // writes the same three globals and two strs: compared, not hashed).
   class ValueMemo {
    public:
-    std::optional<std::uint32_t> find(std::string_view key) const;
-    void insert(std::string_view key, std::uint32_t memo);  // `key` must be absent
+    static std::uint64_t hash(std::string_view key) noexcept;
+    std::optional<std::uint32_t> recent(std::string_view key) const;              // among the recently found
+    std::optional<std::uint32_t> find(std::string_view key, std::uint64_t hash);  // (then recent)
+    void insert(std::string_view key, std::uint64_t hash, std::uint32_t memo);    // `key` must be absent
 
    private:
     struct Slot {
@@ -97,10 +100,14 @@ class Writer {
       std::uint32_t memo = kEmpty;
     };
     static constexpr std::uint32_t kEmpty = 0xFFFFFFFF;
+    static constexpr std::size_t kRecent = 8;
     std::size_t probe(std::string_view key, std::uint64_t hash) const;  // its slot, or the free slot for it
+    std::string_view key_of(const Slot& s) const noexcept { return std::string_view(keys_).substr(s.offset, s.size); }
     std::string keys_;
     std::vector<Slot> slots_;
     std::size_t size_ = 0;
+    Slot recent_[kRecent];         // copies of table slots (memo kEmpty: unused)
+    std::size_t next_recent_ = 0;  // the one replaced next
   };
   // key_ = prefix + a [+ '\n' + b]: the lookup key of a memoized value (reused buffer).
   std::string_view memo_key(char prefix, std::string_view a);

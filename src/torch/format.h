@@ -41,7 +41,7 @@ class Archive {
  public:
   Archive(zip::Writer& z, std::string_view pkl);
   static std::string storage_name(std::size_t key);
-  std::size_t storages() const noexcept { return storage_records_.size(); }
+  std::size_t storages() const noexcept { return storages_; }
   void add_storage();
   // The CRC32 of storage `key`'s bytes, for a record written with zip::Writer::skip
   // (its bytes written elsewhere): serialization_id and the central directory use it
@@ -52,8 +52,8 @@ class Archive {
  private:
   void small(std::string_view name, std::string_view data);
   zip::Writer& z_;
-  std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>> written_;  // every record so far
-  std::vector<std::size_t> storage_records_;  // index of each storage's record in written_
+  std::size_t first_storage_ = 0;  // z_'s record index of storage 0 (storage k: first_storage_ + k)
+  std::size_t storages_ = 0;
 };
 void write_torch_legacy(const Value& root, const WriteOptions& options, io::Sink& sink);
 // The canonical pickle of a numpy object array's value (what np.save writes after the

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <tuple>
 
 #include "pickle/writer.h"
 #include "tensorseal/error.h"
@@ -32,13 +33,18 @@ namespace {
 
 constexpr std::string_view kPrefix = "archive/";
 
-// 40 decimal digits of the first 16 bytes of SHA-256 over the sorted records (sorts
-// `records` in place).
-std::string serialization_id(std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>>& records) {
-  std::sort(records.begin(), records.end());
+// 40 decimal digits of the first 16 bytes of SHA-256 over z's records so far, sorted by
+// (name, size, crc32).
+std::string serialization_id(const zip::Writer& z) {
+  std::vector<zip::Writer::Ended> sorted;
+  sorted.reserve(z.records());
+  for (std::size_t i = 0; i < z.records(); ++i) sorted.push_back(z.ended(i));
+  std::sort(sorted.begin(), sorted.end(), [](const zip::Writer::Ended& a, const zip::Writer::Ended& b) {
+    return std::tie(a.name, a.size, a.crc) < std::tie(b.name, b.size, b.crc);
+  });
   std::string buf;
-  buf.reserve(records.size() * 40);
-  for (const auto& [n, size, crc] : records) {
+  buf.reserve(sorted.size() * 40);
+  for (const auto& [n, size, crc] : sorted) {
     buf += n;
     buf += '\0';
     util::append_le<std::uint64_t>(buf, size);
@@ -64,12 +70,11 @@ Archive::Archive(zip::Writer& z, std::string_view pkl) : z_(z) {
   small(".format_version", "1");
   small(".storage_alignment", "64");
   small("byteorder", "little");
+  first_storage_ = z_.records();
 }
 
 void Archive::small(std::string_view name, std::string_view data) {
-  std::string full = std::string(kPrefix) + std::string(name);
-  z_.record(full, data);
-  written_.emplace_back(std::move(full), data.size(), z_.last_crc());
+  z_.record(std::string(kPrefix) + std::string(name), data);
 }
 
 std::string Archive::storage_name(std::size_t key) {
@@ -83,22 +88,21 @@ std::string Archive::storage_name(std::size_t key) {
 }
 
 void Archive::add_storage() {
-  std::string name = storage_name(storage_records_.size());
-  if (z_.records() != written_.size() + 1 || z_.last_name() != name)
+  if (z_.records() != first_storage_ + storages_ + 1 || z_.last_name() != storage_name(storages_))
     throw Error(tensorseal::rules::kInternal,
-                "canonical .pt writer: storage record '" + name + "' is not the next record");
-  storage_records_.push_back(z_.records() - 1);
-  written_.emplace_back(std::move(name), z_.last_size(), z_.last_crc());
+                "canonical .pt writer: storage record '" + storage_name(storages_) + "' is not the next record");
+  ++storages_;
 }
 
 void Archive::set_crc(std::size_t key, std::uint32_t crc) {
-  z_.set_crc(storage_records_.at(key), crc);
-  std::get<2>(written_.at(storage_records_[key])) = crc;
+  if (key >= storages_)
+    throw Error(tensorseal::rules::kInternal, "canonical .pt writer: no storage " + std::to_string(key));
+  z_.set_crc(first_storage_ + key, crc);
 }
 
 void Archive::finish() {
   small("version", "3\n");
-  const std::string id = serialization_id(written_);
+  const std::string id = serialization_id(z_);
   z_.record(std::string(kPrefix) + ".data/serialization_id", id);
   z_.finish();
 }

@@ -68,8 +68,14 @@ class Writer {
   std::uint32_t last_crc() const noexcept { return done_.empty() ? 0 : done_.back().crc; }
   std::uint64_t last_size() const noexcept { return done_.empty() ? 0 : done_.back().size; }
   std::string_view last_name() const noexcept { return done_.empty() ? std::string_view() : done_.back().name; }
-  // Records ended so far.
+  // Records ended so far, and record `index`'s name, size and CRC32 (0-based, ended).
   std::uint64_t records() const noexcept { return done_.size(); }
+  struct Ended {
+    std::string_view name;
+    std::uint64_t size;
+    std::uint32_t crc;
+  };
+  Ended ended(std::size_t index) const { return {done_.at(index).name, done_[index].size, done_[index].crc}; }
   // Record `index` (0-based, ended, its data skipped) has CRC32 `crc` after all: the
   // central directory says so. Its data descriptor, written already with the CRC given
   // at begin_record_known_crc, is the caller's to correct in the file
