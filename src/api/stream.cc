@@ -127,7 +127,6 @@ struct StreamedWrite::Impl {
   std::unique_ptr<detail::zip::Writer> zip;      // writes into layout
   std::unique_ptr<detail::torch::Archive> arch;  // through zip; finished by finish()
   std::vector<std::size_t> gap_of;               // SIZE_MAX: empty, no gap
-  std::vector<std::size_t> entry_of_record;      // storage key -> entry
   std::vector<std::uint32_t> crc;
   // .pt: the stand-in tree, its storage plan and its pickler. The thread frees them
   // once its writes are done, while finish() writes the tail: freeing 10,000 stand-in
@@ -170,33 +169,20 @@ struct StreamedWrite::Impl {
     const Value& stand_in = scratch->root;
     auto& items = scratch->root.as_dict().items;
     items.reserve(entries.size());
-    std::vector<std::pair<const Tensor*, std::size_t>> by_tensor(entries.size());
     for (std::size_t i = 0; i < entries.size(); ++i) {
       const Entry& e = entries[i];
       auto t = make_contiguous(e.dtype, std::vector<std::int64_t>(e.shape.begin(), e.shape.end()),
                                Storage::external(nullptr, size[i], nullptr, e.dtype));
-      by_tensor[i] = {t.get(), i};
       items.emplace_back(Value::str(std::string(e.name)), Value(std::shared_ptr<const Tensor>(std::move(t))));
     }
     const detail::torch::StoragePlan& plan = scratch->plan.emplace(stand_in);
     const std::string pkl = scratch->pickler.emplace(detail::torch::make_hooks(*scratch->plan, false)).finish(stand_in);
     if (plan.used().size() != entries.size()) throw Error(rules::kInternal, "a stand-in tensor without a storage");
-    entry_of_record.resize(entries.size());
-    // The plan keys storages by first use, which for a plain dict is dict order: then
-    // record k is entry k, and nothing needs looking up.
-    bool in_order = true;
-    for (std::size_t k = 0; k < entries.size() && in_order; ++k) {
-      in_order = plan.used()[k]->dense_source == by_tensor[k].first && plan.used()[k]->dense_source != nullptr;
-      entry_of_record[k] = k;
-    }
-    if (!in_order) std::sort(by_tensor.begin(), by_tensor.end());
-    for (std::size_t k = 0; k < entries.size() && !in_order; ++k) {
-      const std::pair<const Tensor*, std::size_t> want{plan.used()[k]->dense_source, 0};
-      const auto it = std::lower_bound(by_tensor.begin(), by_tensor.end(), want);
-      if (want.first == nullptr || it == by_tensor.end() || it->first != want.first)
-        throw Error(rules::kInternal, "a stand-in storage not planned as its tensor");
-      entry_of_record[k] = it->second;
-    }
+    // The plan keys storages by first use, which for a plain dict is dict order:
+    // storage record k is entry k.
+    for (std::size_t k = 0; k < entries.size(); ++k)
+      if (plan.used()[k]->dense_source != items[k].second.as_tensor().get())
+        throw Error(rules::kInternal, "a stand-in storage not planned in dict order");
     gap_of.assign(entries.size(), SIZE_MAX);
     offset.assign(entries.size(), 0);
     crc.assign(entries.size(), 0);
@@ -206,9 +192,8 @@ struct StreamedWrite::Impl {
     layout.reserve(pkl.size() + 512 + entries.size() * (30 + longest_name + 84 + 24), entries.size());
     zip = std::make_unique<detail::zip::Writer>(layout, detail::zip::Profile::kTorch, 64);
     arch = std::make_unique<detail::torch::Archive>(*zip, pkl);
-    for (std::size_t k = 0; k < entries.size(); ++k) {
-      const std::size_t e = entry_of_record[k];
-      zip->begin_record_known_crc(detail::torch::Archive::storage_name(k), size[e], 0);
+    for (std::size_t e = 0; e < entries.size(); ++e) {
+      zip->begin_record_known_crc(detail::torch::Archive::storage_name(e), size[e], 0);
       if (size[e] > 0) {
         zip->skip(size[e]);
         gap_of[e] = layout.gaps.size() - 1;
@@ -335,11 +320,7 @@ struct StreamedWrite::Impl {
   // The same, and joins the thread.
   void close() {
     if (!thread.joinable()) return;
-    {
-      std::lock_guard lock(mutex);
-      closing = true;
-    }
-    wake.notify_one();
+    drain();
     thread.join();
   }
 
@@ -386,7 +367,7 @@ struct StreamedWrite::Impl {
   // central directory.
   void commit_pt() {
     for (std::size_t k = 0; k < entries.size(); ++k)
-      if (const std::size_t e = entry_of_record[k]; size[e] > 0) arch->set_crc(k, crc[e]);
+      if (size[k] > 0) arch->set_crc(k, crc[k]);
     arch->finish();
     const std::size_t last = layout.pieces() - 1;
     sink->write_at(

@@ -109,8 +109,6 @@ bool Writer::begin_node(const void* node) {
 
 void Writer::end_node(const void* node) { node_memo_.assign(node, put_memo()); }
 
-std::uint64_t Writer::ValueMemo::hash(std::string_view key) noexcept { return XXH3_64bits(key.data(), key.size()); }
-
 std::size_t Writer::ValueMemo::probe(std::string_view key, std::uint64_t hash) const {
   const std::size_t mask = slots_.size() - 1;
   for (std::size_t i = static_cast<std::size_t>(hash) & mask;; i = (i + 1) & mask) {
@@ -120,13 +118,10 @@ std::size_t Writer::ValueMemo::probe(std::string_view key, std::uint64_t hash) c
   }
 }
 
-std::optional<std::uint32_t> Writer::ValueMemo::recent(std::string_view key) const {
+std::optional<std::uint32_t> Writer::ValueMemo::lookup(std::string_view key, std::uint64_t& hash) {
   for (const Slot& r : recent_)
     if (r.size == key.size() && r.memo != kEmpty && key_of(r) == key) return r.memo;
-  return std::nullopt;
-}
-
-std::optional<std::uint32_t> Writer::ValueMemo::find(std::string_view key, std::uint64_t hash) {
+  hash = XXH3_64bits(key.data(), key.size());
   if (slots_.empty()) return std::nullopt;
   const Slot& s = slots_[probe(key, hash)];
   if (s.memo == kEmpty) return std::nullopt;
@@ -209,12 +204,8 @@ void Writer::newobj() { emit(out_, op::kNewObj); }
 void Writer::raw(std::string_view bytes) { out_ += bytes; }
 
 void Writer::global(std::string_view module, std::string_view name) {
-  if (const auto known = value_memo_.recent(memo_key('g', module, name))) {
-    get_memo(*known);
-    return;
-  }
-  const std::uint64_t hash = ValueMemo::hash(key_);
-  if (const auto known = value_memo_.find(key_, hash)) {
+  std::uint64_t hash = 0;
+  if (const auto known = value_memo_.lookup(memo_key('g', module, name), hash)) {
     get_memo(*known);
     return;
   }
@@ -244,12 +235,8 @@ void Writer::global(std::string_view module, std::string_view name) {
 }
 
 void Writer::str(std::string_view utf8) {
-  if (const auto known = value_memo_.recent(memo_key('s', utf8))) {
-    get_memo(*known);
-    return;
-  }
-  const std::uint64_t hash = ValueMemo::hash(key_);
-  if (const auto known = value_memo_.find(key_, hash)) {
+  std::uint64_t hash = 0;
+  if (const auto known = value_memo_.lookup(memo_key('s', utf8), hash)) {
     get_memo(*known);
     return;
   }
@@ -264,12 +251,8 @@ void Writer::str(std::string_view utf8) {
 }
 
 void Writer::bytes(std::string_view data) {
-  if (const auto known = value_memo_.recent(memo_key('b', data))) {
-    get_memo(*known);
-    return;
-  }
-  const std::uint64_t hash = ValueMemo::hash(key_);
-  if (const auto known = value_memo_.find(key_, hash)) {
+  std::uint64_t hash = 0;
+  if (const auto known = value_memo_.lookup(memo_key('b', data), hash)) {
     get_memo(*known);
     return;
   }

@@ -89,10 +89,10 @@ class Writer {
   // writes the same three globals and two strs: compared, not hashed).
   class ValueMemo {
    public:
-    static std::uint64_t hash(std::string_view key) noexcept;
-    std::optional<std::uint32_t> recent(std::string_view key) const;              // among the recently found
-    std::optional<std::uint32_t> find(std::string_view key, std::uint64_t hash);  // (then recent)
-    void insert(std::string_view key, std::uint64_t hash, std::uint32_t memo);    // `key` must be absent
+    // The memo of `key`, or nullopt with `hash` set for insert (when found in the
+    // table, the key becomes recent).
+    std::optional<std::uint32_t> lookup(std::string_view key, std::uint64_t& hash);
+    void insert(std::string_view key, std::uint64_t hash, std::uint32_t memo);  // `key` must be absent
 
    private:
     struct Slot {

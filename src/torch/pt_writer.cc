@@ -88,7 +88,7 @@ std::string Archive::storage_name(std::size_t key) {
 }
 
 void Archive::add_storage() {
-  if (z_.records() != first_storage_ + storages_ + 1 || z_.last_name() != storage_name(storages_))
+  if (z_.records() != first_storage_ + storages_ + 1 || z_.ended(z_.records() - 1).name != storage_name(storages_))
     throw Error(tensorseal::rules::kInternal,
                 "canonical .pt writer: storage record '" + storage_name(storages_) + "' is not the next record");
   ++storages_;

@@ -64,11 +64,8 @@ class Writer {
   // with begin_record_known_crc: the CRC of bytes not seen here must be known.
   void skip(std::uint64_t n);
   void end_record();
-  // CRC32 and size of the record last ended (what its descriptor and central entry say).
-  std::uint32_t last_crc() const noexcept { return done_.empty() ? 0 : done_.back().crc; }
-  std::uint64_t last_size() const noexcept { return done_.empty() ? 0 : done_.back().size; }
-  std::string_view last_name() const noexcept { return done_.empty() ? std::string_view() : done_.back().name; }
-  // Records ended so far, and record `index`'s name, size and CRC32 (0-based, ended).
+  // Records ended so far, and record `index`'s name, size and CRC32 (0-based, ended:
+  // what its descriptor and central entry say).
   std::uint64_t records() const noexcept { return done_.size(); }
   struct Ended {
     std::string_view name;
