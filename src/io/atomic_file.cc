@@ -12,6 +12,7 @@
 #include <random>
 #include <system_error>
 
+#include "io/replaced_file.h"
 #include "io/sink.h"
 #include "tensorseal/error.h"
 
@@ -186,7 +187,10 @@ void AtomicFileSink::commit() {
     fail(rules::kIoWrite, target_, errno, "close failed");
   }
   fd_ = -1;
-  if (::rename(temp_.c_str(), target_.c_str()) != 0) fail(rules::kIoWrite, target_, errno, "rename failed");
+  {
+    const ReplacedFile replaced(target_);  // released after the rename, off this thread
+    if (::rename(temp_.c_str(), target_.c_str()) != 0) fail(rules::kIoWrite, target_, errno, "rename failed");
+  }
   committed_ = true;
   if (fsync_) {
     std::filesystem::path dir = target_.parent_path();

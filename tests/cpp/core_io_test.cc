@@ -1,5 +1,6 @@
 // Storage (owned, mapped, slices) and the atomic file sink (src/io/atomic_file.cc).
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -163,6 +164,44 @@ TEST(CoreAtomicFile, ExistingTargetKeepsItsContentUntilCommit) {
   ASSERT_EQ(::stat(target.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);  // the mode of the replaced file is kept
   EXPECT_EQ(dir.names(), std::vector<std::string>{"model.safetensors"});
+}
+
+// The fds of this process open on (dev, ino).
+int fds_on(dev_t dev, ino_t ino) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
+    struct stat st {};
+    if (::fstat(std::stoi(e.path().filename().string()), &st) == 0 && st.st_dev == dev && st.st_ino == ino) ++n;
+  }
+  return n;
+}
+
+// A large replaced file is released by a helper after the rename (io/replaced_file.h):
+// closed soon, and never open in a child forked right after the commit.
+TEST(CoreAtomicFile, ReplacedFileIsReleasedAndNotInheritedByAFork) {
+  TempDir dir;
+  const fs::path target = dir.path() / "big.pt";
+  write_text(target, std::string(3 << 20, 'o'));
+  struct stat old {};
+  ASSERT_EQ(::stat(target.c_str(), &old), 0);
+  for (int round = 0; round < 20; ++round) {
+    {
+      detail::io::AtomicFileSink sink(target, false);
+      put(sink, std::string(3 << 20, static_cast<char>('a' + round)));
+      sink.commit();
+    }
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) ::_exit(fds_on(old.st_dev, old.st_ino) == 0 ? 0 : 1);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child inherited the replaced file";
+    for (int wait = 0; wait < 1000 && fds_on(old.st_dev, old.st_ino) > 0; ++wait) ::usleep(10000);
+    EXPECT_EQ(fds_on(old.st_dev, old.st_ino), 0) << "the replaced file is still open";
+    ASSERT_EQ(::stat(target.c_str(), &old), 0);  // the next round replaces this one
+    EXPECT_EQ(testing::read_all(target), std::string(3 << 20, static_cast<char>('a' + round)));
+  }
+  EXPECT_EQ(dir.names(), std::vector<std::string>{"big.pt"});
 }
 
 TEST(CoreAtomicFile, StaleTempOfDeadWriterIsRemoved) {
