@@ -34,7 +34,8 @@ std::string expected_id(const detail::zip::Archive& a) {
   unsigned __int128 x = 0;
   for (int i = 0; i < 16; ++i) x = (x << 8) | md[i];
   std::string digits;
-  for (int i = 0; i < 40; ++i, x /= 10) digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(x % 10)));
+  for (int i = 0; i < 40; ++i, x /= 10)
+    digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(x % 10)));
   return digits;
 }
 
