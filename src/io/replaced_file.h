@@ -17,8 +17,8 @@ class ReplacedFile {
   ReplacedFile(const ReplacedFile&) = delete;
   ReplacedFile& operator=(const ReplacedFile&) = delete;
   // Closes on the helper thread (one at a time; when it is busy or cannot start, here).
-  // Contract: fork() waits for a helper's close, so a child never inherits the old file
-  // and keeps its space allocated for its lifetime.
+  // Contract: a fork() makes a pending close first (pthread_atfork), so no child
+  // inherits the old file and keeps its space allocated for its lifetime.
   ~ReplacedFile();
 
   static constexpr long long kDeferAtLeast = 1 << 20;
