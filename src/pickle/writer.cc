@@ -43,7 +43,10 @@ namespace {
   throw Error(rule, std::move(detail), "<pickle writer>");
 }
 
-void emit(std::string& out, std::uint8_t code) { out += static_cast<char>(code); }
+template <typename Out>
+void emit(Out& out, std::uint8_t code) {
+  out.put(static_cast<char>(code));
+}
 
 // The opcode closing a tuple of `n` items whose items are on the stack: TUPLE1-3 for
 // 1-3 (no MARK), else TUPLE (after a MARK), as CPython's save_tuple writes them.
@@ -66,14 +69,27 @@ struct DepthGuard {
 
 Writer::Writer(Hooks hooks) : hooks_(std::move(hooks)) {}
 
+std::string Writer::Out::take() {
+  buf_.resize(at_ == nullptr ? 0 : static_cast<std::size_t>(at_ - buf_.data()));
+  at_ = end_ = nullptr;
+  return std::move(buf_);
+}
+
+void Writer::Out::grow(std::size_t n) {
+  const std::size_t used = at_ == nullptr ? 0 : static_cast<std::size_t>(at_ - buf_.data());
+  buf_.resize(std::max({buf_.size() * 2, used + n, std::size_t{4096}}));
+  at_ = buf_.data() + used;
+  end_ = buf_.data() + buf_.size();
+}
+
 std::string Writer::finish(const Value& root) {
-  std::string head;
-  emit(head, op::kProto);
-  head += static_cast<char>(kWriterProtocol);
-  out_.insert(0, head);
+  const std::string before = out_.take();  // (nothing, unless a caller wrote blocks first)
+  emit(out_, op::kProto);
+  out_.put(static_cast<char>(kWriterProtocol));
+  out_.put(before);
   value(root);
   emit(out_, op::kStop);
-  return std::move(out_);
+  return out_.take();
 }
 
 // ---- memo ---------------------------------------------------------------------------
@@ -82,10 +98,10 @@ std::uint32_t Writer::put_memo() {
   std::uint32_t i = next_memo_++;
   if (i < 256) {
     emit(out_, op::kBinPut);
-    out_ += static_cast<char>(i);
+    out_.put(static_cast<char>(i));
   } else {
     emit(out_, op::kLongBinPut);
-    util::append_le<std::uint32_t>(out_, i);
+    out_.le<std::uint32_t>(i);
   }
   return i;
 }
@@ -93,10 +109,10 @@ std::uint32_t Writer::put_memo() {
 void Writer::get_memo(std::uint32_t i) {
   if (i < 256) {
     emit(out_, op::kBinGet);
-    out_ += static_cast<char>(i);
+    out_.put(static_cast<char>(i));
   } else {
     emit(out_, op::kLongBinGet);
-    util::append_le<std::uint32_t>(out_, i);
+    out_.le<std::uint32_t>(i);
   }
 }
 
@@ -148,19 +164,11 @@ void Writer::ValueMemo::insert(std::string_view key, std::uint64_t hash, std::ui
   ++size_;
 }
 
-std::string_view Writer::memo_key(char prefix, std::string_view a) {
+std::string_view Writer::global_key(std::string_view module, std::string_view name) {
   key_.clear();
-  key_ += prefix;
-  key_ += a;
-  return key_;
-}
-
-std::string_view Writer::memo_key(char prefix, std::string_view a, std::string_view b) {
-  key_.clear();
-  key_ += prefix;
-  key_ += a;
+  key_ += module;
   key_ += '\n';
-  key_ += b;
+  key_ += name;
   return key_;
 }
 
@@ -196,16 +204,16 @@ void Writer::binfloat(double d) {
   std::uint64_t u;
   std::memcpy(&u, &d, sizeof u);
   emit(out_, op::kBinFloat);
-  for (int i = 7; i >= 0; --i) out_ += static_cast<char>((u >> (8 * i)) & 0xFF);
+  for (int i = 7; i >= 0; --i) out_.put(static_cast<char>((u >> (8 * i)) & 0xFF));
 }
 void Writer::build() { emit(out_, op::kBuild); }
 void Writer::binpersid() { emit(out_, op::kBinPersId); }
 void Writer::newobj() { emit(out_, op::kNewObj); }
-void Writer::raw(std::string_view bytes) { out_ += bytes; }
+void Writer::raw(std::string_view bytes) { out_.put(bytes); }
 
 void Writer::global(std::string_view module, std::string_view name) {
   std::uint64_t hash = 0;
-  if (const auto known = value_memo_.lookup(memo_key('g', module, name), hash)) {
+  if (const auto known = globals_.lookup(global_key(module, name), hash)) {
     get_memo(*known);
     return;
   }
@@ -225,18 +233,18 @@ void Writer::global(std::string_view module, std::string_view name) {
                                           "' cannot be written at protocol 2 (needs non-empty ASCII names "
                                           "without newlines)");
     emit(out_, op::kGlobal);
-    out_ += m;
-    out_ += '\n';
-    out_ += n;
-    out_ += '\n';
+    out_.put(m);
+    out_.put('\n');
+    out_.put(n);
+    out_.put('\n');
   }
   const std::uint32_t memo = put_memo();
-  value_memo_.insert(memo_key('g', module, name), hash, memo);  // (the parts above reused key_)
+  globals_.insert(global_key(module, name), hash, memo);  // (the parts above reused key_)
 }
 
 void Writer::str(std::string_view utf8) {
   std::uint64_t hash = 0;
-  if (const auto known = value_memo_.lookup(memo_key('s', utf8), hash)) {
+  if (const auto known = strs_.lookup(utf8, hash)) {
     get_memo(*known);
     return;
   }
@@ -244,15 +252,15 @@ void Writer::str(std::string_view utf8) {
   if (utf8.size() > 0xFFFFFFFFull)
     fail(rules::kWriteTooLarge, fmt::format("str of {} bytes does not fit BINUNICODE", utf8.size()));
   emit(out_, op::kBinUnicode);
-  util::append_le<std::uint32_t>(out_, static_cast<std::uint32_t>(utf8.size()));
-  out_ += utf8;
+  out_.le<std::uint32_t>(static_cast<std::uint32_t>(utf8.size()));
+  out_.put(utf8);
   const std::uint32_t memo = put_memo();
-  value_memo_.insert(key_, hash, memo);
+  strs_.insert(utf8, hash, memo);
 }
 
 void Writer::bytes(std::string_view data) {
   std::uint64_t hash = 0;
-  if (const auto known = value_memo_.lookup(memo_key('b', data), hash)) {
+  if (const auto known = bytes_.lookup(data, hash)) {
     get_memo(*known);
     return;
   }
@@ -267,7 +275,7 @@ void Writer::bytes(std::string_view data) {
   }
   reduce();
   const std::uint32_t memo = put_memo();
-  value_memo_.insert(memo_key('b', data), hash, memo);
+  bytes_.insert(data, hash, memo);
 }
 
 void Writer::appends(const std::vector<Value>& items) {
@@ -379,10 +387,10 @@ void Writer::object(const Value& v) {
       const Global& g = callable.as_global();
       auto [m, n] = py3_to_py2_name(g.module, g.name);
       emit(out_, op::kInst);
-      out_ += m;
-      out_ += '\n';
-      out_ += n;
-      out_ += '\n';
+      out_.put(m);
+      out_.put('\n');
+      out_.put(n);
+      out_.put('\n');
       break;
     }
     case Construct::kObj:
@@ -416,18 +424,18 @@ void Writer::value(const Value& v) {
       std::int64_t i = v.as_int();
       if (i >= 0 && i <= 0xFF) {
         emit(out_, op::kBinInt1);
-        out_ += static_cast<char>(i);
+        out_.put(static_cast<char>(i));
       } else if (i >= 0 && i <= 0xFFFF) {
         emit(out_, op::kBinInt2);
-        util::append_le<std::uint16_t>(out_, static_cast<std::uint16_t>(i));
+        out_.le<std::uint16_t>(static_cast<std::uint16_t>(i));
       } else if (i >= INT32_MIN && i <= INT32_MAX) {
         emit(out_, op::kBinInt);
-        util::append_le<std::int32_t>(out_, static_cast<std::int32_t>(i));
+        out_.le<std::int32_t>(static_cast<std::int32_t>(i));
       } else {
         std::string le = le_from_int64(i);
         emit(out_, op::kLong1);
-        out_ += static_cast<char>(le.size());
-        out_ += le;
+        out_.put(static_cast<char>(le.size()));
+        out_.put(le);
       }
       return;
     }
@@ -435,13 +443,13 @@ void Writer::value(const Value& v) {
       const std::string& le = v.as_bigint().le_bytes;
       if (le.size() < 256) {
         emit(out_, op::kLong1);
-        out_ += static_cast<char>(le.size());
+        out_.put(static_cast<char>(le.size()));
       } else {
         if (le.size() > 0x7FFFFFFF) fail(rules::kWriteTooLarge, "integer too large for LONG4");
         emit(out_, op::kLong4);
-        util::append_le<std::int32_t>(out_, static_cast<std::int32_t>(le.size()));
+        out_.le<std::int32_t>(static_cast<std::int32_t>(le.size()));
       }
-      out_ += le;
+      out_.put(le);
       return;
     }
     case K::kFloat:

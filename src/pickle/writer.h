@@ -14,7 +14,9 @@
 // decides their form). Spec: docs/formats/pickle.md "Canonical writer".
 #pragma once
 
+#include <bit>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <span>
@@ -24,6 +26,7 @@
 #include <unordered_set>
 
 #include "tensorseal/value.h"
+#include "util/endian.h"
 #include "util/ptr_map.h"
 
 namespace tensorseal::detail::pickle {
@@ -82,8 +85,9 @@ class Writer {
   void object(const Value& v);
   void appends(const std::vector<Value>& items);
   void setitems(const std::vector<std::pair<Value, Value>>& items);
-  // The memo of values memoized by value, keyed "s<str>" / "b<bytes>" / "g<mod>\n<name>":
-  // the keys in one buffer and an open-addressing table over them (a 10,000-tensor
+  // A memo of values memoized by value, one per kind (strs_, bytes_, globals_: keyed
+  // by the UTF-8, the bytes, "<module>\n<name>"; no key copied to look it up): the
+  // keys in one buffer and an open-addressing table over them (a 10,000-tensor
   // state dict makes 20,000 distinct strs; a map node and a string each cost more than
   // writing them), and in front of it the few keys found most recently (a tensor
   // writes the same three globals and two strs: compared, not hashed).
@@ -109,17 +113,45 @@ class Writer {
     Slot recent_[kRecent];         // copies of table slots (memo kEmpty: unused)
     std::size_t next_recent_ = 0;  // the one replaced next
   };
-  // key_ = prefix + a [+ '\n' + b]: the lookup key of a memoized value (reused buffer).
-  std::string_view memo_key(char prefix, std::string_view a);
-  std::string_view memo_key(char prefix, std::string_view a, std::string_view b);
+  // key_ = module + '\n' + name: a global's key in globals_ (a reused buffer).
+  std::string_view global_key(std::string_view module, std::string_view name);
+
+  // The pickle so far. Appends are inline: a tensor is about 60 opcode and argument
+  // bytes, and std::string::push_back is an out-of-line call for each.
+  class Out {
+   public:
+    void put(char c) {
+      if (at_ == end_) grow(1);
+      *at_++ = c;
+    }
+    void put(std::string_view s) {
+      if (static_cast<std::size_t>(end_ - at_) < s.size()) grow(s.size());
+      if (!s.empty()) std::memcpy(at_, s.data(), s.size());
+      at_ += s.size();
+    }
+    template <typename T>  // little-endian, as util::append_le
+    void le(T v) {
+      if constexpr (std::endian::native == std::endian::big) v = util::bswap(v);
+      char b[sizeof v];
+      std::memcpy(b, &v, sizeof v);
+      put(std::string_view(b, sizeof v));
+    }
+    std::string take();  // the bytes put so far; leaves this empty
+
+   private:
+    void grow(std::size_t n);
+    std::string buf_;  // sized to its capacity: [data, at_) is written
+    char* at_ = nullptr;
+    char* end_ = nullptr;
+  };
 
   Hooks hooks_;
-  std::string out_;
+  Out out_;
   std::uint32_t next_memo_ = 0;
   std::uint32_t depth_ = 0;
   util::PtrMap<std::uint32_t> node_memo_;
   std::unordered_set<const void*> in_progress_;  // tuples, sets, objects whose items are being written
-  ValueMemo value_memo_;
+  ValueMemo strs_, bytes_, globals_;             // by value: str by UTF-8, bytes by content
   std::string key_;
 };
 
