@@ -15,6 +15,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <charconv>
 #include <functional>
 #include <tuple>
 
@@ -32,6 +33,13 @@ namespace tensorseal::detail::torch {
 namespace {
 
 constexpr std::string_view kPrefix = "archive/";
+constexpr std::string_view kStorageDir = "data/";  // storage k: kPrefix + kStorageDir + k in decimal
+
+// `key` in decimal, as std::to_string writes it, in `out`.
+std::string_view key_digits(std::size_t key, char (&out)[24]) {
+  const auto end = std::to_chars(out, out + sizeof out, key).ptr;
+  return {out, static_cast<std::size_t>(end - out)};
+}
 
 // Calls f(k) for k = 0 .. n-1 in the order of their decimal names (std::to_string):
 // "0", "1", "10", "100", ..., "11", ...: a walk of the digit trie, each name before the
@@ -105,17 +113,23 @@ void Archive::small(std::string_view name, std::string_view data) {
 }
 
 std::string Archive::storage_name(std::size_t key) {
-  const std::string k = std::to_string(key);
+  char digits[24];
+  const std::string_view k = key_digits(key, digits);
   std::string full;
-  full.reserve(kPrefix.size() + 5 + k.size());
+  full.reserve(kPrefix.size() + kStorageDir.size() + k.size());
   full += kPrefix;
-  full += "data/";
+  full += kStorageDir;
   full += k;
   return full;
 }
 
 void Archive::add_storage() {
-  if (z_.records() != first_storage_ + storages_ + 1 || z_.ended(z_.records() - 1).name != storage_name(storages_))
+  char digits[24];
+  const std::string_view k = key_digits(storages_, digits);
+  // The last record's name is storage_name(storages_), compared without making it.
+  const std::string_view name = z_.records() == first_storage_ + storages_ + 1 ? z_.ended(z_.records() - 1).name : "";
+  if (name.size() != kPrefix.size() + kStorageDir.size() + k.size() || !name.starts_with(kPrefix) ||
+      !name.substr(kPrefix.size()).starts_with(kStorageDir) || !name.ends_with(k))
     throw Error(tensorseal::rules::kInternal,
                 "canonical .pt writer: storage record '" + storage_name(storages_) + "' is not the next record");
   ++storages_;
