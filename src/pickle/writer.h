@@ -125,8 +125,9 @@ class Writer {
       *at_++ = c;
     }
     void put(std::string_view s) {
+      if (s.empty()) return;  // (at_ may be null)
       if (static_cast<std::size_t>(end_ - at_) < s.size()) grow(s.size());
-      if (!s.empty()) std::memcpy(at_, s.data(), s.size());
+      std::memcpy(at_, s.data(), s.size());
       at_ += s.size();
     }
     template <typename T>  // little-endian, as util::append_le
