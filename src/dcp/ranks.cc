@@ -31,7 +31,7 @@ std::optional<std::uint32_t> metadata_rank(std::string_view n) noexcept {
 
 namespace {
 
-std::string path_text(const std::vector<Value>& path) {
+std::string path_repr(const std::vector<Value>& path) {
   std::string s;
   for (const auto& v : path) s += repr(v, 200) + "/";
   return s;
@@ -54,7 +54,7 @@ void merge(Metadata& out, Metadata rank, const std::string& file, std::map<std::
       differs = std::string("dtype ") + std::string(name(have.dtype)) + " and " + std::string(name(e.dtype));
     else if (have.is_tensor && have.size != e.size)
       differs = "size " + shape_text(have.size) + " and " + shape_text(e.size);
-    else if (path_text(have.path) != path_text(e.path))
+    else if (path_repr(have.path) != path_repr(e.path))
       differs = "its nested path";
     if (!differs.empty())
       throw Error(rules::kRankMetadata, "'" + e.fqn + "' differs from a lower rank's: " + differs, file);

@@ -50,7 +50,7 @@ struct Leaf {
   Value value;
 };
 
-std::string path_text(const std::vector<Value>& path) {
+std::string fqn_text(const std::vector<Value>& path) {
   std::string s;
   for (const auto& p : path)
     s += (s.empty() ? "" : ".") + (p.is(Value::Kind::kStr) ? std::string(p.as_str()) : std::to_string(p.as_int()));
@@ -70,11 +70,11 @@ bool is_terminal(const Value& v) {
 void flatten(const Value& v, std::vector<Value>& path, std::vector<Leaf>& out, std::set<std::string>& seen) {
   if (v.is(Value::Kind::kDict)) {
     if (v.as_dict().items.empty() && !path.empty())
-      fail(rules::kWriteUnrepresentable, "'" + path_text(path) + "' is an empty dict, which DCP does not store");
+      fail(rules::kWriteUnrepresentable, "'" + fqn_text(path) + "' is an empty dict, which DCP does not store");
     for (const auto& [k, x] : v.as_dict().items) {
       if (!k.is(Value::Kind::kStr))
         fail(rules::kWriteUnrepresentable,
-             "key " + repr(k, 40) + " under '" + path_text(path) + "' is not a str (DCP would give it back as str)");
+             "key " + repr(k, 40) + " under '" + fqn_text(path) + "' is not a str (DCP would give it back as str)");
       path.push_back(k);
       flatten(x, path, out, seen);
       path.pop_back();
@@ -89,7 +89,7 @@ void flatten(const Value& v, std::vector<Value>& path, std::vector<Leaf>& out, s
     }
     return;
   }
-  const std::string fqn = path_text(path);
+  const std::string fqn = fqn_text(path);
   if (!seen.insert(fqn).second) fail(rules::kWriteUnrepresentable, "two paths flatten to '" + fqn + "'");
   if (v.is(Value::Kind::kTensor)) {
     const auto& t = *v.as_tensor();

@@ -11,26 +11,21 @@
 #include <random>
 #include <system_error>
 
+#include "io/os_error.h"
 #include "io/sink.h"
 #include "tensorseal/error.h"
 
 namespace tensorseal::detail::io {
 namespace fs = std::filesystem;
-namespace {
-
-[[noreturn]] void fail(const Rule& rule, const fs::path& p, int err, std::string_view what) {
-  throw Error(rule, std::string(what) + ": " + std::strerror(err), p.string());
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void fsync_directory(const fs::path& p) {
   const int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) fail(rules::kIoWrite, p, errno, "cannot open directory to fsync");
+  if (fd < 0) fail_os(rules::kIoWrite, "cannot open directory to fsync", errno, p);
   const int rc = ::fsync(fd);
   const int err = errno;
   ::close(fd);
-  if (rc != 0) fail(rules::kIoWrite, p, err, "fsync failed");
+  if (rc != 0) fail_os(rules::kIoWrite, "fsync failed", err, p);
 }
 
 namespace {
@@ -64,9 +59,9 @@ AtomicDirectory::AtomicDirectory(fs::path target, bool fsync, std::function<void
     temp_ = parent / ("." + base + std::string(AtomicFileSink::kTempMarker) + std::to_string(::getpid()) + "." +
                       std::to_string(rd() % 1000000000u));
     if (::mkdir(temp_.c_str(), 0755) == 0) return;
-    if (errno != EEXIST) fail(rules::kIoOpen, target_, errno, "cannot create a temp directory beside it");
+    if (errno != EEXIST) fail_os(rules::kIoOpen, "cannot create a temp directory beside it", errno, target_);
   }
-  fail(rules::kIoOpen, target_, EEXIST, "cannot create a temp directory beside it");
+  fail_os(rules::kIoOpen, "cannot create a temp directory beside it", EEXIST, target_);
 }
 
 AtomicDirectory::~AtomicDirectory() {
@@ -86,11 +81,11 @@ void swap_into_place(const fs::path& temp, const fs::path& target, bool fsync,
     check_replace(target);
     // Swap in one step, then remove the old tree (now at the temp name).
     if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0)
-      fail(rules::kIoWrite, target, errno, "cannot swap the new directory into place");
+      fail_os(rules::kIoWrite, "cannot swap the new directory into place", errno, target);
     if (fsync) fsync_directory(parent);
     fs::remove_all(temp, ec);
   } else {
-    if (::rename(temp.c_str(), target.c_str()) != 0) fail(rules::kIoWrite, target, errno, "rename failed");
+    if (::rename(temp.c_str(), target.c_str()) != 0) fail_os(rules::kIoWrite, "rename failed", errno, target);
   }
   if (fsync) fsync_directory(parent);
 }

@@ -12,6 +12,7 @@
 #include <random>
 #include <system_error>
 
+#include "io/os_error.h"
 #include "io/replaced_file.h"
 #include "io/sink.h"
 #include "tensorseal/error.h"
@@ -26,10 +27,6 @@ constexpr std::size_t kBufferSize = std::size_t{256} << 10;
 constexpr std::size_t kBorrowAtLeast = 256;
 constexpr std::size_t kMaxRuns = IOV_MAX;
 constexpr std::uint64_t kBatchBytes = std::uint64_t{64} << 20;
-
-[[noreturn]] void fail(const Rule& rule, const std::filesystem::path& p, int err, std::string_view what) {
-  throw Error(rule, std::string(what) + ": " + std::strerror(err), p.string());
-}
 
 // A killed writer that its parent has not reaped yet still answers kill(pid, 0).
 bool is_zombie(long pid) {
@@ -78,9 +75,9 @@ void write_runs(int fd, std::optional<std::uint64_t> at, std::span<const std::sp
     const ssize_t n = at ? ::pwritev(fd, iov, count, static_cast<off_t>(*at)) : ::writev(fd, iov, count);
     if (n < 0) {
       if (errno == EINTR) continue;
-      fail(rules::kIoWrite, target, errno, "write failed");
+      fail_os(rules::kIoWrite, "write failed", errno, target);
     }
-    if (n == 0 && asked > 0) fail(rules::kIoWrite, target, EIO, "write made no progress");
+    if (n == 0 && asked > 0) fail_os(rules::kIoWrite, "write made no progress", EIO, target);
     if (at) *at += static_cast<std::uint64_t>(n);
     auto left = static_cast<std::size_t>(n);
     while (next < runs.size() && left >= runs[next].size() - skip) {
@@ -103,9 +100,9 @@ AtomicFileSink::AtomicFileSink(std::filesystem::path target, bool fsync) : targe
     temp_ = dir / ("." + base + std::string(kTempMarker) + std::to_string(::getpid()) + "." +
                    std::to_string(rd() % 1000000000u));
     fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd_ < 0 && errno != EEXIST) fail(rules::kIoOpen, target_, errno, "cannot create temp file in its directory");
+    if (fd_ < 0 && errno != EEXIST) fail_os(rules::kIoOpen, "cannot create temp file in its directory", errno, target_);
   }
-  if (fd_ < 0) fail(rules::kIoOpen, target_, EEXIST, "cannot create temp file");
+  if (fd_ < 0) fail_os(rules::kIoOpen, "cannot create temp file", EEXIST, target_);
   // Keep the mode an existing target had (umask applies to new files as usual).
   struct stat st {};
   if (::stat(target_.c_str(), &st) == 0) ::fchmod(fd_, st.st_mode & 07777);
@@ -121,7 +118,7 @@ void AtomicFileSink::write_all(const std::byte* data, std::size_t size) {
     ssize_t n = ::write(fd_, data, std::min<std::size_t>(size, std::size_t{1} << 30));
     if (n < 0) {
       if (errno == EINTR) continue;
-      fail(rules::kIoWrite, target_, errno, "write failed");
+      fail_os(rules::kIoWrite, "write failed", errno, target_);
     }
     data += n;
     size -= static_cast<std::size_t>(n);
@@ -181,15 +178,15 @@ void AtomicFileSink::write_at(std::uint64_t at, std::span<const std::span<const 
 
 void AtomicFileSink::commit() {
   flush();
-  if (fsync_ && ::fsync(fd_) != 0) fail(rules::kIoWrite, target_, errno, "fsync failed");
+  if (fsync_ && ::fsync(fd_) != 0) fail_os(rules::kIoWrite, "fsync failed", errno, target_);
   if (::close(fd_) != 0) {
     fd_ = -1;
-    fail(rules::kIoWrite, target_, errno, "close failed");
+    fail_os(rules::kIoWrite, "close failed", errno, target_);
   }
   fd_ = -1;
   {
     const ReplacedFile replaced(target_);  // released after the rename, off this thread
-    if (::rename(temp_.c_str(), target_.c_str()) != 0) fail(rules::kIoWrite, target_, errno, "rename failed");
+    if (::rename(temp_.c_str(), target_.c_str()) != 0) fail_os(rules::kIoWrite, "rename failed", errno, target_);
   }
   committed_ = true;
   if (fsync_) {

@@ -27,7 +27,7 @@
 #include "util/hex.h"
 
 namespace tensorseal::detail::safetensors {
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;
 
 bool is_flat(const Value& root) {
   if (!root.is(Value::Kind::kDict)) return false;
@@ -115,21 +115,21 @@ struct Encoder {
     return n;
   }
 
-  json items(const std::vector<std::pair<Value, Value>>& its, const std::string& path) {
-    json a = json::array();
+  ojson items(const std::vector<std::pair<Value, Value>>& its, const std::string& path) {
+    ojson a = ojson::array();
     for (const auto& [k, v] : its) {
-      a.push_back(json::array({enc(k, path), enc(v, core::path_join(path, core::key_text(k, 40)))}));
+      a.push_back(ojson::array({enc(k, path), enc(v, core::path_join(path, core::key_text(k, 40)))}));
     }
     return a;
   }
 
-  json seq(const std::vector<Value>& xs, const std::string& path) {
-    json a = json::array();
+  ojson seq(const std::vector<Value>& xs, const std::string& path) {
+    ojson a = ojson::array();
     for (std::size_t i = 0; i < xs.size(); ++i) a.push_back(enc(xs[i], core::path_join(path, std::to_string(i))));
     return a;
   }
 
-  json enc(const Value& v, const std::string& path) {
+  ojson enc(const Value& v, const std::string& path) {
     using K = Value::Kind;
     switch (v.kind()) {
       case K::kNone:
@@ -137,34 +137,34 @@ struct Encoder {
       case K::kBool:
         return v.as_bool();
       case K::kInt:
-        return json{{"i", std::to_string(v.as_int())}};
+        return ojson{{"i", std::to_string(v.as_int())}};
       case K::kBigInt:
-        return json{{"i", v.as_bigint().to_decimal()}};
+        return ojson{{"i", v.as_bigint().to_decimal()}};
       case K::kFloat:
-        return json{{"f", float_bits(v.as_float())}};
+        return ojson{{"f", float_bits(v.as_float())}};
       case K::kComplex: {
         const Complex c = v.as_complex();
-        return json{{"c", json::array({float_bits(c.real), float_bits(c.imag)})}};
+        return ojson{{"c", ojson::array({float_bits(c.real), float_bits(c.imag)})}};
       }
       case K::kStr:
         return std::string(v.as_str());
       case K::kBytes: {
-        json j{{"b", util::to_hex(v.as_bytes())}};
+        ojson j{{"b", util::to_hex(v.as_bytes())}};
         if (v.is_bytearray()) j["ba"] = true;
         return j;
       }
       case K::kList:
-        return json{{"l", seq(v.items(), path)}};
+        return ojson{{"l", seq(v.items(), path)}};
       case K::kTuple:
-        return json{{"u", seq(v.items(), path)}};
+        return ojson{{"u", seq(v.items(), path)}};
       case K::kSet: {
-        json j{{"s", seq(v.as_set().items, path)}};
+        ojson j{{"s", seq(v.as_set().items, path)}};
         if (v.as_set().frozen) j["frozen"] = true;
         return j;
       }
       case K::kDict: {
         const Dict& d = v.as_dict();
-        json j{{"d", items(d.items, path)}};
+        ojson j{{"d", items(d.items, path)}};
         if (d.kind == DictKind::kOrderedDict) j["kind"] = "OrderedDict";
         if (d.kind == DictKind::kCounter) j["kind"] = "Counter";
         if (d.attrs) j["attrs"] = items(d.attrs->items, path + "#attrs");
@@ -188,7 +188,7 @@ struct Encoder {
           plain->attributes.reset();
           flat.items.emplace_back(Value::str(name), Value(std::shared_ptr<const Tensor>(plain)));
         }
-        json j{{"t", name}};
+        ojson j{{"t", name}};
         if (t->requires_grad) j["rg"] = true;
         if (t->is_parameter) j["param"] = true;
         if (t->numpy != NumpyType::kNone) j["np"] = t->numpy == NumpyType::kArray ? "array" : "scalar";
@@ -220,10 +220,10 @@ struct Encoder {
       case K::kRef:
         throw Error(rules::kNotFlat, "a recursive value at '" + path + "' cannot be stored in safetensors");
       case K::kGlobal:
-        return json{{"g", json::array({v.as_global().module, v.as_global().name})}};
+        return ojson{{"g", ojson::array({v.as_global().module, v.as_global().name})}};
       case K::kObject: {
         const Object& o = v.as_object();
-        json j = json::object();
+        ojson j = ojson::object();
         auto opt = [&](const char* key, const std::shared_ptr<Value>& p, const std::string& sub) {
           if (p) j[key] = enc(*p, sub);
         };
@@ -234,7 +234,7 @@ struct Encoder {
         opt("state", o.state, path);
         if (!o.list_items.empty()) j["li"] = seq(o.list_items, path);
         if (!o.dict_items.empty()) j["di"] = items(o.dict_items, path);
-        return json{{"o", j}};
+        return ojson{{"o", j}};
       }
     }
     return nullptr;
@@ -254,7 +254,7 @@ struct Decoder {
     throw Error(rules::kBadStructure, "tensorseal.structure: " + why, file);
   }
 
-  std::vector<std::pair<Value, Value>> items(const json& a, int depth) {
+  std::vector<std::pair<Value, Value>> items(const ojson& a, int depth) {
     if (!a.is_array()) bad("items are not an array");
     std::vector<std::pair<Value, Value>> out;
     for (const auto& kv : a) {
@@ -263,14 +263,14 @@ struct Decoder {
     }
     return out;
   }
-  std::vector<Value> seq(const json& a, int depth) {
+  std::vector<Value> seq(const ojson& a, int depth) {
     if (!a.is_array()) bad("sequence is not an array");
     std::vector<Value> out;
     for (const auto& x : a) out.push_back(dec(x, depth + 1));
     return out;
   }
 
-  Value dec(const json& j, int depth) {
+  Value dec(const ojson& j, int depth) {
     if (depth > 1000) bad("nested deeper than 1000");
     if (j.is_null()) return Value();
     if (j.is_boolean()) return Value(j.get<bool>());
@@ -386,7 +386,7 @@ struct Decoder {
       return Value::global((*it)[0].get<std::string>(), (*it)[1].get<std::string>());
     }
     if (auto it = j.find("o"); it != j.end()) {
-      const json& o = *it;
+      const ojson& o = *it;
       auto obj = std::make_shared<Object>();
       auto opt = [&](const char* key) -> std::shared_ptr<Value> {
         auto f = o.find(key);
@@ -445,7 +445,7 @@ struct Decoder {
 Flattened flatten(const Value& root) {
   Encoder e;
   e.plan_bases(root);
-  json j{{"version", kVersion}, {"root", e.enc(root, "")}};
+  ojson j{{"version", kVersion}, {"root", e.enc(root, "")}};
   Flattened f;
   auto d = std::make_shared<Dict>(std::move(e.flat));
   f.flat = Value(d);
@@ -454,10 +454,10 @@ Flattened flatten(const Value& root) {
 }
 
 Value unflatten(std::string_view structure, const Value& flat, const std::string& file, const Limits& limits) {
-  json j;
+  ojson j;
   try {
-    j = json::parse(structure);
-  } catch (const json::parse_error& e) {
+    j = ojson::parse(structure);
+  } catch (const ojson::parse_error& e) {
     throw Error(rules::kBadStructure, std::string("tensorseal.structure is not JSON: ") + e.what(), file);
   }
   if (!j.is_object() || j.value("version", 0) != kVersion || !j.contains("root"))

@@ -14,25 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fx(const std::string& name) { return testing::fixture_dir("gen_tools") / name; }
-
-// A fresh temporary directory, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "tseal-canon-check-XXXXXX").string();
-    path_ = ::mkdtemp(t.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 void write_all(const fs::path& p, const std::string& bytes) {
   std::ofstream f(p, std::ios::binary);
   f << bytes;
@@ -47,7 +28,7 @@ std::shared_ptr<Tensor> f32(std::vector<float> v, std::vector<std::int64_t> shap
 TEST(CanonCheck, CanonicalBytesAreCanonical) {
   for (const char* name : {"base.pt", "base.safetensors", "metaorder_a.safetensors"}) {
     SCOPED_TRACE(name);
-    const Checkpoint c = read_file(fx(name));
+    const Checkpoint c = read_file(testing::tools_fixture(name));
     const std::string bytes = canonical_bytes(c);
     const Checkpoint again = read_bytes(testing::bytes_of(bytes), "canonical");
     const CanonCheck r = check_canonical(again, testing::bytes_of(bytes));
@@ -59,7 +40,7 @@ TEST(CanonCheck, CanonicalBytesAreCanonical) {
     EXPECT_EQ(r.format, c.format);
     EXPECT_EQ(r.canonical_format, c.format);
     // What canon writes to a file is the same bytes, and checks canonical from disk.
-    TempDir d;
+    testing::TempDir d;
     const fs::path out = d.path() / name;
     write_file(c.root, out, canonical_format(c), canonical_write_options(c, canonical_format(c)));
     EXPECT_EQ(testing::read_all(out), bytes);
@@ -69,7 +50,7 @@ TEST(CanonCheck, CanonicalBytesAreCanonical) {
 }
 
 TEST(CanonCheck, TorchSaveZipIsNotCanonical) {
-  const CanonCheck r = check_canonical_file(fx("base.pt"));
+  const CanonCheck r = check_canonical_file(testing::tools_fixture("base.pt"));
   EXPECT_FALSE(r.canonical);
   EXPECT_EQ(r.format, Format::kTorchZip);
   EXPECT_EQ(r.canonical_format, Format::kTorchZip);
@@ -77,18 +58,18 @@ TEST(CanonCheck, TorchSaveZipIsNotCanonical) {
   EXPECT_NE(r.reason.find("differs from its canonical torch-zip bytes at byte " + std::to_string(r.first_difference)),
             std::string::npos)
       << r.reason;
-  EXPECT_EQ(r.size, fs::file_size(fx("base.pt")));
+  EXPECT_EQ(r.size, fs::file_size(testing::tools_fixture("base.pt")));
 }
 
 TEST(CanonCheck, SafetensorsHeaderOrderIsNotCanonical) {
-  const CanonCheck r = check_canonical_file(fx("keyorder_b.safetensors"));
+  const CanonCheck r = check_canonical_file(testing::tools_fixture("keyorder_b.safetensors"));
   EXPECT_FALSE(r.canonical);
   EXPECT_EQ(r.format, Format::kSafetensors);
   EXPECT_GE(r.first_difference, 8u);  // the length prefix agrees; the header does not
   EXPECT_EQ(r.size, r.canonical_size);
   // Both key orders have one canonical form.
-  EXPECT_EQ(canonical_bytes(read_file(fx("keyorder_a.safetensors"))),
-            canonical_bytes(read_file(fx("keyorder_b.safetensors"))));
+  EXPECT_EQ(canonical_bytes(read_file(testing::tools_fixture("keyorder_a.safetensors"))),
+            canonical_bytes(read_file(testing::tools_fixture("keyorder_b.safetensors"))));
 }
 
 TEST(CanonCheck, LegacyFileIsNotInItsCanonicalFormat) {
@@ -104,7 +85,7 @@ TEST(CanonCheck, LegacyFileIsNotInItsCanonicalFormat) {
 // Canonical is a matter of form, not of content: a changed tensor value in a
 // canonical safetensors file leaves it canonical.
 TEST(CanonCheck, ChangedValuesKeepTheForm) {
-  const std::string bytes = canonical_bytes(read_file(fx("base.safetensors")));
+  const std::string bytes = canonical_bytes(read_file(testing::tools_fixture("base.safetensors")));
   std::string changed = bytes;
   changed.back() = static_cast<char>(changed.back() ^ 0x01);
   const Checkpoint c = read_bytes(testing::bytes_of(changed), "changed");
@@ -113,7 +94,7 @@ TEST(CanonCheck, ChangedValuesKeepTheForm) {
 }
 
 TEST(CanonCheck, LengthDifferencesAreFoundAtTheShorterLength) {
-  const std::string bytes = canonical_bytes(read_file(fx("base.pt")));
+  const std::string bytes = canonical_bytes(read_file(testing::tools_fixture("base.pt")));
   const Checkpoint c = read_bytes(testing::bytes_of(bytes), "canonical");
   const std::string longer = bytes + "x";
   const CanonCheck l = check_canonical(c, testing::bytes_of(longer));
@@ -131,7 +112,7 @@ TEST(CanonCheck, LengthDifferencesAreFoundAtTheShorterLength) {
 }
 
 TEST(CanonCheck, UnreadableInputAndDirectoriesThrow) {
-  TempDir d;
+  testing::TempDir d;
   EXPECT_EQ(testing::rule_of([&] { (void)check_canonical_file(d.path()); }), "canon/check-directory");
   EXPECT_EQ(testing::rule_of([&] { (void)check_canonical_file(d.path() / "missing.pt"); }), "io/open");
   write_all(d.path() / "junk.pt", "this is not a checkpoint at all");
@@ -139,23 +120,27 @@ TEST(CanonCheck, UnreadableInputAndDirectoriesThrow) {
 }
 
 TEST(CanonCheck, CliExitStatusNamesEachFileThatIsNot) {
-  TempDir d;
-  const Checkpoint c = read_file(fx("base.pt"));
+  testing::TempDir d;
+  const Checkpoint c = read_file(testing::tools_fixture("base.pt"));
   const fs::path good = d.path() / "good.pt";
   write_all(good, canonical_bytes(c));
   std::string out;
   EXPECT_EQ(testing::run_cli("canon --check " + good.string(), &out), 0);
   EXPECT_EQ(out, "");
-  EXPECT_EQ(testing::run_cli("canon --check " + good.string() + " " + fx("base.pt").string(), &out), 1);
+  EXPECT_EQ(testing::run_cli("canon --check " + good.string() + " " + testing::tools_fixture("base.pt").string(), &out),
+            1);
   EXPECT_EQ(out.find(good.string()), std::string::npos) << out;
-  EXPECT_EQ(out.rfind(fx("base.pt").string() + ": not canonical: differs from its canonical torch-zip bytes", 0), 0u)
+  EXPECT_EQ(out.rfind(testing::tools_fixture("base.pt").string() +
+                          ": not canonical: differs from its canonical torch-zip bytes",
+                      0),
+            0u)
       << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1);
   EXPECT_EQ(testing::run_cli("canon --check " + good.string() + " " + (d.path() / "missing.pt").string(), &out), 2);
   EXPECT_EQ(testing::run_cli("canon --check " + good.string() + " -o " + (d.path() / "x.pt").string(), &out), 2);
   EXPECT_FALSE(fs::exists(d.path() / "x.pt"));
   const auto before = fs::last_write_time(good);
-  EXPECT_EQ(testing::run_cli("canon --check " + fx("base.pt").string(), &out), 1);
+  EXPECT_EQ(testing::run_cli("canon --check " + testing::tools_fixture("base.pt").string(), &out), 1);
   EXPECT_EQ(fs::last_write_time(good), before);
 }
 
@@ -211,7 +196,7 @@ TEST(Textconv, DependsOnContentNotOrderOrBytes) {
     if (la != lb) changed.push_back(la.substr(0, la.find(':')));
   EXPECT_EQ(changed, (std::vector<std::string>{"content_hash sha256", "tensor w"}));
   // A file and its canonical copy read the same.
-  const Checkpoint f = read_file(fx("base.pt"));
+  const Checkpoint f = read_file(testing::tools_fixture("base.pt"));
   const std::string canon = canonical_bytes(f);
   InspectOptions o;
   o.values = true;

@@ -30,7 +30,6 @@ std::vector<std::byte> pack(std::initializer_list<T> xs) {
 std::shared_ptr<Tensor> tensor(DType d, std::vector<std::int64_t> shape, std::vector<std::byte> bytes) {
   return make_contiguous(d, std::move(shape), Storage::owned(std::move(bytes), d));
 }
-Value str(std::string s) { return Value::str(std::move(s)); }
 void put(Value& dict, Value key, Value v) { dict.as_dict().set(std::move(key), std::move(v)); }
 Value big(std::string le) { return Value(BigInt{std::move(le)}); }
 double from_bits(std::uint64_t bits) {
@@ -45,66 +44,66 @@ Value empty_dict() { return Value::dict(); }
 
 Value one_f32() {
   Value v = Value::dict();
-  put(v, str("w"), Value(tensor(DType::kFloat32, {3}, pack<float>({1.0f, -2.5f, 0.0f}))));
+  put(v, testing::str("w"), Value(tensor(DType::kFloat32, {3}, pack<float>({1.0f, -2.5f, 0.0f}))));
   return v;
 }
 
 Value scalars() {
   Value v = Value::dict();
-  put(v, str("none"), Value());
-  put(v, str("true"), Value(true));
-  put(v, str("false"), Value(false));
-  put(v, str("i0"), Value(0));
-  put(v, str("i1"), Value(1));
-  put(v, str("im1"), Value(-1));
-  put(v, str("i127"), Value(127));
-  put(v, str("i128"), Value(128));
-  put(v, str("im128"), Value(-128));
-  put(v, str("im129"), Value(-129));
-  put(v, str("imax"), Value(std::int64_t{INT64_MAX}));
-  put(v, str("imin"), Value(std::int64_t{INT64_MIN}));
-  put(v, str("big"), big(std::string("\0\0\0\0\0\0\0\0\x01", 9)));       // 2**64
-  put(v, str("bigneg"), big(std::string("\x03\0\0\0\0\0\0\0\xc0", 9)));  // -(2**70) + 3
-  put(v, str("fz"), Value(0.0));
-  put(v, str("nz"), Value(-0.0));
-  put(v, str("nan"), Value(from_bits(0x7FF8000000000123ull)));
-  put(v, str("pi"), Value(3.141592653589793));
-  put(v, str("s"), str("h\xc3\xa9llo \xf0\x9f\x99\x82"));
-  put(v, str("es"), str(""));
-  put(v, str("b"), Value::bytes(std::string("\x00\xff", 2)));
-  put(v, str("ba"), Value::bytes("xy", /*bytearray=*/true));
-  put(v, str("l"), Value::list({Value(1), str("a"), Value(), Value::list()}));
-  put(v, str("tu"), Value::tuple({Value(1), Value::tuple({Value(2)})}));
+  put(v, testing::str("none"), Value());
+  put(v, testing::str("true"), Value(true));
+  put(v, testing::str("false"), Value(false));
+  put(v, testing::str("i0"), Value(0));
+  put(v, testing::str("i1"), Value(1));
+  put(v, testing::str("im1"), Value(-1));
+  put(v, testing::str("i127"), Value(127));
+  put(v, testing::str("i128"), Value(128));
+  put(v, testing::str("im128"), Value(-128));
+  put(v, testing::str("im129"), Value(-129));
+  put(v, testing::str("imax"), Value(std::int64_t{INT64_MAX}));
+  put(v, testing::str("imin"), Value(std::int64_t{INT64_MIN}));
+  put(v, testing::str("big"), big(std::string("\0\0\0\0\0\0\0\0\x01", 9)));       // 2**64
+  put(v, testing::str("bigneg"), big(std::string("\x03\0\0\0\0\0\0\0\xc0", 9)));  // -(2**70) + 3
+  put(v, testing::str("fz"), Value(0.0));
+  put(v, testing::str("nz"), Value(-0.0));
+  put(v, testing::str("nan"), Value(from_bits(0x7FF8000000000123ull)));
+  put(v, testing::str("pi"), Value(3.141592653589793));
+  put(v, testing::str("s"), testing::str("h\xc3\xa9llo \xf0\x9f\x99\x82"));
+  put(v, testing::str("es"), testing::str(""));
+  put(v, testing::str("b"), Value::bytes(std::string("\x00\xff", 2)));
+  put(v, testing::str("ba"), Value::bytes("xy", /*bytearray=*/true));
+  put(v, testing::str("l"), Value::list({Value(1), testing::str("a"), Value(), Value::list()}));
+  put(v, testing::str("tu"), Value::tuple({Value(1), Value::tuple({Value(2)})}));
   Value deep = Value::dict(), k = Value::dict();
-  put(deep, str("deep"), Value::list({Value(1.5)}));
-  put(k, str("k"), deep);
-  put(v, str("nested"), k);
-  put(v, Value(3), str("int key"));
+  put(deep, testing::str("deep"), Value::list({Value(1.5)}));
+  put(k, testing::str("k"), deep);
+  put(v, testing::str("nested"), k);
+  put(v, Value(3), testing::str("int key"));
   auto set = std::make_shared<Set>();
   set->items = {Value(3), Value(1), Value(2)};
-  put(v, str("set"), Value(set));
+  put(v, testing::str("set"), Value(set));
   auto fset = std::make_shared<Set>();
-  fset->items = {str("a")};
+  fset->items = {testing::str("a")};
   fset->frozen = true;
-  put(v, str("fset"), Value(fset));
-  put(v, str("t"), Value(tensor(DType::kInt64, {2, 2}, pack<std::int64_t>({1, -2, 3, -4}))));
+  put(v, testing::str("fset"), Value(fset));
+  put(v, testing::str("t"), Value(tensor(DType::kInt64, {2, 2}, pack<std::int64_t>({1, -2, 3, -4}))));
   return v;
 }
 
 Value opaque() {
   Value v = Value::dict();
-  put(v, str("g"), Value::global("collections", "OrderedDict"));
+  put(v, testing::str("g"), Value::global("collections", "OrderedDict"));
   auto o = std::make_shared<Object>();
   o->how = Construct::kNewObj;
   o->callable = std::make_shared<Value>(Value::global("torch._utils", "_rebuild_parameter"));
   o->args =
       std::make_shared<Value>(Value::tuple({Value(tensor(DType::kFloat32, {1}, pack<float>({1.0f}))), Value(true)}));
   Value state = Value::dict();
-  put(state, str("x"), Value(1));
+  put(state, testing::str("x"), Value(1));
   o->state = std::make_shared<Value>(state);
   o->list_items = {Value(1)};
-  o->dict_items = {{str("k"), str("v")}, {str("a"), Value()}};
-  put(v, str("o"), Value(o));
+  o->dict_items = {{testing::str("k"), testing::str("v")}, {testing::str("a"), Value()}};
+  put(v, testing::str("o"), Value(o));
   return v;
 }
 
@@ -117,8 +116,8 @@ Value large() {
   std::vector<float> f(kLargeF32);
   for (std::size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>(i % 1000) * 0.5f;
   Value v = Value::dict();
-  put(v, str("u8"), Value(tensor(DType::kUInt8, {static_cast<std::int64_t>(kLargeU8)}, std::move(u8))));
-  put(v, str("f32"),
+  put(v, testing::str("u8"), Value(tensor(DType::kUInt8, {static_cast<std::int64_t>(kLargeU8)}, std::move(u8))));
+  put(v, testing::str("f32"),
       Value(tensor(DType::kFloat32, {static_cast<std::int64_t>(kLargeF32)}, raw(f.data(), f.size() * 4))));
   return v;
 }
@@ -131,12 +130,12 @@ std::shared_ptr<Tensor> transposed_view() {
 }
 Value strided() {
   Value v = Value::dict();
-  put(v, str("m"), Value(transposed_view()));
+  put(v, testing::str("m"), Value(transposed_view()));
   return v;
 }
 Value strided_copy() {
   Value v = Value::dict();
-  put(v, str("m"), Value(tensor(DType::kInt16, {3, 2}, pack<std::int16_t>({0, 3, 1, 4, 2, 5}))));
+  put(v, testing::str("m"), Value(tensor(DType::kInt16, {3, 2}, pack<std::int16_t>({0, 3, 1, 4, 2, 5}))));
   return v;
 }
 
@@ -151,7 +150,7 @@ Value large_strided() {
   auto t = tensor(DType::kFloat32, {kCols, kRows}, raw(m.data(), m.size() * 4));
   t->strides = {1, kCols};
   Value v = Value::dict();
-  put(v, str("t"), Value(t));
+  put(v, testing::str("t"), Value(t));
   return v;
 }
 Value large_strided_copy() {
@@ -160,7 +159,7 @@ Value large_strided_copy() {
   for (std::int64_t r = 0; r < kCols; ++r)
     for (std::int64_t c = 0; c < kRows; ++c) tr[r * kRows + c] = m[c * kCols + r];
   Value v = Value::dict();
-  put(v, str("t"), Value(tensor(DType::kFloat32, {kCols, kRows}, raw(tr.data(), tr.size() * 4))));
+  put(v, testing::str("t"), Value(tensor(DType::kFloat32, {kCols, kRows}, raw(tr.data(), tr.size() * 4))));
   return v;
 }
 
@@ -170,15 +169,15 @@ Value shared() {
   auto b = make_contiguous(DType::kFloat32, {3}, storage);
   b->storage_offset = 1;  // overlaps a
   Value v = Value::dict();
-  put(v, str("a"), Value(a));
-  put(v, str("b"), Value(b));
-  put(v, str("c"), Value(std::shared_ptr<const Tensor>(a)));  // the same node again
+  put(v, testing::str("a"), Value(a));
+  put(v, testing::str("b"), Value(b));
+  put(v, testing::str("c"), Value(std::shared_ptr<const Tensor>(a)));  // the same node again
   return v;
 }
 
 Value storage_leaf() {
   Value v = Value::dict();
-  put(v, str("s"), Value(Storage::owned(pack<float>({1.0f, 2.0f}), DType::kFloat32)));
+  put(v, testing::str("s"), Value(Storage::owned(pack<float>({1.0f, 2.0f}), DType::kFloat32)));
   return v;
 }
 
@@ -189,17 +188,17 @@ Value param() {
   auto g = tensor(DType::kFloat32, {2}, pack<float>({1.0f, 2.0f}));
   g->requires_grad = true;
   Value v = Value::dict();
-  put(v, str("p"), Value(p));
-  put(v, str("g"), Value(g));
+  put(v, testing::str("p"), Value(p));
+  put(v, testing::str("g"), Value(g));
   return v;
 }
 
 Value zero_size() {
   Value v = Value::dict();
-  put(v, str("e"), Value(tensor(DType::kFloat32, {0, 3}, {})));
-  put(v, str("s"), Value(tensor(DType::kFloat64, {}, pack<double>({2.0}))));
-  put(v, str("b"), Value(tensor(DType::kBool, {2}, pack<std::uint8_t>({1, 0}))));
-  put(v, str("bf"), Value(tensor(DType::kBFloat16, {1}, pack<std::uint8_t>({0x80, 0x3f}))));
+  put(v, testing::str("e"), Value(tensor(DType::kFloat32, {0, 3}, {})));
+  put(v, testing::str("s"), Value(tensor(DType::kFloat64, {}, pack<double>({2.0}))));
+  put(v, testing::str("b"), Value(tensor(DType::kBool, {2}, pack<std::uint8_t>({1, 0}))));
+  put(v, testing::str("bf"), Value(tensor(DType::kBFloat16, {1}, pack<std::uint8_t>({0x80, 0x3f}))));
   return v;
 }
 
@@ -210,17 +209,17 @@ Value ordered(DictKind kind, bool reversed, bool with_attrs) {
   Value b = Value(tensor(DType::kFloat32, {1}, pack<float>({2.0f})));
   Value a = Value::list({Value(1), Value(2)});
   if (reversed) {
-    put(v, str("a"), a);
-    put(v, str("b"), b);
+    put(v, testing::str("a"), a);
+    put(v, testing::str("b"), b);
   } else {
-    put(v, str("b"), b);
-    put(v, str("a"), a);
+    put(v, testing::str("b"), b);
+    put(v, testing::str("a"), a);
   }
   if (with_attrs) {
     v.as_dict().attrs = std::make_shared<Dict>();
     Value meta = Value::dict();
-    put(meta, str("version"), Value(1));
-    v.as_dict().attrs->set(str("_metadata"), meta);
+    put(meta, testing::str("version"), Value(1));
+    v.as_dict().attrs->set(testing::str("_metadata"), meta);
   }
   return v;
 }
@@ -228,10 +227,10 @@ Value ordered(DictKind kind, bool reversed, bool with_attrs) {
 // Python complex values (tag 'C'), next to the float they must differ from.
 Value complex_values() {
   Value v = Value::dict();
-  put(v, str("z"), Value(Complex{1.5, -2.0}));
-  put(v, str("nz"), Value(Complex{-0.0, 0.0}));
-  put(v, str("inf"), Value(Complex{std::numeric_limits<double>::infinity(), 3.0}));
-  put(v, str("l"), Value::list({Value(Complex{0.0, 1.0}), Value(Complex{2.0, 0.0}), Value(2.0)}));
+  put(v, testing::str("z"), Value(Complex{1.5, -2.0}));
+  put(v, testing::str("nz"), Value(Complex{-0.0, 0.0}));
+  put(v, testing::str("inf"), Value(Complex{std::numeric_limits<double>::infinity(), 3.0}));
+  put(v, testing::str("l"), Value::list({Value(Complex{0.0, 1.0}), Value(Complex{2.0, 0.0}), Value(2.0)}));
   return v;
 }
 
@@ -244,12 +243,13 @@ Value numpy_values() {
     return Value(std::shared_ptr<const Tensor>(t));
   };
   Value v = Value::dict();
-  put(v, str("t"), typed(NumpyType::kNone, DType::kFloat64, {}, pack<double>({1.5})));
-  put(v, str("a"), typed(NumpyType::kArray, DType::kFloat64, {}, pack<double>({1.5})));
-  put(v, str("s"), typed(NumpyType::kScalar, DType::kFloat64, {}, pack<double>({1.5})));
-  put(v, str("rng"),
-      Value::tuple({str("MT19937"), typed(NumpyType::kArray, DType::kUInt32, {3}, pack<std::uint32_t>({5, 6, 7})),
-                    Value(624), Value(0), Value(0.0)}));
+  put(v, testing::str("t"), typed(NumpyType::kNone, DType::kFloat64, {}, pack<double>({1.5})));
+  put(v, testing::str("a"), typed(NumpyType::kArray, DType::kFloat64, {}, pack<double>({1.5})));
+  put(v, testing::str("s"), typed(NumpyType::kScalar, DType::kFloat64, {}, pack<double>({1.5})));
+  put(v, testing::str("rng"),
+      Value::tuple({testing::str("MT19937"),
+                    typed(NumpyType::kArray, DType::kUInt32, {3}, pack<std::uint32_t>({5, 6, 7})), Value(624), Value(0),
+                    Value(0.0)}));
   return v;
 }
 
@@ -270,9 +270,9 @@ Value quantized_values() {
   qc->axis = 0;
   pc->quantization = qc;
   Value v = Value::dict();
-  put(v, str("pt"), Value(pt));
-  put(v, str("pc"), Value(pc));
-  put(v, str("plain"), Value(tensor(DType::kInt8, {2, 3}, ints)));
+  put(v, testing::str("pt"), Value(pt));
+  put(v, testing::str("pc"), Value(pc));
+  put(v, testing::str("plain"), Value(tensor(DType::kInt8, {2, 3}, ints)));
   return v;
 }
 
@@ -282,19 +282,19 @@ Value attribute_values() {
   auto one = pack<float>({1.0f, -2.0f});
   auto cloned = tensor(DType::kFloat32, {2}, one);
   Value a = Value::dict();
-  put(a, str("_has_been_cloned"), Value(true));
+  put(a, testing::str("_has_been_cloned"), Value(true));
   cloned->attributes = std::make_shared<const Value>(a);
   auto param = tensor(DType::kFloat32, {2}, one);
   param->is_parameter = true;
   param->requires_grad = true;
   Value b = Value::dict();
-  put(b, str("tag"), str("w"));
-  put(b, str("n"), Value::list({Value(1), Value(2)}));
+  put(b, testing::str("tag"), testing::str("w"));
+  put(b, testing::str("n"), Value::list({Value(1), Value(2)}));
   param->attributes = std::make_shared<const Value>(b);
   Value v = Value::dict();
-  put(v, str("cloned"), Value(std::shared_ptr<const Tensor>(cloned)));
-  put(v, str("param"), Value(std::shared_ptr<const Tensor>(param)));
-  put(v, str("plain"), Value(tensor(DType::kFloat32, {2}, one)));
+  put(v, testing::str("cloned"), Value(std::shared_ptr<const Tensor>(cloned)));
+  put(v, testing::str("param"), Value(std::shared_ptr<const Tensor>(param)));
+  put(v, testing::str("plain"), Value(tensor(DType::kFloat32, {2}, one)));
   return v;
 }
 
@@ -304,8 +304,8 @@ Value recursive_values() {
   Value selfish = Value::list();
   selfish.as_list().items.push_back(Value::ref_to(selfish));
   Value d = Value::dict();
-  put(d, str("name"), str("root"));
-  put(d, str("me"), Value::ref_to(d));
+  put(d, testing::str("name"), testing::str("root"));
+  put(d, testing::str("me"), Value::ref_to(d));
   auto object = [](const char* module, const char* name) {
     auto o = std::make_shared<Object>();
     o->how = Construct::kNewObj;
@@ -316,21 +316,21 @@ Value recursive_values() {
   auto parent = object("omegaconf.dictconfig", "DictConfig");
   auto child = object("omegaconf.listconfig", "ListConfig");
   Value cstate = Value::dict();
-  put(cstate, str("_parent"), Value::ref_to(Value(parent)));
-  put(cstate, str("_content"), Value::list({Value(1), Value(2)}));
+  put(cstate, testing::str("_parent"), Value::ref_to(Value(parent)));
+  put(cstate, testing::str("_content"), Value::list({Value(1), Value(2)}));
   child->state = std::make_shared<Value>(cstate);
   Value content = Value::dict();
-  put(content, str("lr"), Value(0.1));
-  put(content, str("layers"), Value(child));
+  put(content, testing::str("lr"), Value(0.1));
+  put(content, testing::str("layers"), Value(child));
   Value pstate = Value::dict();
-  put(pstate, str("_parent"), Value());
-  put(pstate, str("_content"), content);
+  put(pstate, testing::str("_parent"), Value());
+  put(pstate, testing::str("_content"), content);
   parent->state = std::make_shared<Value>(pstate);
   Value v = Value::dict();
-  put(v, str("list"), selfish);
-  put(v, str("dict"), d);
-  put(v, str("hparams"), Value(parent));
-  put(v, str("pair"), Value::list({selfish, Value::list({selfish})}));
+  put(v, testing::str("list"), selfish);
+  put(v, testing::str("dict"), d);
+  put(v, testing::str("hparams"), Value(parent));
+  put(v, testing::str("pair"), Value::list({selfish, Value::list({selfish})}));
   return v;
 }
 
@@ -440,7 +440,7 @@ TEST(ContentHash, IndependentOfDictOrderAndKind) {
   EXPECT_EQ(hash(ordered(DictKind::kOrderedDict, true, true)), want);
   EXPECT_EQ(hash(ordered(DictKind::kCounter, true, false)), want);
   // But a dict is not a list of pairs.
-  Value pairs = Value::list({Value::tuple({str("a"), Value::list({Value(1), Value(2)})})});
+  Value pairs = Value::list({Value::tuple({testing::str("a"), Value::list({Value(1), Value(2)})})});
   EXPECT_NE(hash(pairs), want);
 }
 
@@ -459,16 +459,16 @@ TEST(ContentHash, StridedEqualsContiguousAndSharingDoesNotMatter) {
   EXPECT_EQ(hash(large_strided()), hash(large_strided_copy()));
   // Shared storage vs separate copies of the same elements.
   Value separate = Value::dict();
-  put(separate, str("a"), Value(tensor(DType::kFloat32, {2}, pack<float>({1.0f, 2.0f}))));
-  put(separate, str("b"), Value(tensor(DType::kFloat32, {3}, pack<float>({2.0f, 3.0f, 4.0f}))));
-  put(separate, str("c"), Value(tensor(DType::kFloat32, {2}, pack<float>({1.0f, 2.0f}))));
+  put(separate, testing::str("a"), Value(tensor(DType::kFloat32, {2}, pack<float>({1.0f, 2.0f}))));
+  put(separate, testing::str("b"), Value(tensor(DType::kFloat32, {3}, pack<float>({2.0f, 3.0f, 4.0f}))));
+  put(separate, testing::str("c"), Value(tensor(DType::kFloat32, {2}, pack<float>({1.0f, 2.0f}))));
   EXPECT_EQ(hash(separate), hash(shared()));
   // A view with a storage offset in a larger storage.
   auto s = Storage::owned(pack<float>({9.0f, 1.0f, -2.5f, 0.0f, 9.0f}), DType::kFloat32);
   auto view = make_contiguous(DType::kFloat32, {3}, s);
   view->storage_offset = 1;
   Value v = Value::dict();
-  put(v, str("w"), Value(view));
+  put(v, testing::str("w"), Value(view));
   EXPECT_EQ(hash(v), hash(one_f32()));
 }
 
@@ -477,7 +477,7 @@ TEST(ContentHash, StorageDtypeOfTensorsDoesNotMatter) {
   auto s = Storage::owned(pack<float>({1.0f, -2.5f, 0.0f}), DType::kUInt8);
   t->storage = s;
   Value v = Value::dict();
-  put(v, str("w"), Value(t));
+  put(v, testing::str("w"), Value(t));
   EXPECT_EQ(hash(v), hash(one_f32()));
 }
 
@@ -489,7 +489,7 @@ TEST(ContentHash, EveryMeaningfulChangeChangesTheHash) {
     auto t = tensor(DType::kFloat32, {3}, pack<float>({1.0f, -2.5f, 0.0f}));
     edit(*t);
     Value v = Value::dict();
-    put(v, str("w"), Value(t));
+    put(v, testing::str("w"), Value(t));
     return hash(v);
   };
   std::map<std::string, std::string> seen;
@@ -498,7 +498,7 @@ TEST(ContentHash, EveryMeaningfulChangeChangesTheHash) {
     auto b = pack<float>({1.0f, -2.5f, 0.0f});
     b[4 + bit / 8] ^= static_cast<std::byte>(1 << (bit % 8));
     Value v = Value::dict();
-    put(v, str("w"), Value(tensor(DType::kFloat32, {3}, b)));
+    put(v, testing::str("w"), Value(tensor(DType::kFloat32, {3}, b)));
     seen["bit" + std::to_string(bit)] = hash(v);
   }
   seen["dtype"] = variant([](Tensor& t) { t.dtype = DType::kInt32; });
@@ -514,13 +514,13 @@ TEST(ContentHash, EveryMeaningfulChangeChangesTheHash) {
   seen["parameter"] = variant([](Tensor& t) { t.is_parameter = true; });
   {
     Value v = Value::dict();
-    put(v, str("W"), Value(tensor(DType::kFloat32, {3}, pack<float>({1.0f, -2.5f, 0.0f}))));
+    put(v, testing::str("W"), Value(tensor(DType::kFloat32, {3}, pack<float>({1.0f, -2.5f, 0.0f}))));
     seen["key"] = hash(v);
   }
   {
     Value v = Value::dict(), inner = Value::dict();
-    put(inner, str("w"), Value(tensor(DType::kFloat32, {3}, pack<float>({1.0f, -2.5f, 0.0f}))));
-    put(v, str("m"), inner);
+    put(inner, testing::str("w"), Value(tensor(DType::kFloat32, {3}, pack<float>({1.0f, -2.5f, 0.0f}))));
+    put(v, testing::str("m"), inner);
     seen["nesting"] = hash(v);
   }
   std::set<std::string> distinct{base};
@@ -541,7 +541,7 @@ TEST(ContentHash, ScalarKindsAreDistinguished) {
                           one(Value(0)),
                           one(Value(0.0)),
                           one(Value(-0.0)),
-                          one(str("")),
+                          one(testing::str("")),
                           one(Value::bytes("")),
                           one(Value::list()),
                           one(Value::tuple()),

@@ -13,27 +13,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() / ("tseal_core_io_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-  std::vector<std::string> names() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path_)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
- private:
-  fs::path path_;
-};
-
 void write_text(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
 
 // Sink::write(string_view) is declared on the base class (derived classes override the
@@ -66,7 +45,7 @@ TEST(CoreStorage, OwnedAndSlices) {
 }
 
 TEST(CoreStorage, MappedFilesAndWindows) {
-  TempDir dir;
+  testing::TempDir dir;
   write_text(dir.path() / "f.bin", "0123456789");
   auto file = MappedFile::open(dir.path() / "f.bin");
   EXPECT_EQ(file->size(), 10u);
@@ -103,7 +82,7 @@ TEST(CoreStorage, MappedFilesAndWindows) {
 // ---- AtomicFileSink -----------------------------------------------------------------
 
 TEST(CoreAtomicFile, CommitMakesTheFileAppear) {
-  TempDir dir;
+  testing::TempDir dir;
   const fs::path target = dir.path() / "out.bin";
   {
     detail::io::AtomicFileSink sink(target);
@@ -128,7 +107,7 @@ TEST(CoreAtomicFile, CommitMakesTheFileAppear) {
 }
 
 TEST(CoreAtomicFile, DestroyedWithoutCommitLeavesNothing) {
-  TempDir dir;
+  testing::TempDir dir;
   const fs::path target = dir.path() / "out.bin";
   fs::path temp;
   {
@@ -143,7 +122,7 @@ TEST(CoreAtomicFile, DestroyedWithoutCommitLeavesNothing) {
 }
 
 TEST(CoreAtomicFile, ExistingTargetKeepsItsContentUntilCommit) {
-  TempDir dir;
+  testing::TempDir dir;
   const fs::path target = dir.path() / "model.safetensors";
   write_text(target, "old content");
   ::chmod(target.c_str(), 0600);
@@ -179,7 +158,7 @@ int fds_on(dev_t dev, ino_t ino) {
 // A large replaced file is released by a helper after the rename (io/replaced_file.h):
 // closed soon, and never open in a child forked right after the commit.
 TEST(CoreAtomicFile, ReplacedFileIsReleasedAndNotInheritedByAFork) {
-  TempDir dir;
+  testing::TempDir dir;
   const fs::path target = dir.path() / "big.pt";
   write_text(target, std::string(3 << 20, 'o'));
   struct stat old {};
@@ -205,7 +184,7 @@ TEST(CoreAtomicFile, ReplacedFileIsReleasedAndNotInheritedByAFork) {
 }
 
 TEST(CoreAtomicFile, StaleTempOfDeadWriterIsRemoved) {
-  TempDir dir;
+  testing::TempDir dir;
   const fs::path target = dir.path() / "x.pt";
   // A temp file left by a writer whose pid no longer exists, and one by a live pid (ours).
   const std::string marker(detail::io::AtomicFileSink::kTempMarker);

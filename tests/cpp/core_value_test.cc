@@ -7,17 +7,15 @@
 namespace tensorseal {
 namespace {
 
-Value str(std::string s) { return Value::str(std::move(s)); }
-
 // ---- Dict -------------------------------------------------------------------------
 
 TEST(CoreValue, DictSetReplacesAndKeepsOrder) {
   Value v = Value::dict();
   Dict& d = v.as_dict();
-  d.set(str("b"), Value(1));
-  d.set(str("a"), Value(2));
+  d.set(testing::str("b"), Value(1));
+  d.set(testing::str("a"), Value(2));
   d.set(Value(7), Value(3));
-  d.set(str("b"), Value(10));  // replace: stays first
+  d.set(testing::str("b"), Value(10));  // replace: stays first
   ASSERT_EQ(d.items.size(), 3u);
   EXPECT_EQ(d.items[0].first.as_str(), "b");
   EXPECT_EQ(d.items[0].second.as_int(), 10);
@@ -34,27 +32,27 @@ TEST(CoreValue, DictSetReplacesAndKeepsOrder) {
   EXPECT_EQ(d.find(Value(true))->as_int(), 5);
   EXPECT_EQ(d.find(std::string_view("1")), nullptr);
   // Non-indexed keys (tuples) fall back to a scan with structural equality.
-  d.set(Value::tuple({Value(1), str("x")}), Value(6));
-  d.set(Value::tuple({Value(1), str("x")}), Value(7));
+  d.set(Value::tuple({Value(1), testing::str("x")}), Value(6));
+  d.set(Value::tuple({Value(1), testing::str("x")}), Value(7));
   EXPECT_EQ(d.items.size(), 5u);
-  EXPECT_EQ(d.find(Value::tuple({Value(1), str("x")}))->as_int(), 7);
+  EXPECT_EQ(d.find(Value::tuple({Value(1), testing::str("x")}))->as_int(), 7);
 }
 
 TEST(CoreValue, DictIndexSurvivesManyInsertsAndDirectEdits) {
   Value v = Value::dict();
   Dict& d = v.as_dict();
-  for (int i = 0; i < 5000; ++i) d.set(str("k" + std::to_string(i)), Value(i));
-  for (int i = 0; i < 5000; i += 97) d.set(str("k" + std::to_string(i)), Value(-i));
+  for (int i = 0; i < 5000; ++i) d.set(testing::str("k" + std::to_string(i)), Value(i));
+  for (int i = 0; i < 5000; i += 97) d.set(testing::str("k" + std::to_string(i)), Value(-i));
   EXPECT_EQ(d.items.size(), 5000u);
   for (int i = 0; i < 5000; i += 13)
     EXPECT_EQ(d.find(std::string_view("k" + std::to_string(i)))->as_int(), i % 97 ? i : -i);
   // Readers may append to items directly; find still sees the new entries.
-  d.items.emplace_back(str("late"), Value(1));
+  d.items.emplace_back(testing::str("late"), Value(1));
   EXPECT_NE(d.find(std::string_view("late")), nullptr);
   // And shrinking items rebuilds the index.
   d.items.clear();
   EXPECT_EQ(d.find(std::string_view("k1")), nullptr);
-  d.items.emplace_back(str("x"), Value(2));
+  d.items.emplace_back(testing::str("x"), Value(2));
   EXPECT_EQ(d.find(std::string_view("x"))->as_int(), 2);
 }
 
@@ -63,17 +61,17 @@ TEST(CoreValue, DictIndexSurvivesManyInsertsAndDirectEdits) {
 TEST(CoreValue, DictKeysFollowPythonIdentity) {
   Value v = Value::dict();
   Dict& d = v.as_dict();
-  d.set(Value(1), Value(str("int")));
-  d.set(Value(true), Value(str("bool")));
-  d.set(Value(1.0), Value(str("float")));
+  d.set(Value(1), Value(testing::str("int")));
+  d.set(Value(true), Value(testing::str("bool")));
+  d.set(Value(1.0), Value(testing::str("float")));
   ASSERT_EQ(d.items.size(), 1u);
   EXPECT_TRUE(d.items[0].first.is(Value::Kind::kInt));  // the first key object stays
   for (const Value& k : {Value(1), Value(true), Value(1.0)}) EXPECT_EQ(d.find(k)->as_str(), "float");
-  d.set(Value(-0.0), Value(str("zero")));
+  d.set(Value(-0.0), Value(testing::str("zero")));
   EXPECT_EQ(d.find(Value(0))->as_str(), "zero");
   EXPECT_EQ(d.find(Value(false))->as_str(), "zero");
   EXPECT_EQ(d.find(Value(0.0))->as_str(), "zero");
-  d.set(Value(1.5), Value(str("x")));
+  d.set(Value(1.5), Value(testing::str("x")));
   EXPECT_EQ(d.items.size(), 3u);
   EXPECT_EQ(d.find(Value(1.5))->as_str(), "x");
   EXPECT_EQ(d.find(Value(2)), nullptr);
@@ -83,10 +81,10 @@ TEST(CoreValue, DictKeysFollowPythonIdentity) {
   EXPECT_EQ(d.items.size(), 5u);
   EXPECT_EQ(d.find(Value(std::nan(""))), nullptr);
   // Tuples compare elementwise with the same identity.
-  d.set(Value::tuple({Value(1), str("a")}), Value(3));
-  EXPECT_EQ(d.find(Value::tuple({Value(true), str("a")}))->as_int(), 3);
-  EXPECT_EQ(d.find(Value::tuple({Value(1.0), str("a")}))->as_int(), 3);
-  EXPECT_EQ(d.find(Value::tuple({Value(1), str("b")})), nullptr);
+  d.set(Value::tuple({Value(1), testing::str("a")}), Value(3));
+  EXPECT_EQ(d.find(Value::tuple({Value(true), testing::str("a")}))->as_int(), 3);
+  EXPECT_EQ(d.find(Value::tuple({Value(1.0), testing::str("a")}))->as_int(), 3);
+  EXPECT_EQ(d.find(Value::tuple({Value(1), testing::str("b")})), nullptr);
   // Frozensets ignore order; str and bytes of the same text are different keys.
   auto fs = [](std::vector<Value> xs) {
     auto s = std::make_shared<Set>();
@@ -96,7 +94,7 @@ TEST(CoreValue, DictKeysFollowPythonIdentity) {
   };
   d.set(fs({Value(1), Value(2)}), Value(4));
   EXPECT_EQ(d.find(fs({Value(2), Value(1)}))->as_int(), 4);
-  d.set(str("k"), Value(5));
+  d.set(testing::str("k"), Value(5));
   EXPECT_EQ(d.find(Value::bytes("k")), nullptr);
   // Globals by name; tensors by identity.
   d.set(Value::global("torch", "float32"), Value(6));
@@ -164,7 +162,7 @@ TEST(CoreValue, BigIntNormalisesToInt) {
 TEST(CoreValue, AccessorsThrowInternalOnWrongKind) {
   EXPECT_EQ(testing::rule_of([] { (void)Value(1).as_str(); }), rules::kInternal.id);
   EXPECT_EQ(testing::rule_of([] { (void)Value().as_dict(); }), rules::kInternal.id);
-  EXPECT_EQ(testing::rule_of([] { (void)str("x").items(); }), rules::kInternal.id);
+  EXPECT_EQ(testing::rule_of([] { (void)testing::str("x").items(); }), rules::kInternal.id);
   EXPECT_EQ(Value(2.5).as_float(), 2.5);
   EXPECT_EQ(kind_name(Value::Kind::kBigInt), "int");
   EXPECT_TRUE(Value::global("torch", "Size").is_global("torch", "Size"));
@@ -177,7 +175,7 @@ TEST(CoreValue, EqualityIsStructuralAndBitExactForFloats) {
     std::memcpy(&d, &b, 8);
     return Value(d);
   };
-  EXPECT_TRUE(equal(Value::list({Value(1), str("a")}), Value::list({Value(1), str("a")})));
+  EXPECT_TRUE(equal(Value::list({Value(1), testing::str("a")}), Value::list({Value(1), testing::str("a")})));
   EXPECT_FALSE(equal(Value::list({Value(1)}), Value::tuple({Value(1)})));
   EXPECT_FALSE(equal(Value(0.0), Value(-0.0)));
   EXPECT_TRUE(equal(bits(0x7ff8000000000001), bits(0x7ff8000000000001)));
@@ -195,9 +193,9 @@ TEST(CoreValue, CollectTensorsPathsAndSharing) {
   auto t = make_contiguous(DType::kUInt8, {1}, Storage::owned(std::vector<std::byte>(1)));
   Value root = Value::dict();
   Value layer = Value::dict(DictKind::kOrderedDict);
-  layer.as_dict().set(str("weight"), Value(t));
-  root.as_dict().set(str("encoder"), layer);
-  root.as_dict().set(str("list"), Value::list({Value(1), Value(t)}));
+  layer.as_dict().set(testing::str("weight"), Value(t));
+  root.as_dict().set(testing::str("encoder"), layer);
+  root.as_dict().set(testing::str("list"), Value::list({Value(1), Value(t)}));
   root.as_dict().set(Value(3), Value::tuple({Value(std::shared_ptr<const Tensor>(
                                    make_contiguous(DType::kUInt8, {1}, Storage::owned(std::vector<std::byte>(1)))))}));
   const auto refs = collect_tensors(root);
@@ -208,7 +206,7 @@ TEST(CoreValue, CollectTensorsPathsAndSharing) {
 
 TEST(CoreValue, ReprIsBoundedAndPythonLike) {
   Value v = Value::dict();
-  v.as_dict().set(str("a"), Value::list({Value(1), Value(2.5), Value(), Value(true), Value::bytes("x\n")}));
+  v.as_dict().set(testing::str("a"), Value::list({Value(1), Value(2.5), Value(), Value(true), Value::bytes("x\n")}));
   EXPECT_EQ(repr(v), "{'a': [1, 2.5, None, True, b'x\\x0a']}");
   Value big = Value::list();
   for (int i = 0; i < 1000; ++i) big.items().push_back(Value(i));

@@ -74,12 +74,6 @@ fs::path fresh_base(const std::string& name) {
   return base;
 }
 
-std::map<std::string, std::string> files_of(const fs::path& dir) {
-  std::map<std::string, std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out[e.path().filename().string()] = testing::read_all(e.path());
-  return out;
-}
-
 void flip(const fs::path& file, std::uint64_t at) {
   std::string b = testing::read_all(file);
   b[at] = static_cast<char>(b[at] ^ 0x01);
@@ -97,9 +91,9 @@ void rewrite_manifest(const fs::path& d, const std::vector<DcpRecord>& rows) {
 TEST(DcpPlugin, SameItemsSameBytesAndTheWholeReadsBack) {
   const auto base = fresh_base("same");
   const auto a = save(base / "a"), b = save(base / "elsewhere" / "b");
-  EXPECT_EQ(files_of(a), files_of(b));
+  EXPECT_EQ(testing::files_of(a), testing::files_of(b));
   EXPECT_FALSE(fs::exists(dcp_staging_dir(a))) << "the staging directory became the checkpoint";
-  EXPECT_EQ(files_of(a).size(), 4u);  // .metadata, .tensorseal.json, __0_0.distcp, __1_0.distcp
+  EXPECT_EQ(testing::files_of(a).size(), 4u);  // .metadata, .tensorseal.json, __0_0.distcp, __1_0.distcp
   const Checkpoint c = read_file(a);
   EXPECT_EQ(c.format, Format::kDcp);
   Value want = Value::dict();
@@ -114,7 +108,7 @@ TEST(DcpPlugin, SameItemsSameBytesAndTheWholeReadsBack) {
   EXPECT_EQ(r.metadata().entries[2].chunks[0].offsets, (std::vector<std::int64_t>{0, 0})) << "chunks by offsets";
   // Re-saving over it swaps it as a whole.
   save(a);
-  EXPECT_EQ(files_of(a), files_of(b));
+  EXPECT_EQ(testing::files_of(a), testing::files_of(b));
   fs::remove_all(base);
 }
 

@@ -118,13 +118,6 @@ TEST(Dcp, MetadataRankNames) {
     EXPECT_FALSE(metadata_rank(n).has_value()) << n;
 }
 
-std::map<std::string, std::string> files_of(const std::filesystem::path& dir) {
-  std::map<std::string, std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    out[e.path().filename().string()] = testing::read_all(e.path());
-  return out;
-}
-
 // write_dcp: same content, same bytes (whatever the source's dict order), read back as
 // the same content, tensors split over the ranks' files.
 TEST(Dcp, WriterIsCanonicalAndReadsBack) {
@@ -141,10 +134,10 @@ TEST(Dcp, WriterIsCanonicalAndReadsBack) {
   for (auto it = items.rbegin(); it != items.rend(); ++it) reversed.as_dict().set(it->first, it->second);
   write_file(reversed, base / "b", Format::kDcp, o);
   write_file(read_file(dcp_dir("safetensors")).root, base / "c", Format::kDcp, o);
-  const auto a = files_of(base / "a");
+  const auto a = testing::files_of(base / "a");
   EXPECT_EQ(a.size(), 4u);  // .metadata + three ranks' files
-  EXPECT_EQ(a, files_of(base / "b"));
-  EXPECT_EQ(a, files_of(base / "c"));
+  EXPECT_EQ(a, testing::files_of(base / "b"));
+  EXPECT_EQ(a, testing::files_of(base / "c"));
   const Checkpoint back = read_file(base / "a");
   EXPECT_EQ(back.format, Format::kDcp);
   EXPECT_EQ(content_hash(back.root), content_hash(src.root));

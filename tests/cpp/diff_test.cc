@@ -18,12 +18,10 @@ namespace {
 
 using nlohmann::json;
 
-std::filesystem::path fx(const std::string& name) { return testing::fixture_dir("gen_tools") / name; }
-
-json expected() { return json::parse(testing::read_all(fx("expected.json"))); }
+json expected() { return json::parse(testing::read_all(testing::tools_fixture("expected.json"))); }
 
 DiffReport diff_files(const std::string& a, const std::string& b, DiffOptions o = {}) {
-  return diff(read_file(fx(a)), read_file(fx(b)), o);
+  return diff(read_file(testing::tools_fixture(a)), read_file(testing::tools_fixture(b)), o);
 }
 
 const TensorDiff& tensor(const DiffReport& r, const std::string& path) {
@@ -60,7 +58,7 @@ Value dict_of(std::vector<std::pair<std::string, Value>> kv) {
 // Every bit pattern of every float8 dtype (and of float16/bfloat16) decodes to exactly
 // the float32 torch gives for it.
 TEST(Elements, DecodeMatchesTorchForEveryBitPattern) {
-  Checkpoint c = read_file(fx("dtypes.safetensors"));
+  Checkpoint c = read_file(testing::tools_fixture("dtypes.safetensors"));
   const Dict& d = c.root.as_dict();
   int checked = 0;
   for (const char* n : {"float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
@@ -486,7 +484,7 @@ TEST(Diff, BrokenViewThrows) {
   {                                                                                         \
     std::string rule_;                                                                      \
     try {                                                                                   \
-      var = read_file(fx(name));                                                            \
+      var = read_file(testing::tools_fixture(name));                                        \
     } catch (const Error& e) {                                                              \
       rule_ = e.rule();                                                                     \
       if (rule_ == "value/unsupported") FAIL() << "torch zip reader missing: " << e.what(); \
@@ -496,7 +494,7 @@ TEST(Diff, BrokenViewThrows) {
 
 TEST(DiffTorch, SameContentInTwoFormatsIsIdentical) {
   READ_PT_OR_SKIP(b, "formats_b.pt");
-  DiffReport r = diff(read_file(fx("formats_a.safetensors")), b);
+  DiffReport r = diff(read_file(testing::tools_fixture("formats_a.safetensors")), b);
   EXPECT_TRUE(r.equal()) << to_json(r);
 }
 
@@ -526,16 +524,25 @@ using testing::run_cli;
 TEST(DiffCli, ExitStatusAndSummary) {
   if (!std::filesystem::exists(std::string(TENSORSEAL_BINARY_DIR) + "/tseal")) FAIL() << "tseal not built";
   std::string out;
-  EXPECT_EQ(run_cli("diff " + fx("base.safetensors").string() + " " + fx("base_copy.safetensors").string(), &out), 0);
+  EXPECT_EQ(run_cli("diff " + testing::tools_fixture("base.safetensors").string() + " " +
+                        testing::tools_fixture("base_copy.safetensors").string(),
+                    &out),
+            0);
   EXPECT_EQ(out.substr(0, out.find('\n')), "content identical: 6 tensors, 0 differ");
-  EXPECT_EQ(run_cli("diff " + fx("ulp_a.safetensors").string() + " " + fx("ulp_b.safetensors").string(), &out), 1);
+  EXPECT_EQ(run_cli("diff " + testing::tools_fixture("ulp_a.safetensors").string() + " " +
+                        testing::tools_fixture("ulp_b.safetensors").string(),
+                    &out),
+            1);
   EXPECT_EQ(out.substr(0, out.find('\n')), "1 of 6 tensors differ");
   EXPECT_NE(out.find("0.weight"), std::string::npos);
-  EXPECT_EQ(run_cli("diff --ulp 1 " + fx("ulp_a.safetensors").string() + " " + fx("ulp_b.safetensors").string()), 0);
-  EXPECT_EQ(run_cli("diff " + fx("ulp_a.safetensors").string() + " /nonexistent/x.safetensors"), 2);
-  EXPECT_EQ(
-      run_cli("diff --json " + fx("renamed_a.safetensors").string() + " " + fx("renamed_b.safetensors").string(), &out),
-      1);
+  EXPECT_EQ(run_cli("diff --ulp 1 " + testing::tools_fixture("ulp_a.safetensors").string() + " " +
+                    testing::tools_fixture("ulp_b.safetensors").string()),
+            0);
+  EXPECT_EQ(run_cli("diff " + testing::tools_fixture("ulp_a.safetensors").string() + " /nonexistent/x.safetensors"), 2);
+  EXPECT_EQ(run_cli("diff --json " + testing::tools_fixture("renamed_a.safetensors").string() + " " +
+                        testing::tools_fixture("renamed_b.safetensors").string(),
+                    &out),
+            1);
   json j = json::parse(out);
   EXPECT_EQ(j["renamed"][0]["path_a"], "2.weight");
   EXPECT_EQ(j["renamed"][0]["path_b"], "head.weight");

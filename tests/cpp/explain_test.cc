@@ -19,10 +19,8 @@ namespace {
 
 using nlohmann::json;
 
-std::filesystem::path fx(const std::string& name) { return testing::fixture_dir("gen_tools") / name; }
-
 ExplainReport explain_files(const std::string& a, const std::string& b) {
-  return explain(read_file(fx(a)), read_file(fx(b)));
+  return explain(read_file(testing::tools_fixture(a)), read_file(testing::tools_fixture(b)));
 }
 
 std::vector<std::string> topics(const ExplainReport& r) {
@@ -253,8 +251,8 @@ TEST(Explain, SeedPicklesDifferOnlyInTheStorageKey) {
 }
 
 TEST(ExplainTorch, SameContentInTwoFormats) {
-  READ_OR_SKIP(b, fx("formats_b.pt"));
-  ExplainReport r = explain(read_file(fx("formats_a.safetensors")), b);
+  READ_OR_SKIP(b, testing::tools_fixture("formats_b.pt"));
+  ExplainReport r = explain(read_file(testing::tools_fixture("formats_a.safetensors")), b);
   EXPECT_TRUE(r.same_content) << to_json(r);
   ASSERT_FALSE(r.differences.empty());
   for (const auto& d : r.differences) EXPECT_NE(d.topic, "data");
@@ -262,8 +260,8 @@ TEST(ExplainTorch, SameContentInTwoFormats) {
 }
 
 TEST(ExplainTorch, FileNameChangesOnlyTheZipPrefix) {
-  READ_OR_SKIP(a, fx("base.pt"));
-  READ_OR_SKIP(b, fx("base_copy.pt"));
+  READ_OR_SKIP(a, testing::tools_fixture("base.pt"));
+  READ_OR_SKIP(b, testing::tools_fixture("base_copy.pt"));
   ExplainReport r = explain(a, b);
   EXPECT_TRUE(r.same_content);
   const auto t = topics(r);
@@ -276,18 +274,23 @@ using testing::run_cli;
 TEST(ExplainCli, ExitStatusAndJson) {
   if (!std::filesystem::exists(std::string(TENSORSEAL_BINARY_DIR) + "/tseal")) FAIL() << "tseal not built";
   std::string out;
-  EXPECT_EQ(
-      run_cli("explain " + fx("metaorder_a.safetensors").string() + " " + fx("metaorder_b.safetensors").string(), &out),
-      0);
+  EXPECT_EQ(run_cli("explain " + testing::tools_fixture("metaorder_a.safetensors").string() + " " +
+                        testing::tools_fixture("metaorder_b.safetensors").string(),
+                    &out),
+            0);
   EXPECT_NE(out.find("content:  identical"), std::string::npos) << out;
   EXPECT_NE(out.find("safetensors.metadata_order"), std::string::npos) << out;
-  EXPECT_EQ(run_cli("explain " + fx("base.safetensors").string() + " " + fx("base_copy.safetensors").string(), &out),
+  EXPECT_EQ(run_cli("explain " + testing::tools_fixture("base.safetensors").string() + " " +
+                        testing::tools_fixture("base_copy.safetensors").string(),
+                    &out),
             0);
   EXPECT_EQ(out.rfind("bytes identical", 0), 0u) << out;
-  EXPECT_EQ(
-      run_cli("explain --json " + fx("ulp_a.safetensors").string() + " " + fx("ulp_b.safetensors").string(), &out), 1);
+  EXPECT_EQ(run_cli("explain --json " + testing::tools_fixture("ulp_a.safetensors").string() + " " +
+                        testing::tools_fixture("ulp_b.safetensors").string(),
+                    &out),
+            1);
   EXPECT_FALSE(json::parse(out)["same_content"].get<bool>());
-  EXPECT_EQ(run_cli("explain /nonexistent " + fx("ulp_b.safetensors").string()), 2);
+  EXPECT_EQ(run_cli("explain /nonexistent " + testing::tools_fixture("ulp_b.safetensors").string()), 2);
 }
 
 }  // namespace

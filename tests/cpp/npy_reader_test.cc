@@ -4,6 +4,7 @@
 // their manifests. Spec: docs/formats/npy.md.
 #include <nlohmann/json.hpp>
 
+#include "test_manifest.h"
 #include "test_util.h"
 
 namespace tensorseal {
@@ -14,11 +15,6 @@ using json = nlohmann::json;
 
 const char* const kGenerators[] = {"gen_numpy", "gen_numpy_t113"};
 
-json manifest(const std::string& gen) {
-  const auto text = testing::read_all(testing::fixture_dir(gen) / "manifest.json");
-  return text.empty() ? json::object() : json::parse(text);
-}
-
 std::string fact(const Checkpoint& c, const std::string& topic, const std::string& where = "") {
   for (const auto& f : c.facts)
     if (f.topic == topic && (where.empty() || f.where == where)) return f.value;
@@ -27,7 +23,7 @@ std::string fact(const Checkpoint& c, const std::string& topic, const std::strin
 
 TEST(NpyReader, FixturesExist) {
   for (const char* gen : kGenerators) {
-    const auto m = manifest(gen);
+    const auto m = testing::fixture_manifest(gen);
     ASSERT_TRUE(m.contains("npy")) << "run tests/fixtures/" << gen << ".py (ctest does it)";
     EXPECT_GE(m["npy"].size(), 30u) << gen;
     EXPECT_GE(m["npz"].size(), 6u) << gen;
@@ -36,7 +32,7 @@ TEST(NpyReader, FixturesExist) {
 
 TEST(NpyReader, EveryNpyMatchesNumpy) {
   for (const char* gen : kGenerators) {
-    const auto m = manifest(gen);
+    const auto m = testing::fixture_manifest(gen);
     ASSERT_TRUE(m.contains("npy")) << gen;
     for (const auto& row : m["npy"]) {
       const std::string file = row["file"];
@@ -88,7 +84,7 @@ TEST(NpyReader, EveryNpyMatchesNumpy) {
 
 TEST(NpyReader, EveryNpzMatchesNumpy) {
   for (const char* gen : kGenerators) {
-    const auto m = manifest(gen);
+    const auto m = testing::fixture_manifest(gen);
     ASSERT_TRUE(m.contains("npz")) << gen;
     for (const auto& row : m["npz"]) {
       const std::string file = row["file"];

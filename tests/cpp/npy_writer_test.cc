@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "numpy/npy.h"
+#include "test_manifest.h"
 #include "test_util.h"
 
 namespace tensorseal {
@@ -13,15 +14,10 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-json manifest(const std::string& gen) {
-  const auto text = testing::read_all(testing::fixture_dir(gen) / "manifest.json");
-  return text.empty() ? json::object() : json::parse(text);
-}
-
 TEST(NpyWriter, NpSaveFilesAreReproducedByteForByte) {
   int checked = 0;
   for (const char* gen : {"gen_numpy", "gen_numpy_t113"}) {
-    const auto m = manifest(gen);
+    const auto m = testing::fixture_manifest(gen);
     ASSERT_TRUE(m.contains("npy")) << gen;
     for (const auto& row : m["npy"]) {
       if (!row["np_save"].get<bool>()) continue;
@@ -40,7 +36,7 @@ TEST(NpyWriter, NpSaveFilesAreReproducedByteForByte) {
 // Non-canonical inputs (Fortran order, big-endian, v2/v3 headers) are written as the
 // canonical C-order little-endian v1.0 file with the same values.
 TEST(NpyWriter, CanonicalFormOfOtherLayouts) {
-  const auto m = manifest("gen_numpy");
+  const auto m = testing::fixture_manifest("gen_numpy");
   ASSERT_TRUE(m.contains("npy"));
   int checked = 0;
   for (const auto& row : m["npy"]) {
@@ -88,7 +84,7 @@ TEST(NpyWriter, HeaderLiteral) {
 }
 
 TEST(NpyWriter, NpzSortedSavezIsReproducedByteForByte) {
-  const auto m = manifest("gen_numpy");
+  const auto m = testing::fixture_manifest("gen_numpy");
   ASSERT_TRUE(m.contains("npz"));
   const fs::path dir = testing::fixture_dir("gen_numpy");
   const std::string sorted = testing::read_all(dir / "savez_sorted.npz");
@@ -107,7 +103,7 @@ TEST(NpyWriter, NpzSortedSavezIsReproducedByteForByte) {
 
 TEST(NpyWriter, NpzRoundTripOfEveryFixture) {
   for (const char* gen : {"gen_numpy", "gen_numpy_t113"}) {
-    const auto m = manifest(gen);
+    const auto m = testing::fixture_manifest(gen);
     ASSERT_TRUE(m.contains("npz")) << gen;
     for (const auto& row : m["npz"]) {
       const std::string file = row["file"];

@@ -28,11 +28,6 @@ std::string make_file(std::string_view header, std::string_view buffer = {}) {
   return make_safetensors_file(header, buffer);
 }
 
-std::string entry(std::string_view name, std::string_view dtype, std::string_view shape, std::string_view offsets) {
-  return "\"" + std::string(name) + "\":{\"dtype\":\"" + std::string(dtype) + "\",\"shape\":" + std::string(shape) +
-         ",\"data_offsets\":" + std::string(offsets) + "}";
-}
-
 // Everything an index holds, as text (two indexes are equal when their texts are).
 std::string render(const SafetensorsIndex& idx) { return fuzz::render_index(idx); }
 
@@ -131,8 +126,9 @@ TEST(SafetensorsIndex, RealFilesListWhatReadFileReads) {
 }
 
 TEST(SafetensorsIndex, FromBytesOwnsACopy) {
-  const std::string f = make_file("{\"__metadata__\":{\"k\":\"v\"}," + entry("a", "I32", "[2]", "[0,8]") + "}",
-                                  std::string("\1\0\0\0\2\0\0\0", 8));
+  const std::string f =
+      make_file("{\"__metadata__\":{\"k\":\"v\"}," + testing::safetensors_entry("a", "I32", "[2]", "[0,8]") + "}",
+                std::string("\1\0\0\0\2\0\0\0", 8));
   SafetensorsIndex idx = read_safetensors_index(testing::bytes_of(f), "mem");
   EXPECT_FALSE(idx.mapping);
   EXPECT_EQ(idx.file, "mem");
@@ -166,8 +162,9 @@ TEST(SafetensorsIndex, ManyEntriesSortedByNameAndByData) {
   }
   std::string header = "{";
   for (std::size_t i = 0; i < names.size(); ++i)
-    header += (i ? "," : "") + entry(names[i], "F32", "[" + std::to_string(len[i] / 4) + "]",
-                                     "[" + std::to_string(begin[i]) + "," + std::to_string(begin[i] + len[i]) + "]");
+    header += (i ? "," : "") + testing::safetensors_entry(
+                                   names[i], "F32", "[" + std::to_string(len[i] / 4) + "]",
+                                   "[" + std::to_string(begin[i]) + "," + std::to_string(begin[i] + len[i]) + "]");
   header += "}";
   const std::string f = make_file(header, std::string(at, '\0'));
   const std::string got = expect_same(f);
@@ -190,7 +187,8 @@ TEST(SafetensorsIndex, ParserOnlyFormsGiveTheSameIndex) {
   // Each is outside the fast scanner's subset, so nlohmann's parser reads it; the index
   // must be what the scanner would give for the plain spelling.
   const std::string plain =
-      make_file("{\"__metadata__\":{\"k\":\"v\"}," + entry("a", "I32", "[2]", "[0,8]") + "}", std::string(8, '\0'));
+      make_file("{\"__metadata__\":{\"k\":\"v\"}," + testing::safetensors_entry("a", "I32", "[2]", "[0,8]") + "}",
+                std::string(8, '\0'));
   const std::string want = outcome(plain, true);
   ASSERT_EQ(want.rfind("error", 0), std::string::npos) << want;
   auto same_index = [&](const std::string& header) {
@@ -209,9 +207,9 @@ TEST(SafetensorsIndex, ParserOnlyFormsGiveTheSameIndex) {
       " \t\n{ \"__metadata__\" : { \"k\" : \"v\" } , \"a\" : { \"dtype\" : \"I32\" , \"shape\" : [ 2 ] , "
       "\"data_offsets\" : [ 0 , 8 ] } }\r\n   ");
   // Non-ASCII names go through the parser and keep their bytes.
-  const std::string uni = make_file(
-      "{" + entry("w\xc3\xa9ight", "I32", "[2]", "[0,8]") + "," + entry("\\u00e9", "I32", "[0]", "[8,8]") + "}",
-      std::string(8, '\0'));
+  const std::string uni = make_file("{" + testing::safetensors_entry("w\xc3\xa9ight", "I32", "[2]", "[0,8]") + "," +
+                                        testing::safetensors_entry("\\u00e9", "I32", "[0]", "[8,8]") + "}",
+                                    std::string(8, '\0'));
   const std::string got = expect_same(uni);
   EXPECT_NE(got.find("\n  w\xc3\xa9ight int32"), std::string::npos) << got;
   EXPECT_NE(got.find("\n  \xc3\xa9 int32"), std::string::npos) << got;
@@ -219,7 +217,7 @@ TEST(SafetensorsIndex, ParserOnlyFormsGiveTheSameIndex) {
 
 TEST(SafetensorsIndex, HostileHeadersSameErrorOnBothParsers) {
   const std::string e8 = std::string(8, '\0');
-  const std::string a = entry("a", "I32", "[2]", "[0,8]");
+  const std::string a = testing::safetensors_entry("a", "I32", "[2]", "[0,8]");
   struct Case {
     std::string header;
     std::string rule;  // expected, "" = valid
@@ -347,8 +345,10 @@ TEST(SafetensorsIndex, IndexingNeverTouchesTheData) {
   // made from it is a window of the mapping (nothing read until used).
   const fs::path path = fs::temp_directory_path() / ("tensorseal_index_" + std::to_string(::getpid()) + ".safetensors");
   const std::uint64_t size = 1ull << 30;
-  const std::string head =
-      make_file("{" + entry("big", "U8", "[" + std::to_string(size) + "]", "[0," + std::to_string(size) + "]") + "}");
+  const std::string head = make_file(
+      "{" +
+      testing::safetensors_entry("big", "U8", "[" + std::to_string(size) + "]", "[0," + std::to_string(size) + "]") +
+      "}");
   {
     std::ofstream out(path, std::ios::binary);
     out << head;

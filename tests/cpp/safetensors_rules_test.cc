@@ -25,10 +25,6 @@ std::string real_file() {
 }
 
 using testing::make_safetensors_file;
-std::string make_file(std::string_view header, std::string_view buffer = {}) {
-  return make_safetensors_file(header, buffer);
-}
-
 std::string make_file_n(std::uint64_t n, std::string_view rest) {
   std::string out;
   detail::util::append_le<std::uint64_t>(out, n);
@@ -106,11 +102,6 @@ void expect_rule(const std::string& bytes, const Rule& rule, std::optional<std::
   }
 }
 
-std::string entry(std::string_view name, std::string_view dtype, std::string_view shape, std::string_view offsets) {
-  return "\"" + std::string(name) + "\":{\"dtype\":\"" + std::string(dtype) + "\",\"shape\":" + std::string(shape) +
-         ",\"data_offsets\":" + std::string(offsets) + "}";
-}
-
 // ---- the baseline -----------------------------------------------------------------
 
 TEST(SafetensorsRules, RealFileIsValid) {
@@ -122,7 +113,8 @@ TEST(SafetensorsRules, RealFileIsValid) {
 TEST(SafetensorsRules, HandBuiltMinimalFileIsValid) {
   // The hand-built helper makes valid files, so the hostile variants below fail for
   // the one reason they poke.
-  const std::string f = make_file("{" + entry("a", "I32", "[2]", "[0,8]") + "}", std::string(8, '\1'));
+  const std::string f =
+      make_safetensors_file("{" + testing::safetensors_entry("a", "I32", "[2]", "[0,8]") + "}", std::string(8, '\1'));
   const Checkpoint c = read_codec(f);
   ASSERT_EQ(c.root.as_dict().items.size(), 1u);
   EXPECT_EQ(c.root.as_dict().items[0].second.as_tensor()->shape, (std::vector<std::int64_t>{2}));
@@ -170,7 +162,7 @@ TEST(SafetensorsRules, HeaderUtf8) {
   for (std::string_view seq :
        {std::string_view("\xc0\xaf"), std::string_view("\xed\xa0\x80"), std::string_view("\xe6\x97")}) {
     const std::string h = "{\"__metadata__\":{\"k\":\"" + std::string(seq) + "\"}}";
-    expect_rule(make_file(h), detail::safetensors::rules::kHeaderUtf8, 8 + h.find(seq));
+    expect_rule(make_safetensors_file(h), detail::safetensors::rules::kHeaderUtf8, 8 + h.find(seq));
   }
 }
 
@@ -188,22 +180,22 @@ TEST(SafetensorsRules, HeaderJson) {
   nul[8 + 0x90 - 1] = '\0';
   expect_rule(nul, detail::safetensors::rules::kHeaderJson, 8 + 0x90 - 1);
   // NUL then anything: serde says "trailing characters"; nothing may hide after a NUL.
-  expect_rule(make_file(std::string("{}\0junk", 7)), detail::safetensors::rules::kHeaderJson, 10);
-  expect_rule(make_file(std::string("{\"a\":\"\0\"}", 8)), detail::safetensors::rules::kHeaderJson, 14);
+  expect_rule(make_safetensors_file(std::string("{}\0junk", 7)), detail::safetensors::rules::kHeaderJson, 10);
+  expect_rule(make_safetensors_file(std::string("{\"a\":\"\0\"}", 8)), detail::safetensors::rules::kHeaderJson, 14);
   // Garbage, an empty header, a trailing comma, single quotes.
   for (std::string_view h : {"{\"a\":tru}", "", "{\"a\":1,}", "{'a':1}", "{\"a\":1} x", "{\"a\":\"\x01\"}"}) {
     SCOPED_TRACE(h);
-    expect_rule(make_file(h), detail::safetensors::rules::kHeaderJson);
+    expect_rule(make_safetensors_file(h), detail::safetensors::rules::kHeaderJson);
   }
-  EXPECT_EQ(error_of(make_file(""))->offset(), 8u);
+  EXPECT_EQ(error_of(make_safetensors_file(""))->offset(), 8u);
 }
 
 TEST(SafetensorsRules, HeaderJsonNestingIsCappedLikeSerde) {
   // safetensors 0.8 accepts 127 nested levels (root object + entry + 125 arrays) and
   // rejects 128 (serde_json's recursion limit).
   auto nested = [](int arrays) {
-    return make_file("{\"x\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0],\"e\":" + std::string(arrays, '[') +
-                     std::string(arrays, ']') + "}}");
+    return make_safetensors_file("{\"x\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0],\"e\":" +
+                                 std::string(arrays, '[') + std::string(arrays, ']') + "}}");
   };
   EXPECT_NO_THROW(read_codec(nested(125)));
   expect_rule(nested(126), detail::safetensors::rules::kHeaderJson, 8);
@@ -213,30 +205,34 @@ TEST(SafetensorsRules, HeaderJsonNestingIsCappedLikeSerde) {
 TEST(SafetensorsRules, HeaderNotObject) {
   for (std::string_view h : {"[]", "null", "\"str\"", "123", "  [1,2]  "}) {
     SCOPED_TRACE(h);
-    expect_rule(make_file(h), detail::safetensors::rules::kHeaderNotObject, 8);
+    expect_rule(make_safetensors_file(h), detail::safetensors::rules::kHeaderNotObject, 8);
   }
 }
 
 TEST(SafetensorsRules, DuplicateKey) {
-  const std::string a = entry("a", "U8", "[1]", "[0,1]");
-  expect_rule(make_file("{" + a + "," + entry("a", "U8", "[1]", "[1,2]") + "}", "xy"),
+  const std::string a = testing::safetensors_entry("a", "U8", "[1]", "[0,1]");
+  expect_rule(make_safetensors_file("{" + a + "," + testing::safetensors_entry("a", "U8", "[1]", "[1,2]") + "}", "xy"),
               detail::safetensors::rules::kDuplicateKey, 8);
   // Twice __metadata__, and a duplicate field inside an entry (which would otherwise
   // let the last "dtype" silently win).
-  expect_rule(make_file("{\"__metadata__\":{},\"__metadata__\":{}}"), detail::safetensors::rules::kDuplicateKey, 8);
-  expect_rule(make_file("{\"a\":{\"dtype\":\"U8\",\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[0,1]}}", "x"),
+  expect_rule(make_safetensors_file("{\"__metadata__\":{},\"__metadata__\":{}}"),
               detail::safetensors::rules::kDuplicateKey, 8);
-  expect_rule(make_file("{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}"), detail::safetensors::rules::kDuplicateKey, 8);
+  expect_rule(
+      make_safetensors_file("{\"a\":{\"dtype\":\"U8\",\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[0,1]}}", "x"),
+      detail::safetensors::rules::kDuplicateKey, 8);
+  expect_rule(make_safetensors_file("{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}"),
+              detail::safetensors::rules::kDuplicateKey, 8);
 }
 
 TEST(SafetensorsRules, MetadataType) {
   for (std::string_view m : {"{\"k\":1}", "{\"k\":null}", "{\"k\":[\"v\"]}", "[]", "\"x\"", "7"}) {
     SCOPED_TRACE(m);
-    expect_rule(make_file("{\"__metadata__\":" + std::string(m) + "}"), detail::safetensors::rules::kMetadataType, 8);
+    expect_rule(make_safetensors_file("{\"__metadata__\":" + std::string(m) + "}"),
+                detail::safetensors::rules::kMetadataType, 8);
   }
   // null and {} are accepted and mean "no metadata".
-  EXPECT_TRUE(read_codec(make_file("{\"__metadata__\":null}")).metadata.empty());
-  EXPECT_TRUE(read_codec(make_file("{\"__metadata__\":{}}")).metadata.empty());
+  EXPECT_TRUE(read_codec(make_safetensors_file("{\"__metadata__\":null}")).metadata.empty());
+  EXPECT_TRUE(read_codec(make_safetensors_file("{\"__metadata__\":{}}")).metadata.empty());
 }
 
 TEST(SafetensorsRules, EntryType) {
@@ -245,16 +241,18 @@ TEST(SafetensorsRules, EntryType) {
         "\"a\":{\"dtype\":\"U8\",\"data_offsets\":[0,1]}", "\"a\":{\"dtype\":\"U8\",\"shape\":[1]}",
         "\"a\":{\"dtype\":8,\"shape\":[1],\"data_offsets\":[0,1]}"}) {
     SCOPED_TRACE(e);
-    expect_rule(make_file("{" + std::string(e) + "}", "x"), detail::safetensors::rules::kEntryType, 8);
+    expect_rule(make_safetensors_file("{" + std::string(e) + "}", "x"), detail::safetensors::rules::kEntryType, 8);
   }
 }
 
 TEST(SafetensorsRules, UnknownDtype) {
   expect_rule(poke(real_file(), "\"F32\"", "\"F31\""), detail::safetensors::rules::kUnknownDtype, 8);
   expect_rule(poke(real_file(), "\"F32\"", "\"f32\""), detail::safetensors::rules::kUnknownDtype, 8);
-  expect_rule(make_file("{" + entry("a", "", "[1]", "[0,1]") + "}", "x"), detail::safetensors::rules::kUnknownDtype, 8);
-  expect_rule(make_file("{" + entry("a", "C128", "[1]", "[0,16]") + "}", std::string(16, 'x')),
+  expect_rule(make_safetensors_file("{" + testing::safetensors_entry("a", "", "[1]", "[0,1]") + "}", "x"),
               detail::safetensors::rules::kUnknownDtype, 8);
+  expect_rule(
+      make_safetensors_file("{" + testing::safetensors_entry("a", "C128", "[1]", "[0,16]") + "}", std::string(16, 'x')),
+      detail::safetensors::rules::kUnknownDtype, 8);
 }
 
 TEST(SafetensorsRules, BadShape) {
@@ -263,13 +261,15 @@ TEST(SafetensorsRules, BadShape) {
   for (std::string_view s : {"\"x\"", "[-1]", "[-0]", "[1.5]", "[1e2]", "[true]", "[\"2\"]", "{}",
                              "[9223372036854775808]", "[18446744073709551616]"}) {
     SCOPED_TRACE(s);
-    expect_rule(make_file("{" + entry("a", "U8", s, "[0,1]") + "}", "x"), detail::safetensors::rules::kBadShape, 8);
+    expect_rule(make_safetensors_file("{" + testing::safetensors_entry("a", "U8", s, "[0,1]") + "}", "x"),
+                detail::safetensors::rules::kBadShape, 8);
   }
   // More dimensions than Limits::max_ndim (64 by default).
   std::string many = "[1";
   for (int i = 1; i < 65; ++i) many += ",1";
   many += "]";
-  expect_rule(make_file("{" + entry("a", "U8", many, "[0,1]") + "}", "x"), detail::safetensors::rules::kBadShape, 8);
+  expect_rule(make_safetensors_file("{" + testing::safetensors_entry("a", "U8", many, "[0,1]") + "}", "x"),
+              detail::safetensors::rules::kBadShape, 8);
   ReadOptions two;
   two.limits.max_ndim = 1;
   expect_rule(real_file(), detail::safetensors::rules::kBadShape, 8, two);
@@ -279,21 +279,27 @@ TEST(SafetensorsRules, BadOffsets) {
   for (std::string_view o :
        {"[0]", "[0,1,2]", "[-1,0]", "[\"0\",\"1\"]", "[0.0,1]", "{}", "null", "[0,18446744073709551616]"}) {
     SCOPED_TRACE(o);
-    expect_rule(make_file("{" + entry("a", "U8", "[1]", o) + "}", "x"), detail::safetensors::rules::kBadOffsets, 8);
+    expect_rule(make_safetensors_file("{" + testing::safetensors_entry("a", "U8", "[1]", o) + "}", "x"),
+                detail::safetensors::rules::kBadOffsets, 8);
   }
   // begin > end.
-  expect_rule(make_file("{" + entry("a", "U8", "[0]", "[1,0]") + "}", "x"), detail::safetensors::rules::kBadOffsets, 8);
+  expect_rule(make_safetensors_file("{" + testing::safetensors_entry("a", "U8", "[0]", "[1,0]") + "}", "x"),
+              detail::safetensors::rules::kBadOffsets, 8);
 }
 
 TEST(SafetensorsRules, SizeOverflow) {
   // Element count overflows 64 bits.
-  expect_rule(make_file("{" + entry("a", "U8", "[4294967296,4294967296,2]", "[0,1]") + "}", "x"),
+  expect_rule(make_safetensors_file(
+                  "{" + testing::safetensors_entry("a", "U8", "[4294967296,4294967296,2]", "[0,1]") + "}", "x"),
               detail::safetensors::rules::kSizeOverflow, 8);
   // Element count fits but count * bits does not (2^61 elements of 64 bits).
-  expect_rule(make_file("{" + entry("a", "F64", "[2305843009213693952]", "[0,8]") + "}", std::string(8, 'x')),
-              detail::safetensors::rules::kSizeOverflow, 8);
+  expect_rule(
+      make_safetensors_file("{" + testing::safetensors_entry("a", "F64", "[2305843009213693952]", "[0,8]") + "}",
+                            std::string(8, 'x')),
+      detail::safetensors::rules::kSizeOverflow, 8);
   // A zero dimension makes the product 0 even after huge ones: no overflow.
-  EXPECT_EQ(read_codec(make_file("{" + entry("a", "F64", "[0,9223372036854775807]", "[0,0]") + "}"))
+  EXPECT_EQ(read_codec(make_safetensors_file(
+                           "{" + testing::safetensors_entry("a", "F64", "[0,9223372036854775807]", "[0,0]") + "}"))
                 .root.as_dict()
                 .items[0]
                 .second.as_tensor()
@@ -307,23 +313,24 @@ TEST(SafetensorsRules, SizeMismatch) {
   // The dtype changed under the same offsets: F16 [2,3] is 12 bytes, not 24.
   expect_rule(poke(real_file(), "\"F32\"", "\"F16\""), detail::safetensors::rules::kSizeMismatch, 8);
   // Scalar of F32 is 4 bytes.
-  expect_rule(make_file("{" + entry("a", "F32", "[]", "[0,2]") + "}", "xx"), detail::safetensors::rules::kSizeMismatch,
-              8);
+  expect_rule(make_safetensors_file("{" + testing::safetensors_entry("a", "F32", "[]", "[0,2]") + "}", "xx"),
+              detail::safetensors::rules::kSizeMismatch, 8);
 }
 
 TEST(SafetensorsRules, MisalignedSubByte) {
   // 3 fp4 values are 12 bits; 2 fp6 values are 12 bits.
-  expect_rule(make_file("{" + entry("a", "F4", "[3]", "[0,2]") + "}", "xx"), detail::safetensors::rules::kMisaligned,
-              8);
-  expect_rule(make_file("{" + entry("a", "F6_E2M3", "[2]", "[0,2]") + "}", "xx"),
+  expect_rule(make_safetensors_file("{" + testing::safetensors_entry("a", "F4", "[3]", "[0,2]") + "}", "xx"),
               detail::safetensors::rules::kMisaligned, 8);
-  expect_rule(make_file("{" + entry("a", "F6_E3M2", "[1]", "[0,1]") + "}", "x"),
+  expect_rule(make_safetensors_file("{" + testing::safetensors_entry("a", "F6_E2M3", "[2]", "[0,2]") + "}", "xx"),
+              detail::safetensors::rules::kMisaligned, 8);
+  expect_rule(make_safetensors_file("{" + testing::safetensors_entry("a", "F6_E3M2", "[1]", "[0,1]") + "}", "x"),
               detail::safetensors::rules::kMisaligned, 8);
   // Whole bytes are fine: 4 fp6 values are 3 bytes, 2 fp4 values 1 byte, 2x3 fp4 3 bytes.
   const Checkpoint ok =
-      read_codec(make_file("{" + entry("a", "F6_E2M3", "[4]", "[0,3]") + "," + entry("b", "F4", "[2]", "[3,4]") + "," +
-                               entry("c", "F4", "[2,3]", "[4,7]") + "}",
-                           "abcdefg"));
+      read_codec(make_safetensors_file("{" + testing::safetensors_entry("a", "F6_E2M3", "[4]", "[0,3]") + "," +
+                                           testing::safetensors_entry("b", "F4", "[2]", "[3,4]") + "," +
+                                           testing::safetensors_entry("c", "F4", "[2,3]", "[4,7]") + "}",
+                                       "abcdefg"));
   const Dict& d = ok.root.as_dict();
   EXPECT_EQ(d.find(std::string_view("a"))->as_tensor()->dtype, DType::kFloat6E2M3FN);
   EXPECT_EQ(d.find(std::string_view("a"))->as_tensor()->nbytes(), 3u);
@@ -348,19 +355,24 @@ TEST(SafetensorsRules, OffsetsTiling) {
   // An overlap: b starts inside w.
   expect_rule(poke(real_file(), "[24,30]", "[20,26]"), detail::safetensors::rules::kTiling, 152 + 20);
   // Not starting at 0.
-  expect_rule(make_file("{" + entry("a", "U8", "[1]", "[1,2]") + "}", "xy"), detail::safetensors::rules::kTiling);
+  expect_rule(make_safetensors_file("{" + testing::safetensors_entry("a", "U8", "[1]", "[1,2]") + "}", "xy"),
+              detail::safetensors::rules::kTiling);
   // Two tensors at the same place.
-  expect_rule(make_file("{" + entry("a", "U8", "[1]", "[0,1]") + "," + entry("b", "U8", "[1]", "[0,1]") + "}", "x"),
+  expect_rule(make_safetensors_file("{" + testing::safetensors_entry("a", "U8", "[1]", "[0,1]") + "," +
+                                        testing::safetensors_entry("b", "U8", "[1]", "[0,1]") + "}",
+                                    "x"),
               detail::safetensors::rules::kTiling);
   // Hostile offsets far past the file still report an offset inside the file.
-  expect_rule(make_file("{" + entry("a", "U8", "[1]", "[0,1]") + "," +
-                            entry("b", "U8", "[1]", "[18446744073709551613,18446744073709551614]") + "}",
-                        "x"),
+  expect_rule(make_safetensors_file(
+                  "{" + testing::safetensors_entry("a", "U8", "[1]", "[0,1]") + "," +
+                      testing::safetensors_entry("b", "U8", "[1]", "[18446744073709551613,18446744073709551614]") + "}",
+                  "x"),
               detail::safetensors::rules::kTiling);
   // Zero-size tensors may sit anywhere a boundary is (safetensors does the same).
-  EXPECT_NO_THROW(read_codec(make_file("{" + entry("a", "U8", "[1]", "[0,1]") + "," + entry("z", "U8", "[0]", "[1,1]") +
-                                           "," + entry("y", "U8", "[0]", "[0,0]") + "}",
-                                       "x")));
+  EXPECT_NO_THROW(read_codec(make_safetensors_file("{" + testing::safetensors_entry("a", "U8", "[1]", "[0,1]") + "," +
+                                                       testing::safetensors_entry("z", "U8", "[0]", "[1,1]") + "," +
+                                                       testing::safetensors_entry("y", "U8", "[0]", "[0,0]") + "}",
+                                                   "x")));
 }
 
 TEST(SafetensorsRules, BufferLength) {
@@ -369,8 +381,8 @@ TEST(SafetensorsRules, BufferLength) {
   // A buffer shorter than the tensors claim.
   expect_rule(real_file().substr(0, 181), detail::safetensors::rules::kBufferLength, 152 + 29);
   // No tensors but data bytes.
-  expect_rule(make_file("{}", "x"), detail::safetensors::rules::kBufferLength, 10);
-  EXPECT_NO_THROW(read_codec(make_file("{}")));
+  expect_rule(make_safetensors_file("{}", "x"), detail::safetensors::rules::kBufferLength, 10);
+  EXPECT_NO_THROW(read_codec(make_safetensors_file("{}")));
 }
 
 TEST(SafetensorsRules, TooManyTensors) {
@@ -388,14 +400,16 @@ TEST(SafetensorsRules, TooManyTensors) {
 TEST(SafetensorsRules, AcceptsJsonWhitespaceAndAnyKeyOrder) {
   const std::string h =
       " \n\t{\"a\" : { \"data_offsets\" : [0, 2], \"shape\":[2] ,\"dtype\":\"U8\", \"extra\": {\"x\":[1]}} }\r\n ";
-  const Checkpoint c = read_codec(make_file(h, "ab"));
+  const Checkpoint c = read_codec(make_safetensors_file(h, "ab"));
   ASSERT_EQ(c.root.as_dict().items.size(), 1u);
   EXPECT_EQ(c.root.as_dict().items[0].second.as_tensor()->dtype, DType::kUInt8);
 }
 
 TEST(SafetensorsRules, DictIsInOffsetOrderNotHeaderOrder) {
-  const Checkpoint c = read_codec(
-      make_file("{" + entry("z", "U8", "[1]", "[1,2]") + "," + entry("a", "U8", "[1]", "[0,1]") + "}", "AZ"));
+  const Checkpoint c =
+      read_codec(make_safetensors_file("{" + testing::safetensors_entry("z", "U8", "[1]", "[1,2]") + "," +
+                                           testing::safetensors_entry("a", "U8", "[1]", "[0,1]") + "}",
+                                       "AZ"));
   const Dict& d = c.root.as_dict();
   ASSERT_EQ(d.items.size(), 2u);
   EXPECT_EQ(d.items[0].first.as_str(), "a");

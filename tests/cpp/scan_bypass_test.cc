@@ -32,14 +32,6 @@ const std::string kEvil =
     "\x80\x02"
     "cposix\nsystem\nX\x02\x00\x00\x00id\x85R."s;
 
-ScanReport scan_bytes(const std::string& name, const std::string& bytes) {
-  const fs::path p = fs::temp_directory_path() / ("tseal-scan-bypass-" + name);
-  std::ofstream(p, std::ios::binary) << bytes;
-  ScanReport r = scan_file(p);
-  fs::remove(p);
-  return r;
-}
-
 const ScanFinding* find(const ScanReport& r, std::string_view module, std::string_view name_prefix) {
   for (const auto& f : r.findings)
     if (f.module == module && f.name.starts_with(name_prefix)) return &f;
@@ -83,7 +75,8 @@ TEST(ScanBypass, PrivateTwinsAndGadgetsAreDangerous) {
 }
 
 TEST(ScanBypass, NestedPayloadThroughADottedName) {
-  const ScanReport r = scan_bytes("dotted", p4(sg("torch", "storage._load_from_bytes") + binbytes(kEvil) + "\x85R"));
+  const ScanReport r =
+      testing::scan_bytes("dotted", p4(sg("torch", "storage._load_from_bytes") + binbytes(kEvil) + "\x85R"));
   EXPECT_EQ(r.verdict, Verdict::kDangerous);
   const ScanFinding* f = find(r, "posix", "system");
   ASSERT_TRUE(f);
@@ -92,13 +85,13 @@ TEST(ScanBypass, NestedPayloadThroughADottedName) {
 
 TEST(ScanBypass, NestedPayloadAsAnArgumentOfRebuildFromType) {
   const std::string lfb = sg("torch.storage", "_load_from_bytes");
-  const ScanReport r = scan_bytes("rebuild", p4(sg("torch._tensor", "_rebuild_from_type_v2") + "(" + lfb +
-                                                sg("torch", "Tensor") + "(" + binbytes(kEvil) + "t}tR"));
+  const ScanReport r = testing::scan_bytes("rebuild", p4(sg("torch._tensor", "_rebuild_from_type_v2") + "(" + lfb +
+                                                         sg("torch", "Tensor") + "(" + binbytes(kEvil) + "t}tR"));
   EXPECT_EQ(r.verdict, Verdict::kDangerous);
   EXPECT_TRUE(find(r, "posix", "system"));
   // Handed to any other call, the payload is not followed: a finding of its own.
   const ScanReport other =
-      scan_bytes("passed", p4(sg("torch._utils", "_rebuild_tensor_v2") + "(" + lfb + binbytes(kEvil) + "tR"));
+      testing::scan_bytes("passed", p4(sg("torch._utils", "_rebuild_tensor_v2") + "(" + lfb + binbytes(kEvil) + "tR"));
   EXPECT_EQ(other.verdict, Verdict::kDangerous);
   EXPECT_TRUE(find(other, "<unfollowed>", "<torch.storage._load_from_bytes passed to torch._utils._rebuild_tensor_v2"));
 }
@@ -107,12 +100,13 @@ TEST(ScanBypass, NestedPayloadThroughInstalledMethods) {
   const std::string lfb = sg("torch.storage", "_load_from_bytes");
   const std::string od = sg("collections", "OrderedDict") + ")R";
   // BUILD {'__setstate__': _load_from_bytes}, then BUILD payload: __setstate__(payload).
-  ScanReport r = scan_bytes("setstate", p4(od + "}" + su("__setstate__") + lfb + "sb" + binbytes(kEvil) + "b"));
+  ScanReport r =
+      testing::scan_bytes("setstate", p4(od + "}" + su("__setstate__") + lfb + "sb" + binbytes(kEvil) + "b"));
   EXPECT_EQ(r.verdict, Verdict::kDangerous);
   EXPECT_TRUE(find(r, "posix", "system"));
   // BUILD {'append': _load_from_bytes} on a Counter, then APPEND payload.
   const std::string counter = sg("collections", "Counter") + ")R";
-  r = scan_bytes("append", p4(counter + "}" + su("append") + lfb + "sb" + binbytes(kEvil) + "a"));
+  r = testing::scan_bytes("append", p4(counter + "}" + su("append") + lfb + "sb" + binbytes(kEvil) + "a"));
   EXPECT_EQ(r.verdict, Verdict::kDangerous);
   EXPECT_TRUE(find(r, "posix", "system"));
 }
@@ -123,7 +117,7 @@ TEST(ScanBypass, PayloadBeforeATruncatedFrame) {
   std::string b = std::string("\x80\x04\x95", 3);
   const std::uint64_t len = body.size() + 4096;
   for (int i = 0; i < 8; ++i) b += static_cast<char>((len >> (8 * i)) & 0xff);
-  const ScanReport r = scan_bytes("frame", b + body);
+  const ScanReport r = testing::scan_bytes("frame", b + body);
   EXPECT_EQ(r.verdict, Verdict::kDangerous);
   EXPECT_TRUE(r.incomplete);
   EXPECT_TRUE(find(r, "posix", "system"));
@@ -131,25 +125,25 @@ TEST(ScanBypass, PayloadBeforeATruncatedFrame) {
 
 TEST(ScanBypass, StackedPicklesAreAllScanned) {
   const std::string benign = p4("}");
-  ScanReport r = scan_bytes("stacked", benign + kEvil);
+  ScanReport r = testing::scan_bytes("stacked", benign + kEvil);
   EXPECT_EQ(r.verdict, Verdict::kDangerous);
   const ScanFinding* f = find(r, "posix", "system");
   ASSERT_TRUE(f);
   EXPECT_NE(f->where.find("#stacked1"), std::string::npos) << f->where;
   // Trailing bytes that are no pickle are left alone.
-  r = scan_bytes("trailing", benign + "\n");
+  r = testing::scan_bytes("trailing", benign + "\n");
   EXPECT_EQ(r.verdict, Verdict::kSafe);
 }
 
 TEST(ScanBypass, SetItemOnATensorNamesTheCve) {
   const std::string tensor = sg("torch._utils", "_rebuild_tensor_v2") + "(NK\x01))\x89NtR";
-  const ScanReport r = scan_bytes("setitem", p4("}" + su("w") + tensor + "K\x02K\x01ss"));
+  const ScanReport r = testing::scan_bytes("setitem", p4("}" + su("w") + tensor + "K\x02K\x01ss"));
   EXPECT_EQ(r.verdict, Verdict::kDangerous);
   const ScanFinding* f = find(r, "<latent>", "<SETITEM on a torch._utils._rebuild_tensor_v2 result");
   ASSERT_TRUE(f);
   EXPECT_NE(f->reason.find("CVE-2026-24747"), std::string::npos);
   // SETITEMS on an OrderedDict (torch.save's state dicts): nothing.
-  const ScanReport ok = scan_bytes("od", p4(sg("collections", "OrderedDict") + ")R(K\x02K\x01u"));
+  const ScanReport ok = testing::scan_bytes("od", p4(sg("collections", "OrderedDict") + ")R(K\x02K\x01u"));
   EXPECT_EQ(ok.verdict, Verdict::kSafe);
 }
 

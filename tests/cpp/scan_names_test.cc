@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 using namespace std::string_literals;
 
 // os.system("id") called by REDUCE: protocol 2 and protocol 0.
-const std::string kEvil =
+const std::string kEvilP2 =
     "\x80\x02"
     "cposix\nsystem\nX\x02\x00\x00\x00id\x85R."s;
 const std::string kEvilP0 = "cposix\nsystem\n(Vid\ntR."s;
@@ -74,14 +74,6 @@ std::string npy(const std::string& descr, const std::string& data, int version =
   return out + h + data;
 }
 
-ScanReport scan_bytes(const std::string& name, const std::string& bytes) {
-  const fs::path p = fs::temp_directory_path() / ("tseal-scan-names-" + name);
-  std::ofstream(p, std::ios::binary) << bytes;
-  ScanReport r = scan_file(p);
-  fs::remove(p);
-  return r;
-}
-
 bool names(const ScanReport& r, std::string_view module, std::string_view name) {
   for (const auto& f : r.findings)
     if (f.module == module && f.name == name) return true;
@@ -89,30 +81,32 @@ bool names(const ScanReport& r, std::string_view module, std::string_view name) 
 }
 
 TEST(ScanNames, PklNamesInAnyCase) {
-  const ScanReport r = scan_bytes("upper.pt", zip({{"archive/DATA.PKL", kEvil}, {"archive/version", "3\n"}}));
+  const ScanReport r =
+      testing::scan_bytes("upper.pt", zip({{"archive/DATA.PKL", kEvilP2}, {"archive/version", "3\n"}}));
   EXPECT_EQ(r.verdict, Verdict::kDangerous);
   EXPECT_TRUE(names(r, "posix", "system"));
 }
 
 TEST(ScanNames, MembersOpeningWithAnyOpcodeArePickleCandidates) {
-  ScanReport r = scan_bytes("p0.zip", zip({{"payload", kEvilP0}}));
+  ScanReport r = testing::scan_bytes("p0.zip", zip({{"payload", kEvilP0}}));
   EXPECT_EQ(r.verdict, Verdict::kDangerous);
   EXPECT_TRUE(names(r, "posix", "system"));
   // Text that happens to open with an opcode ('l' LIST) and is no pickle: left alone.
-  r = scan_bytes("text.zip", zip({{"byteorder", "little"}, {"notes", "plain text"}}));
+  r = testing::scan_bytes("text.zip", zip({{"byteorder", "little"}, {"notes", "plain text"}}));
   EXPECT_EQ(r.verdict, Verdict::kSafe);
 }
 
 TEST(ScanNames, TensorRecordsAreNotPickles) {
   // Raw storage bytes under a data.pkl's data/ folder: no loader unpickles them.
-  const ScanReport r = scan_bytes(
-      "records.pt", zip({{"archive/data.pkl", "\x80\x02}."s}, {"archive/data/0", kEvil}, {"archive/version", "3\n"}}));
+  const ScanReport r = testing::scan_bytes(
+      "records.pt",
+      zip({{"archive/data.pkl", "\x80\x02}."s}, {"archive/data/0", kEvilP2}, {"archive/version", "3\n"}}));
   EXPECT_EQ(r.verdict, Verdict::kSafe);
 }
 
 TEST(ScanNames, NpyMembersByTheirMagic) {
   for (const char* name : {"x", "X.NPY", "weights.bin"}) {
-    const ScanReport r = scan_bytes("magic.npz", zip({{name, npy("'|O'", kEvil)}}));
+    const ScanReport r = testing::scan_bytes("magic.npz", zip({{name, npy("'|O'", kEvilP2)}}));
     EXPECT_EQ(r.verdict, Verdict::kDangerous) << name;
     EXPECT_TRUE(names(r, "posix", "system")) << name;
   }
@@ -154,12 +148,12 @@ std::string lzma(const std::string& data) {
 }
 
 TEST(ScanNames, Bzip2AndLzmaMembersAreDecompressed) {
-  const std::string image = npy("'|O'", kEvil);
+  const std::string image = npy("'|O'", kEvilP2);
   for (auto [method, raw] : {std::pair<std::uint16_t, std::string>{12, bzip2(image)}, {14, lzma(image)}}) {
-    const ScanReport r = scan_bytes("methods.npz", zip({{"x.npy", image, method, raw}}));
+    const ScanReport r = testing::scan_bytes("methods.npz", zip({{"x.npy", image, method, raw}}));
     EXPECT_EQ(r.verdict, Verdict::kDangerous) << method;
     EXPECT_TRUE(names(r, "posix", "system")) << method;
-    const ScanReport ok = scan_bytes(
+    const ScanReport ok = testing::scan_bytes(
         "methods-ok.npz",
         zip({{"x.npy", npy("'<f8'", std::string(8, '\0')), method,
               method == 12 ? bzip2(npy("'<f8'", std::string(8, '\0'))) : lzma(npy("'<f8'", std::string(8, '\0')))}}));
@@ -194,15 +188,15 @@ TEST(ScanNames, NpyDataIsAPickleUnlessTheHeaderProvesOtherwise) {
 
 TEST(ScanNames, StructuredArraysScanSafe) {
   const std::string rec = npy("[('id', '<i4'), ('x', '<f8')]", std::string(12, '\0'));
-  EXPECT_EQ(scan_bytes("rec.npy", rec).verdict, Verdict::kSafe);
-  EXPECT_EQ(scan_bytes("rec.npz", zip({{"r.npy", rec}})).verdict, Verdict::kSafe);
-  const ScanReport r = scan_bytes("recobj.npy", npy("[('id', '<i4'), ('o', '|O')]", kEvil));
+  EXPECT_EQ(testing::scan_bytes("rec.npy", rec).verdict, Verdict::kSafe);
+  EXPECT_EQ(testing::scan_bytes("rec.npz", zip({{"r.npy", rec}})).verdict, Verdict::kSafe);
+  const ScanReport r = testing::scan_bytes("recobj.npy", npy("[('id', '<i4'), ('o', '|O')]", kEvilP2));
   EXPECT_EQ(r.verdict, Verdict::kDangerous);
 }
 
 TEST(ScanNames, ArchivesInsideArchives) {
-  const std::string inner = zip({{"archive/data.pkl", kEvil}, {"archive/version", "3\n"}});
-  ScanReport r = scan_bytes("nested.zip", zip({{"model.pt", inner}}));
+  const std::string inner = zip({{"archive/data.pkl", kEvilP2}, {"archive/version", "3\n"}});
+  ScanReport r = testing::scan_bytes("nested.zip", zip({{"model.pt", inner}}));
   EXPECT_EQ(r.verdict, Verdict::kDangerous);
   bool located = false;
   for (const auto& f : r.findings) located = located || f.where.find("/model.pt/archive/data.pkl") != std::string::npos;
@@ -211,17 +205,8 @@ TEST(ScanNames, ArchivesInsideArchives) {
   // (the payload deepest inside is never reached, so nothing unsafe was seen).
   std::string deep = inner;
   for (int i = 0; i < 9; ++i) deep = zip({{"level.zip", deep}});
-  EXPECT_EQ(testing::rule_of([&] { (void)scan_bytes("deep.zip", deep); }), "torch/nested-files-too-deep");
+  EXPECT_EQ(testing::rule_of([&] { (void)testing::scan_bytes("deep.zip", deep); }), "torch/nested-files-too-deep");
 }
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("tseal-scan-dir-" + std::to_string(::getpid()));
-  TempDir() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 void write(const fs::path& p, const std::string& bytes) {
   fs::create_directories(p.parent_path());
@@ -229,19 +214,19 @@ void write(const fs::path& p, const std::string& bytes) {
 }
 
 TEST(ScanNames, DirectoriesAreWalkedRecursively) {
-  TempDir d;
-  write(d.path / "README", "plain text, no checkpoint\n");
-  write(d.path / "config.json", "{}");
-  write(d.path / "sub" / "deeper" / "optimizer.pt", zip({{"archive/data.pkl", kEvil}}));
-  const ScanReport r = scan_file(d.path);
+  testing::TempDir d;
+  write(d.path() / "README", "plain text, no checkpoint\n");
+  write(d.path() / "config.json", "{}");
+  write(d.path() / "sub" / "deeper" / "optimizer.pt", zip({{"archive/data.pkl", kEvilP2}}));
+  const ScanReport r = scan_file(d.path());
   EXPECT_EQ(r.verdict, Verdict::kDangerous);
   EXPECT_TRUE(names(r, "posix", "system"));
 }
 
 TEST(ScanNames, HubCacheLinksAreFollowedInsideTheRepository) {
-  TempDir d;
-  const fs::path repo = d.path / "models--org--m";
-  write(repo / "blobs" / "abc", kEvil);
+  testing::TempDir d;
+  const fs::path repo = d.path() / "models--org--m";
+  write(repo / "blobs" / "abc", kEvilP2);
   write(repo / "refs" / "main", std::string(40, 'a'));
   const fs::path snap = repo / "snapshots" / std::string(40, 'a');
   fs::create_directories(snap);
@@ -252,8 +237,8 @@ TEST(ScanNames, HubCacheLinksAreFollowedInsideTheRepository) {
     EXPECT_TRUE(names(r, "posix", "system")) << p;
   }
   // A link out of the repository: a loader would read it; scan refuses to vouch.
-  write(d.path / "elsewhere.bin", "\x80\x02}.");
-  fs::create_symlink(d.path / "elsewhere.bin", snap / "other.bin");
+  write(d.path() / "elsewhere.bin", "\x80\x02}.");
+  fs::create_symlink(d.path() / "elsewhere.bin", snap / "other.bin");
   const ScanReport r = scan_file(snap);
   EXPECT_TRUE(r.incomplete);
   EXPECT_NE(r.error.find("[dir/entry]"), std::string::npos) << r.error;

@@ -11,8 +11,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-std::filesystem::path fx(const std::string& name) { return testing::fixture_dir("gen_tools") / name; }
-
 std::vector<std::string> keys(const ojson& j) {
   std::vector<std::string> out;
   for (const auto& [k, v] : j.items()) out.push_back(k);
@@ -20,9 +18,9 @@ std::vector<std::string> keys(const ojson& j) {
 }
 
 TEST(Inspect, ReportHoldsEveryTensor) {
-  const Checkpoint c = read_file(fx("base.safetensors"));
+  const Checkpoint c = read_file(testing::tools_fixture("base.safetensors"));
   const InspectReport r = inspect(c);
-  EXPECT_EQ(r.file, fx("base.safetensors").string());
+  EXPECT_EQ(r.file, testing::tools_fixture("base.safetensors").string());
   EXPECT_EQ(r.format, Format::kSafetensors);
   EXPECT_EQ(r.content_hash, content_hash(c.root));
   const auto tensors = collect_tensors(c.root);
@@ -43,7 +41,7 @@ TEST(Inspect, ReportHoldsEveryTensor) {
 }
 
 TEST(Inspect, JsonKeysAreTheStructFields) {
-  const InspectReport r = inspect_file(fx("base.safetensors"));
+  const InspectReport r = inspect_file(testing::tools_fixture("base.safetensors"));
   const ojson j = ojson::parse(to_json(r));
   EXPECT_EQ(keys(j), (std::vector<std::string>{"file", "format", "content_hash", "tensors", "metadata"}));
   EXPECT_EQ(j["file"], r.file);
@@ -81,9 +79,10 @@ TEST(Inspect, MetadataIsAlwaysAnObject) {
 TEST(Inspect, FileReadsWithTheGivenLimits) {
   InspectOptions o;
   o.read.limits.max_entries = 5;  // the fixture holds 6 tensors
-  EXPECT_EQ(testing::rule_of([&] { (void)inspect_file(fx("base.safetensors"), o); }), "safetensors/too-many-tensors");
+  EXPECT_EQ(testing::rule_of([&] { (void)inspect_file(testing::tools_fixture("base.safetensors"), o); }),
+            "safetensors/too-many-tensors");
   o.read.limits.max_entries = 6;
-  EXPECT_EQ(inspect_file(fx("base.safetensors"), o).tensors.size(), 6u);
+  EXPECT_EQ(inspect_file(testing::tools_fixture("base.safetensors"), o).tensors.size(), 6u);
 }
 
 ScanReport sample_scan() {
@@ -165,8 +164,10 @@ TEST(Limits, RefusesUnknownNamesAndValuesTooLarge) {
 TEST(Limits, HashFileReadsWithThem) {
   HashOptions o;
   o.read.limits.max_entries = 5;
-  EXPECT_EQ(testing::rule_of([&] { (void)hash_file(fx("base.safetensors"), o); }), "safetensors/too-many-tensors");
-  EXPECT_EQ(hash_file(fx("base.safetensors")), content_hash(read_file(fx("base.safetensors")).root));
+  EXPECT_EQ(testing::rule_of([&] { (void)hash_file(testing::tools_fixture("base.safetensors"), o); }),
+            "safetensors/too-many-tensors");
+  EXPECT_EQ(hash_file(testing::tools_fixture("base.safetensors")),
+            content_hash(read_file(testing::tools_fixture("base.safetensors")).root));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "test_manifest.h"
 #include "test_util.h"
 
 namespace tensorseal {
@@ -22,11 +23,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 fs::path dir(const std::string& gen) { return testing::fixture_dir(gen); }
-
-json manifest(const std::string& gen) {
-  const auto text = testing::read_all(dir(gen) / "manifest.json");
-  return text.empty() ? json::object() : json::parse(text);
-}
 
 const json* find_file(const json& m, const std::string& name) {
   for (const auto& f : m["files"])
@@ -207,7 +203,7 @@ void check_file(const fs::path& base, const json& f) {
 }
 
 void check_all(const std::string& gen, std::size_t min_files) {
-  const json m = manifest(gen);
+  const json m = testing::fixture_manifest(gen);
   ASSERT_TRUE(m.contains("files")) << "run tests/fixtures/" << gen << ".py (ctest does it)";
   EXPECT_GE(m["files"].size(), min_files);
   for (const auto& f : m["files"]) check_file(dir(gen), f);
@@ -221,7 +217,7 @@ TEST(TorchRead, Torch113FilesMatchTorch) { check_all("gen_torch_t113", 34); }
 TEST(TorchRead, ContentHashEqualAcrossContainersAndTorchVersions) {
   std::map<std::string, std::map<std::string, std::string>> by_group;  // group -> file -> hash
   for (const std::string gen : {"gen_torch", "gen_torch_t113"}) {
-    const json m = manifest(gen);
+    const json m = testing::fixture_manifest(gen);
     ASSERT_TRUE(m.contains("files"));
     for (const auto& f : m["files"])
       by_group[f["group"]][gen + "/" + f["file"].get<std::string>()] =
@@ -369,7 +365,7 @@ TEST(TorchRead, NumpyArraysInsidePickles) {
 // A dtype table check: torch 2.x's dtypes fixture covers every dtype torch can save,
 // including bfloat16, the float8 family, uint16/32/64, complex32 and bits*.
 TEST(TorchRead, Torch2DtypesCoverEverySavableDtype) {
-  const json m = manifest("gen_torch");
+  const json m = testing::fixture_manifest("gen_torch");
   const json* f = find_file(m, "dtypes.pt");
   ASSERT_TRUE(f);
   std::set<std::string> names;

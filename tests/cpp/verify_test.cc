@@ -13,8 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-std::filesystem::path fx(const std::string& name) { return testing::fixture_dir("gen_tools") / name; }
-
 class VerifyTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -31,7 +29,7 @@ class VerifyTest : public ::testing::Test {
 };
 
 TEST_F(VerifyTest, IntactFile) {
-  VerifyResult r = verify_file(fx("base.safetensors"));
+  VerifyResult r = verify_file(testing::tools_fixture("base.safetensors"));
   EXPECT_EQ(r.status, VerifyStatus::kOk) << r.message;
   EXPECT_EQ(r.format, "safetensors");
   EXPECT_EQ(r.tensors, 6u);
@@ -40,7 +38,7 @@ TEST_F(VerifyTest, IntactFile) {
 }
 
 TEST_F(VerifyTest, TruncatedFileIsCorrupt) {
-  const std::string good = testing::read_all(fx("base.safetensors"));
+  const std::string good = testing::read_all(testing::tools_fixture("base.safetensors"));
   VerifyResult r = verify_file(write("cut.safetensors", good.substr(0, good.size() - 10)));
   EXPECT_EQ(r.status, VerifyStatus::kCorrupt);
   EXPECT_EQ(r.rule, "safetensors/buffer-length");
@@ -58,7 +56,7 @@ TEST_F(VerifyTest, UnknownFormatAndMissingFileAreErrors) {
 }
 
 TEST_F(VerifyTest, EmbeddedContentHashIsRecomputed) {
-  Checkpoint c = read_file(fx("base.safetensors"));
+  Checkpoint c = read_file(testing::tools_fixture("base.safetensors"));
   const std::string h = content_hash(c.root);
   WriteOptions o;
   o.fsync = false;
@@ -90,8 +88,8 @@ TEST_F(VerifyTest, EmbeddedContentHashIsRecomputed) {
 }
 
 TEST_F(VerifyTest, JsonSchema) {
-  const std::string good = testing::read_all(fx("base.safetensors"));
-  std::vector<VerifyResult> rs{verify_file(fx("base.safetensors")),
+  const std::string good = testing::read_all(testing::tools_fixture("base.safetensors"));
+  std::vector<VerifyResult> rs{verify_file(testing::tools_fixture("base.safetensors")),
                                verify_file(write("cut.safetensors", good.substr(0, good.size() - 4)))};
   json j = json::parse(to_json(rs));
   EXPECT_FALSE(j["ok"].get<bool>());
@@ -115,7 +113,7 @@ using testing::run_cli;
 
 TEST_F(VerifyTest, CliLinesAndExitStatus) {
   if (!std::filesystem::exists(std::string(TENSORSEAL_BINARY_DIR) + "/tseal")) FAIL() << "tseal not built";
-  const std::string good = fx("base.safetensors").string();
+  const std::string good = testing::tools_fixture("base.safetensors").string();
   const std::string all = testing::read_all(good);
   const std::string cut = write("cut.safetensors", all.substr(0, all.size() - 1)).string();
   const std::string txt = write("x.txt", "plain text\n").string();

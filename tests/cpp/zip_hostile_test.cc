@@ -14,12 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string load(const std::string& name) {
-  std::string s = testing::read_all(testing::fixture_dir("gen_zip") / name);
-  EXPECT_FALSE(s.empty()) << name << ": run tests/fixtures/gen_zip.py (ctest does it)";
-  return s;
-}
-
 detail::zip::Archive parse(const std::string& bytes, const Limits& limits = {}) {
   return detail::zip::read(testing::bytes_of(bytes), "poked.zip", limits);
 }
@@ -43,50 +37,50 @@ std::uint64_t central_pos(const detail::zip::Archive& a, std::size_t i) {
 
 TEST(ZipHostile, NoEndOfCentralDirectory) {
   EXPECT_EQ(rule_of_read("short"), "zip/no-end-of-central-directory");
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   s.resize(s.size() - 22);  // drop the end record
   EXPECT_EQ(rule_of_read(s), "zip/no-end-of-central-directory");
   EXPECT_EQ(rule_of_read(std::string(70000, 'x')), "zip/no-end-of-central-directory");
 }
 
 TEST(ZipHostile, EndRecordCommentLengthMustReachEndOfFile) {
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   put16(s, s.size() - 2, 5);  // claims a 5-byte comment that is not there
   EXPECT_EQ(rule_of_read(s), "zip/bad-end-of-central-directory");
-  std::string t = load("savez.npz") + "trailing";  // bytes after the end record
+  std::string t = testing::zip_fixture("savez.npz") + "trailing";  // bytes after the end record
   EXPECT_EQ(rule_of_read(t), "zip/bad-end-of-central-directory");
 }
 
 TEST(ZipHostile, MultiDisk) {
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   put16(s, s.size() - 22 + 4, 1);
   EXPECT_EQ(rule_of_read(s), "zip/multi-disk");
 }
 
 TEST(ZipHostile, EntriesOnDiskDisagree) {
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   put16(s, s.size() - 22 + 8, 2);
   EXPECT_EQ(rule_of_read(s), "zip/bad-end-of-central-directory");
 }
 
 TEST(ZipHostile, CentralDirectoryOutsideFile) {
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   put32(s, s.size() - 22 + 16, 0x7fffffff);
   EXPECT_EQ(rule_of_read(s), "zip/central-directory-outside-file");
-  std::string t = load("savez.npz");
+  std::string t = testing::zip_fixture("savez.npz");
   put32(t, t.size() - 22 + 12, 0x7fffffff);  // size
   EXPECT_EQ(rule_of_read(t), "zip/central-directory-outside-file");
 }
 
 TEST(ZipHostile, CentralDirectoryMustEndAtEndRecords) {
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   const auto a = parse(s);
   put32(s, s.size() - 22 + 16, static_cast<std::uint32_t>(a.central_offset - 1));
   EXPECT_EQ(rule_of_read(s), "zip/central-directory-position");
 }
 
 TEST(ZipHostile, Zip64LocatorAndRecord) {
-  const std::string orig = load("a.pt");
+  const std::string orig = testing::zip_fixture("a.pt");
   const std::uint64_t eocd = orig.size() - 22, loc = eocd - 20;
   std::string s = orig;
   put64(s, loc + 8, loc);  // zip64 record would overlap the locator
@@ -103,18 +97,18 @@ TEST(ZipHostile, Zip64LocatorAndRecord) {
 }
 
 TEST(ZipHostile, Zip64RecordDisagreesWithEndRecord) {
-  std::string s = load("a.pt");
+  std::string s = testing::zip_fixture("a.pt");
   const std::uint64_t eocd = s.size() - 22;
   put16(s, eocd + 8, 3);
   put16(s, eocd + 10, 3);  // not saturated, not the zip64 count
   EXPECT_EQ(rule_of_read(s), "zip/zip64-mismatch");
-  std::string t = load("a.pt");
+  std::string t = testing::zip_fixture("a.pt");
   put32(t, t.size() - 22 + 16, 17);  // central directory offset
   EXPECT_EQ(rule_of_read(t), "zip/zip64-mismatch");
 }
 
 TEST(ZipHostile, EntryCountLimit) {
-  const std::string s = load("a.pt");
+  const std::string s = testing::zip_fixture("a.pt");
   Limits limits;
   limits.max_entries = 3;
   EXPECT_EQ(rule_of_read(s, limits), "zip/too-many-entries");
@@ -123,7 +117,7 @@ TEST(ZipHostile, EntryCountLimit) {
 }
 
 TEST(ZipHostile, EntryCountLargerThanCentralDirectory) {
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   put16(s, s.size() - 22 + 8, 60000);
   put16(s, s.size() - 22 + 10, 60000);
   EXPECT_EQ(rule_of_read(s), "zip/central-directory-size");
@@ -132,14 +126,14 @@ TEST(ZipHostile, EntryCountLargerThanCentralDirectory) {
 // ---- central directory ------------------------------------------------------------
 
 TEST(ZipHostile, CentralSignature) {
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   const auto a = parse(s);
   s[central_pos(a, 1)] = 'X';
   EXPECT_EQ(rule_of_read(s), "zip/bad-central-header");
 }
 
 TEST(ZipHostile, DuplicateNames) {
-  std::string s = load("a.pt");
+  std::string s = testing::zip_fixture("a.pt");
   const auto a = parse(s);
   // "a/data/1" -> "a/data/0" in the central directory.
   for (std::size_t i = 0; i < a.entries.size(); ++i)
@@ -148,24 +142,24 @@ TEST(ZipHostile, DuplicateNames) {
 }
 
 TEST(ZipHostile, NameWithNul) {
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   const auto a = parse(s);
   s[central_pos(a, 0) + 46 + 1] = '\0';
   EXPECT_EQ(rule_of_read(s), "zip/bad-name");
 }
 
 TEST(ZipHostile, EncryptedEntry) {
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   const auto a = parse(s);
   put16(s, central_pos(a, 0) + 8, 1);
   EXPECT_EQ(rule_of_read(s), "zip/encrypted");
-  std::string t = load("savez.npz");
+  std::string t = testing::zip_fixture("savez.npz");
   put16(t, a.entries[1].local_offset + 6, 1);  // local header only
   EXPECT_EQ(rule_of_read(t), "zip/encrypted");
 }
 
 TEST(ZipHostile, UnsupportedMethod) {
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   const auto a = parse(s);
   put16(s, central_pos(a, 0) + 10, 99);  // no zip method
   EXPECT_EQ(rule_of_read(s), "zip/unsupported-method");
@@ -175,7 +169,7 @@ TEST(ZipHostile, UnsupportedMethod) {
 // them), but reading their tensors is refused when the member is extracted.
 TEST(ZipHostile, Bzip2AndLzmaMembersAreRefusedWhenRead) {
   for (std::uint16_t method : {std::uint16_t{12}, std::uint16_t{14}}) {
-    std::string s = load("savez.npz");
+    std::string s = testing::zip_fixture("savez.npz");
     const auto a = parse(s);
     put16(s, central_pos(a, 0) + 10, method);
     put16(s, a.entries[0].local_offset + 8, method);
@@ -186,26 +180,26 @@ TEST(ZipHostile, Bzip2AndLzmaMembersAreRefusedWhenRead) {
 }
 
 TEST(ZipHostile, StoredSizesDisagree) {
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   const auto a = parse(s);
   put32(s, central_pos(a, 0) + 20, static_cast<std::uint32_t>(a.entries[0].size - 1));
   EXPECT_EQ(rule_of_read(s), "zip/stored-size-mismatch");
 }
 
 TEST(ZipHostile, Zip64ExtraMissing) {
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   const auto a = parse(s);
   put32(s, central_pos(a, 0) + 24, 0xFFFFFFFF);  // saturated size, no zip64 field
   EXPECT_EQ(rule_of_read(s), "zip/bad-zip64-extra");
   // Local header sizes are 0xFFFFFFFF (force_zip64); rename the zip64 field.
-  std::string t = load("savez.npz");
+  std::string t = testing::zip_fixture("savez.npz");
   const auto& e = a.entries[0];
   put16(t, e.local_offset + 30 + e.name.size(), 0x7777);
   EXPECT_EQ(rule_of_read(t), "zip/bad-zip64-extra");
 }
 
 TEST(ZipHostile, ExtraFieldLengthRunsPastBlock) {
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   const auto a = parse(s);
   const auto& e = a.entries[0];
   put16(s, e.local_offset + 30 + e.name.size() + 2, 200);
@@ -215,17 +209,17 @@ TEST(ZipHostile, ExtraFieldLengthRunsPastBlock) {
 // ---- local headers ----------------------------------------------------------------
 
 TEST(ZipHostile, LocalHeaderMissing) {
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   const auto a = parse(s);
   s[a.entries[1].local_offset] = 'X';
   EXPECT_EQ(rule_of_read(s), "zip/local-header-missing");
-  std::string t = load("savez.npz");
+  std::string t = testing::zip_fixture("savez.npz");
   put32(t, central_pos(a, 1) + 42, static_cast<std::uint32_t>(t.size() - 10));
   EXPECT_EQ(rule_of_read(t), "zip/local-header-missing");
 }
 
 TEST(ZipHostile, LocalNameDiffers) {
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   const auto a = parse(s);
   s[a.entries[0].local_offset + 30] = 'Z';
   try {
@@ -241,7 +235,7 @@ TEST(ZipHostile, LocalNameDiffers) {
 }
 
 TEST(ZipHostile, LocalMethodCrcAndSizesDiffer) {
-  const std::string orig = load("savez.npz");
+  const std::string orig = testing::zip_fixture("savez.npz");
   const auto a = parse(orig);
   const auto& e = a.entries[1];
   std::string s = orig;
@@ -265,7 +259,7 @@ TEST(ZipHostile, LocalMethodCrcAndSizesDiffer) {
 }
 
 TEST(ZipHostile, DataDescriptorDisagrees) {
-  std::string s = load("a.pt");
+  std::string s = testing::zip_fixture("a.pt");
   const auto a = parse(s);
   const auto& e = a.entries[0];
   ASSERT_TRUE(e.has_data_descriptor);
@@ -276,7 +270,7 @@ TEST(ZipHostile, DataDescriptorDisagrees) {
 TEST(ZipHostile, OverlappingEntries) {
   // Grow the first member of savez.npz by 10 bytes in both headers: its data then
   // runs into the next local header.
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   const auto a = parse(s);
   const auto& e = a.entries[0];
   const std::uint64_t grown = e.size + 10;
@@ -287,14 +281,14 @@ TEST(ZipHostile, OverlappingEntries) {
   EXPECT_EQ(rule_of_read(s), "zip/overlapping-entries");
   // Two central entries sharing one local header: names are unique (duplicate-name)
   // and each must match its local header, so the second one is refused.
-  std::string t = load("a.pt");
+  std::string t = testing::zip_fixture("a.pt");
   const auto b = parse(t);
   put32(t, central_pos(b, 2) + 42, static_cast<std::uint32_t>(b.entries[1].local_offset));
   EXPECT_EQ(rule_of_read(t), "zip/local-central-mismatch");
 }
 
 TEST(ZipHostile, LastEntryRunsIntoCentralDirectory) {
-  std::string s = load("savez.npz");
+  std::string s = testing::zip_fixture("savez.npz");
   const auto a = parse(s);
   const std::size_t last = a.entries.size() - 1;
   const auto& e = a.entries[last];
@@ -309,7 +303,7 @@ TEST(ZipHostile, LastEntryRunsIntoCentralDirectory) {
 TEST(ZipHostile, DataPastEndOfFile) {
   // A torch record (data descriptor: sizes only in the central directory and the
   // descriptor) claiming 2 GiB of data in a 2 KiB file.
-  std::string t = load("a.pt");
+  std::string t = testing::zip_fixture("a.pt");
   const auto b = parse(t);
   put32(t, central_pos(b, 0) + 20, 0x7FFFFFF0);
   put32(t, central_pos(b, 0) + 24, 0x7FFFFFF0);
@@ -319,7 +313,7 @@ TEST(ZipHostile, DataPastEndOfFile) {
 // ---- data -------------------------------------------------------------------------
 
 TEST(ZipHostile, InflateLimitsAndErrors) {
-  const std::string s = load("savez_compressed.npz");
+  const std::string s = testing::zip_fixture("savez_compressed.npz");
   const auto a = parse(s);
   const auto file = testing::bytes_of(s);
   std::vector<std::byte> scratch;
@@ -355,7 +349,7 @@ TEST(ZipHostile, InflateLimitsAndErrors) {
 }
 
 TEST(ZipHostile, CrcMismatch) {
-  const std::string s = load("savez.npz");
+  const std::string s = testing::zip_fixture("savez.npz");
   const auto a = parse(s);
   std::vector<std::byte> scratch;
   auto data = detail::zip::entry_bytes(testing::bytes_of(s), a.entries[0], scratch, "x", Limits{});
@@ -391,7 +385,7 @@ TEST(ZipHostile, AbsurdNameLength) {
 
 TEST(ZipHostile, TruncationAtEveryLength) {
   for (const char* name : {"savez.npz", "a.pt", "descriptors.zip", "zip64_forced.zip"}) {
-    const std::string s = load(name);
+    const std::string s = testing::zip_fixture(name);
     for (std::size_t n = 0; n < s.size(); ++n) {
       const std::string cut = s.substr(0, n);
       EXPECT_NE(rule_of_read(cut), "") << name << " cut at " << n;
@@ -403,7 +397,7 @@ TEST(ZipHostile, TruncationAtEveryLength) {
 // can all be read (and CRC-checked) without crashing.
 TEST(ZipHostile, SingleBitFlipsNeverCrash) {
   for (const char* name : {"savez.npz", "a.pt", "savez_compressed.npz"}) {
-    const std::string orig = load(name);
+    const std::string orig = testing::zip_fixture(name);
     std::size_t parsed = 0, refused = 0;
     for (std::size_t i = 0; i < orig.size(); ++i)
       for (int bit = 0; bit < 8; ++bit) {

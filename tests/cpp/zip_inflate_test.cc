@@ -23,12 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using detail::zip::Entry;
 
-std::string load(const std::string& name) {
-  std::string s = testing::read_all(testing::fixture_dir("gen_zip") / name);
-  EXPECT_FALSE(s.empty()) << name << ": run tests/fixtures/gen_zip.py (ctest does it)";
-  return s;
-}
-
 // Raw deflate (zip method 8) of `data` by zlib, as CPython's zipfile writes it.
 std::vector<std::byte> zlib_deflate(std::span<const std::byte> data, int level = 6) {
   z_stream zs{};
@@ -70,7 +64,7 @@ std::vector<std::byte> npy_image(std::string_view descr, const std::vector<std::
 }
 
 // `n` bytes of values below `below`: compressible when small, not trivially.
-std::vector<std::byte> random_bytes(std::size_t n, unsigned seed, unsigned below = 7) {
+std::vector<std::byte> small_symbols(std::size_t n, unsigned seed, unsigned below = 7) {
   std::mt19937 rng(seed);
   std::vector<std::byte> out(n);
   for (auto& b : out) b = static_cast<std::byte>(rng() % below);
@@ -97,7 +91,7 @@ std::string rule_of_stream(std::span<const std::byte> file, const Entry& e) {
 // ---- inflate_entry ------------------------------------------------------------------
 
 TEST(ZipInflate, StreamGivesTheOneShotBytesInAnyWindow) {
-  const std::string s = load("savez_compressed.npz");
+  const std::string s = testing::zip_fixture("savez_compressed.npz");
   const auto file = testing::bytes_of(s);
   const auto a = detail::zip::read(file, "x", Limits{});
   std::vector<std::byte> scratch;
@@ -112,7 +106,7 @@ TEST(ZipInflate, StreamGivesTheOneShotBytesInAnyWindow) {
 }
 
 TEST(ZipInflate, StreamRefusesWhatTheOneShotRefuses) {
-  const std::string s = load("savez_compressed.npz");
+  const std::string s = testing::zip_fixture("savez_compressed.npz");
   const auto file = testing::bytes_of(s);
   const Entry e = detail::zip::read(file, "x", Limits{}).entries[0];
   Entry shorter = e;  // the stream gives more than declared: refused at the first byte over
@@ -146,7 +140,7 @@ TEST(ZipInflate, StreamRefusesWhatTheOneShotRefuses) {
 }
 
 TEST(ZipInflate, StoppedStreamReadsOnlyItsStart) {
-  const auto image = random_bytes(3 << 20, 1);
+  const auto image = small_symbols(3 << 20, 1);
   const std::string s = deflated_npz({{"a.npy", image}});
   const auto file = testing::bytes_of(s);
   const Entry e = detail::zip::read(file, "x", Limits{}).entries[0];
@@ -164,7 +158,7 @@ TEST(ZipInflate, ReleasedPagesOfAMappedFileReadBackTheSame) {
   // Pages of the compressed bytes are given back to the kernel as they are consumed; a
   // second pass (and the rest of the mapping) reads the file's bytes again. Several
   // 4 MiB pieces of compressed input.
-  const auto image = random_bytes(9 << 20, 2, 256);
+  const auto image = small_symbols(9 << 20, 2, 256);
   const std::string s = deflated_npz({{"a.npy", image}}, 1);
   ASSERT_GT(s.size(), 8u << 20);
   const fs::path p = fs::temp_directory_path() / "tensorseal_zip_inflate_release.npz";
@@ -212,7 +206,7 @@ TEST(ZipInflate, InflateLimitIsOnTheArchivesDeclaredTotal) {
 TEST(ZipInflate, LowRatioArchivesPassWhateverTheirSize) {
   // Past max_inflate, an archive whose deflated members inflate at most max_inflate_ratio
   // times their compressed size passes: its cost is bounded by its own size.
-  const auto image = random_bytes(2 << 20, 3);
+  const auto image = small_symbols(2 << 20, 3);
   const std::string s = deflated_npz({{"a.npy", image}});
   const auto a = detail::zip::read(testing::bytes_of(s), "x", Limits{});
   Limits l;
@@ -251,7 +245,7 @@ TEST(ZipInflate, NpzDeflatedMembersStreamAndHashAsTheirStoredTwins) {
   std::memcpy(le.data(), values.data(), le.size());
   be = le;
   detail::util::byteswap_inplace(be, 4);
-  const auto fortran = random_bytes(6 * 7 * 2, 4);
+  const auto fortran = small_symbols(6 * 7 * 2, 4);
   const std::vector<Member> members = {{"le.npy", npy_image("<f4", {static_cast<std::int64_t>(n)}, le)},
                                        {"be.npy", npy_image(">f4", {static_cast<std::int64_t>(n)}, be)},
                                        {"fo.npy", npy_image("<i2", {6, 7}, fortran, true)}};
@@ -285,7 +279,7 @@ TEST(ZipInflate, NpzDeflatedMembersStreamAndHashAsTheirStoredTwins) {
 }
 
 TEST(ZipInflate, NpzDeflatedCrcIsCheckedWhenTheDataStreams) {
-  const auto image = npy_image("<u1", {5000}, random_bytes(5000, 5));
+  const auto image = npy_image("<u1", {5000}, small_symbols(5000, 5));
   std::string s = deflated_npz({{"a.npy", image}});
   const auto a = detail::zip::read(testing::bytes_of(s), "x", Limits{});
   // The CRC in both headers: the reader's local/central agreement still holds.
@@ -303,7 +297,7 @@ TEST(ZipInflate, NpzDeflatedCrcIsCheckedWhenTheDataStreams) {
 TEST(ZipInflate, NpzJoinedMemberRespectsMaxAlloc) {
   // Streaming holds a window whatever the member's size; one buffer of it (a strided
   // view, Python's arrays) is an allocation, under max_alloc.
-  const auto image = npy_image("<u1", {100000}, random_bytes(100000, 6));
+  const auto image = npy_image("<u1", {100000}, small_symbols(100000, 6));
   const std::string s = deflated_npz({{"a.npy", image}});
   ReadOptions o;
   o.limits.max_alloc = 50000;
