@@ -45,16 +45,17 @@ wheels: setup
 	JOBS=$(JOBS) bash scripts/wheels.sh
 
 # The README's test command (and CI's): the suite, then the same C++ suite under
-# ASan+UBSan and the concurrency test under TSan, then every fuzz target for
-# FUZZ_SECONDS (default 30 s each, regression inputs replayed first).
+# ASan+UBSan and the threaded tests under TSan, then every fuzz target for
+# FUZZ_SECONDS (default 30 s each, regression inputs replayed first), built in the
+# ASan tree from the same library objects.
 test: check
 	JOBS=$(JOBS) bash scripts/sanitize.sh all
-	FUZZ_JOBS=$(JOBS) BUILD_JOBS=$(JOBS) bash scripts/fuzz.sh $(FUZZ_SECONDS)
+	FUZZ_BUILD=build-asan FUZZ_JOBS=$(JOBS) BUILD_JOBS=$(JOBS) bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # The suite alone (GoogleTest via ctest, then pytest): the quick loop while developing.
 check: build
 	cd $(BUILD) && ../$(VENV)/bin/ctest --output-on-failure -j $(JOBS)
-	PYTHONPATH=$(BUILD)/python $(PY) -m pytest -q tests/py
+	PYTHONPATH=$(BUILD)/python $(PY) -m pytest -q --durations=15 tests/py
 
 # The main job from a fresh clone in minutes: set-up and build of only what it needs.
 demo: build-demo

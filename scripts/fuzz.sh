@@ -8,6 +8,9 @@
 #        FUZZ_NICE    nice level (default 10)
 #        FUZZ_RUNS    also stop a target after this many executions (default: no cap);
 #                     the long runs use FUZZ_RUNS=10000000 with SECONDS=1800
+#        FUZZ_BUILD   build tree (default build-fuzz/, configured here when absent);
+#                     `make test` passes build-asan/, which scripts/sanitize.sh
+#                     configures with the fuzz targets (same sanitizers)
 #        CC/CXX       compilers (default clang-14 / clang++-14, else clang / clang++)
 #
 # First every file in fuzz/regressions/<name>/ is replayed through its target (inputs
@@ -23,7 +26,7 @@ OUT=${FUZZ_OUT:-fuzz/out}
 JOBS=${FUZZ_JOBS:-1}
 NICE=${FUZZ_NICE:-10}
 RUNS=${FUZZ_RUNS:--1}
-BUILD=build-fuzz
+BUILD=${FUZZ_BUILD:-build-fuzz}
 CMAKE=.venv/bin/cmake; [ -x "$CMAKE" ] || CMAKE=cmake
 
 if [ -z "${CXX:-}" ]; then
