@@ -23,7 +23,12 @@ setup-demo:
 # `make build` configures with the test suite, `make build-demo` without it (no
 # GoogleTest needed) and builds only the library, tseal and the extension; either
 # reconfigures a build directory the other made.
+# Debug info is line tables and function names (-g1): backtraces and perf keep file and
+# line, the code is the same as with -g, and each file compiles in about two thirds of
+# the time (src/torch/pt_writer.cc: 7.6 s -> 5.2 s of CPU). DEBUG_FLAGS=-g for locals.
+DEBUG_FLAGS ?= -g1
 CONFIGURE = $(VENV)/bin/cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 $(DEBUG_FLAGS) -DNDEBUG" \
 	  -DTENSORSEAL_PYTHON=ON -DPython_EXECUTABLE=$(abspath $(PY))
 
 build: setup
