@@ -17,7 +17,6 @@
 
 namespace tensorseal::detail::io {
 namespace fs = std::filesystem;
-namespace {}  // namespace
 
 void fsync_directory(const fs::path& p) {
   const int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

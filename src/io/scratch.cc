@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "io/os_error.h"
 #include "tensorseal/error.h"
 
 namespace tensorseal::detail::io {
@@ -18,17 +19,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-[[noreturn]] void fail(const std::string& where, int err, const char* what) {
-  throw Error(rules::kIoWrite, std::string(what) + ": " + std::strerror(err), where);
-}
-
 // An unlinked file in the temp directory: O_TMPFILE, else mkstemp + unlink.
 int temp_fd(const fs::path& dir) {
   int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (fd >= 0) return fd;
   std::string tmpl = (dir / "tseal-scratch.XXXXXX").string();
   fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
-  if (fd < 0) fail(dir.string(), errno, "cannot create a scratch file");
+  if (fd < 0) fail_os(rules::kIoWrite, "cannot create a scratch file", errno, dir);
   ::unlink(tmpl.c_str());
   return fd;
 }
@@ -50,12 +47,12 @@ Scratch scratch(std::uint64_t size, DType dtype) {
   if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
     const int err = errno;
     ::close(fd);
-    fail(dir.string(), err, "cannot size a scratch file");
+    fail_os(rules::kIoWrite, "cannot size a scratch file", err, dir);
   }
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int err = errno;
   ::close(fd);  // the mapping keeps the file
-  if (p == MAP_FAILED) fail(dir.string(), err, "cannot map a scratch file");
+  if (p == MAP_FAILED) fail_os(rules::kIoWrite, "cannot map a scratch file", err, dir);
   auto owner = std::shared_ptr<void>(p, [size](void* q) { ::munmap(q, size); });
   s.data = static_cast<std::byte*>(p);
   s.storage = Storage::external(s.data, size, std::move(owner), dtype);
