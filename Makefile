@@ -27,8 +27,10 @@ setup-demo:
 # line, the code is the same as with -g, and each file compiles in about two thirds of
 # the time (src/torch/pt_writer.cc: 7.6 s -> 5.2 s of CPU). DEBUG_FLAGS=-g for locals.
 DEBUG_FLAGS ?= -g1
+# The library compiles as unity batches (CMakeLists.txt); UNITY=OFF compiles file by file.
+UNITY ?= ON
 CONFIGURE = $(VENV)/bin/cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 $(DEBUG_FLAGS) -DNDEBUG" \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 $(DEBUG_FLAGS) -DNDEBUG" -DTENSORSEAL_UNITY=$(UNITY) \
 	  -DTENSORSEAL_PYTHON=ON -DPython_EXECUTABLE=$(abspath $(PY))
 
 build: setup

@@ -32,7 +32,7 @@ void negate_int(std::byte* p, unsigned width) {
 
 // `raw`'s bytes with the bits applied to every whole element; a trailing partial
 // element (no view reaches it) is copied unchanged.
-std::shared_ptr<const Storage> apply(const Storage& raw, DType dtype, bool neg, bool conj) {
+std::shared_ptr<const Storage> apply_bits(const Storage& raw, DType dtype, bool neg, bool conj) {
   const auto src = raw.bytes();
   std::vector<std::byte> out(src.begin(), src.end());
   const unsigned width = info(dtype).bits / 8;
@@ -69,7 +69,7 @@ std::shared_ptr<const Tensor> lazy_view(const Tensor& raw, bool neg, bool conj) 
   auto base = raw.storage;
   const DType dtype = raw.dtype;
   t->storage = Storage::deferred(
-      base->size(), [base, dtype, neg, conj] { return apply(*base, dtype, neg, conj); }, base->dtype);
+      base->size(), [base, dtype, neg, conj] { return apply_bits(*base, dtype, neg, conj); }, base->dtype);
   t->lazy = std::make_shared<const LazyBits>(LazyBits{std::move(base), neg, conj});
   return t;
 }

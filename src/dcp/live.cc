@@ -52,7 +52,7 @@ using Ints = std::vector<std::int64_t>;
 
 constexpr std::string_view kWhere = "live state";
 
-std::uint64_t volume(const Ints& sizes) {
+std::uint64_t shard_volume(const Ints& sizes) {
   std::uint64_t v = 1;
   for (auto s : sizes) v *= static_cast<std::uint64_t>(s);
   return v;
@@ -377,12 +377,12 @@ LiveHash::LiveHash(std::vector<LiveItem> items, const std::vector<std::string>& 
       throw Error(dcprules::kLiveState,
                   fmt::format("tensor '{}' of sub-byte dtype {} is sharded (not supported)", fqn, name(it.dtype)),
                   where);
-    it.nbytes = volume(it.shape) * item;
-    if (item == 0) it.nbytes = (volume(it.shape) * info(it.dtype).bits + 7) / 8;
+    it.nbytes = shard_volume(it.shape) * item;
+    if (item == 0) it.nbytes = (shard_volume(it.shape) * info(it.dtype).bits + 7) / 8;
     it.nchunks = (it.nbytes + kLeafChunk - 1) / kLeafChunk;
     const auto me = mine.find(fqn);
     for (auto& [key, h] : boxes) {
-      if (volume(key.second) == 0) continue;
+      if (shard_volume(key.second) == 0) continue;
       BoxPlan b;
       b.offsets = key.first;
       b.sizes = key.second;

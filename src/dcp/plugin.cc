@@ -32,7 +32,7 @@ fs::path normal_target(const fs::path& target) {
   return target.filename().empty() ? target.parent_path() : target;  // "out/" names "out"
 }
 
-std::string digest_of(const Value& v) {
+std::string value_digest(const Value& v) {
   HashOptions o;
   o.algo = HashAlgo::kXxh3;
   o.threads = 1;
@@ -225,7 +225,7 @@ std::vector<DcpRecord> write_items(const fs::path& target, std::uint32_t rank, s
       const Tensor& t = *it.value.as_tensor();
       r.leaf_chunks = leaf_chunks_of(t, *it.offsets, it.global_size, chunks[&t]);
     } else {
-      r.digest = digest_of(it.value);
+      r.digest = value_digest(it.value);
     }
     out.push_back(std::move(r));
   }

@@ -44,7 +44,7 @@ std::uint64_t entry_bytes(const DcpEntry& e) {
   return item ? n * item : (n * info(e.dtype).bits + 7) / 8;
 }
 
-std::string key_of(const DcpStorage& s) { return fmt::format("{}@{}", s.relative_path, s.offset); }
+std::string storage_key(const DcpStorage& s) { return fmt::format("{}@{}", s.relative_path, s.offset); }
 
 struct Plan {
   std::vector<std::uint32_t> item_owner;  // per storage_order index
@@ -67,7 +67,7 @@ Plan plan_of(const DcpMetadata& md, std::uint32_t world) {
     const auto owner =
         total == 0 ? 0 : static_cast<std::uint32_t>(static_cast<unsigned __int128>(before) * world / total);
     p.item_owner.push_back(std::min(owner, world - 1));
-    p.item_index.emplace(key_of(st.storage), i);
+    p.item_index.emplace(storage_key(st.storage), i);
     before += st.storage.length;
   }
   p.covers.resize(md.entries.size());
@@ -132,8 +132,8 @@ std::string dcp_verify_part(const fs::path& dir, std::uint32_t rank, std::uint32
     const DcpEntry& e = md.entries[ei->second];
     if (!e.is_tensor) {
       const std::string bytes = checked.bytes_item(e.fqn, false);
-      const Checkpoint c =
-          read_bytes({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}, key_of(st.storage), options);
+      const Checkpoint c = read_bytes({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()},
+                                      storage_key(st.storage), options);
       std::vector<std::string> enc;
       for (HashAlgo a : algos) {
         HashOptions o;

@@ -333,8 +333,8 @@ constexpr NameMap kReverseNameMapping[] = {
 };
 
 template <std::size_t N1, std::size_t N2>
-std::pair<std::string, std::string> apply(const ModuleMap (&modules)[N1], const NameMap (&names)[N2],
-                                          std::string_view module, std::string_view name) {
+std::pair<std::string, std::string> apply_maps(const ModuleMap (&modules)[N1], const NameMap (&names)[N2],
+                                               std::string_view module, std::string_view name) {
   // Tables are sorted, so binary search.
   auto n = std::lower_bound(std::begin(names), std::end(names), std::pair{module, name},
                             [](const NameMap& e, const std::pair<std::string_view, std::string_view>& k) {
@@ -351,11 +351,11 @@ std::pair<std::string, std::string> apply(const ModuleMap (&modules)[N1], const 
 }  // namespace
 
 std::pair<std::string, std::string> py2_to_py3_name(std::string_view module, std::string_view name) {
-  return apply(kImportMapping, kNameMapping, module, name);
+  return apply_maps(kImportMapping, kNameMapping, module, name);
 }
 
 std::pair<std::string, std::string> py3_to_py2_name(std::string_view module, std::string_view name) {
-  return apply(kReverseImportMapping, kReverseNameMapping, module, name);
+  return apply_maps(kReverseImportMapping, kReverseNameMapping, module, name);
 }
 
 }  // namespace tensorseal::detail::pickle

@@ -39,6 +39,7 @@
 #include "safetensors/structure.h"
 #include "util/checked.h"
 #include "util/endian.h"
+#include "util/text.h"
 #include "util/utf8.h"
 
 namespace tensorseal::detail::safetensors {
@@ -668,18 +669,6 @@ SafetensorsIndex validate(RawHeader& raw, const io::Input& in, std::uint64_t n) 
   return idx;
 }
 
-bool is_ascii(std::string_view s) {
-  std::size_t i = 0;
-  std::uint64_t acc = 0;
-  for (; i + 8 <= s.size(); i += 8) {
-    std::uint64_t w;
-    std::memcpy(&w, s.data() + i, 8);
-    acc |= w;
-  }
-  for (; i < s.size(); ++i) acc |= static_cast<unsigned char>(s[i]);
-  return (acc & 0x8080808080808080ull) == 0;
-}
-
 }  // namespace
 
 SafetensorsIndex index_safetensors(const io::Input& in, bool fast_scan) {
@@ -693,7 +682,7 @@ SafetensorsIndex index_safetensors(const io::Input& in, bool fast_scan) {
     fail(rules::kHeaderLength,
          fmt::format("header length {} runs past the end of the file ({} bytes)", n, bytes.size()), in, 0);
   const std::string_view text = util::as_chars(bytes.subspan(safetensors::kLengthPrefixSize, n));
-  if (!is_ascii(text))
+  if (!util::is_ascii(text))
     if (auto bad = util::first_invalid_utf8(text))
       fail(rules::kHeaderUtf8, "header is not valid UTF-8", in, safetensors::kLengthPrefixSize + *bad);
   // A raw NUL is never valid JSON (not whitespace, and control characters in strings

@@ -19,7 +19,7 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-[[noreturn]] void shape_error(const std::string& name, const std::string& detail) {
+[[noreturn]] void index_shape_error(const std::string& name, const std::string& detail) {
   throw Error(rules::kIndexShape, detail, name);
 }
 
@@ -47,7 +47,7 @@ std::uint64_t total_size_of(const json& v, const std::string& name) {
     const double d = v.get<double>();
     if (d >= 0 && d < 1.8e19 && std::floor(d) == d) return static_cast<std::uint64_t>(d);
   }
-  shape_error(name, "metadata.total_size is " + v.dump() + ", not a byte count");
+  index_shape_error(name, "metadata.total_size is " + v.dump() + ", not a byte count");
 }
 
 }  // namespace
@@ -75,19 +75,19 @@ ShardIndex parse_index(std::span<const std::byte> bytes, const std::string& name
     throw Error(rules::kIndexJson, std::string("not JSON: ") + e.what(), name, e.byte > 0 ? e.byte - 1 : 0);
   }
   if (!duplicate.empty()) throw Error(rules::kIndexJson, "key '" + duplicate + "' appears twice", name);
-  if (!j.is_object()) shape_error(name, "the index is not a JSON object");
+  if (!j.is_object()) index_shape_error(name, "the index is not a JSON object");
 
   ShardIndex idx;
   idx.formatting = formatting_of(text);
   const auto wm = j.find(shards::kWeightMapKey);
-  if (wm == j.end() || !wm->is_object()) shape_error(name, "no \"weight_map\" object");
+  if (wm == j.end() || !wm->is_object()) index_shape_error(name, "no \"weight_map\" object");
   idx.weight_map.reserve(wm->size());
   for (const auto& [k, v] : wm->items()) {
-    if (!v.is_string()) shape_error(name, "weight_map['" + k + "'] is " + v.dump() + ", not a file name");
+    if (!v.is_string()) index_shape_error(name, "weight_map['" + k + "'] is " + v.dump() + ", not a file name");
     idx.weight_map.emplace_back(k, v.get<std::string>());
   }
   if (const auto meta = j.find(shards::kMetadataKey); meta != j.end() && !meta->is_null()) {
-    if (!meta->is_object()) shape_error(name, "\"metadata\" is not an object");
+    if (!meta->is_object()) index_shape_error(name, "\"metadata\" is not an object");
     for (const auto& [k, v] : meta->items()) {
       if (k == shards::kTotalSizeKey)
         idx.total_size = total_size_of(v, name);

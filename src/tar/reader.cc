@@ -32,6 +32,7 @@
 #include "tar/constants.h"
 #include "tensorseal/error.h"
 #include "util/checked.h"
+#include "util/text.h"
 
 namespace tensorseal::detail::tar {
 
@@ -40,30 +41,14 @@ namespace {
 using u64 = std::uint64_t;
 using Bytes = std::span<const std::byte>;
 
-std::string_view text(Bytes b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+std::string_view as_text(Bytes b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
 
-std::string_view field(std::string_view header, Field f) { return header.substr(f.offset, f.length); }
+std::string_view header_field(std::string_view header, Field f) { return header.substr(f.offset, f.length); }
 
 // tarfile's nts(): the bytes before the first NUL.
 std::string_view until_nul(std::string_view s) { return s.substr(0, std::min(s.find('\0'), s.size())); }
 
 // A name as it appears in messages: quoted, bounded, non-printable bytes escaped.
-std::string show(std::string_view s) {
-  std::string out = "'";
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (out.size() > 160) {
-      out += "...";
-      break;
-    }
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'')
-      out += static_cast<char>(c);
-    else
-      out += fmt::format("\\x{:02x}", c);
-  }
-  return out + "'";
-}
-
 bool python_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f'); }
 
 // What tarfile's nti() makes of a number field, or nullopt where it raises: base-256
@@ -177,7 +162,7 @@ class Walker {
              pos == file_.size() ? "the archive ends without an end-of-archive block (512 zero bytes)"
                                  : fmt::format("the file ends {} bytes into a header block", file_.size() - pos));
       }
-      const std::string_view h = text(file_.subspan(pos, kBlock));
+      const std::string_view h = as_text(file_.subspan(pos, kBlock));
       if (std::all_of(h.begin(), h.end(), [](char c) { return c == '\0'; })) {
         finish(pos);
         return std::move(archive_);
@@ -205,7 +190,7 @@ class Walker {
 
   // Validates the header at `pos` and what follows it; returns the next header's offset.
   u64 header(u64 pos, std::string_view h, const std::function<void(const Member&, Bytes)>& visit) {
-    const auto stored = parse_number(field(h, kChecksum));
+    const auto stored = parse_number(header_field(h, kChecksum));
     const auto [unsigned_sum, signed_sum] = checksums(h);
     if (stored.status != Number::kOk)
       fail(rules::kBadNumber, pos + kChecksum.offset, "the header checksum is not an octal number");
@@ -215,18 +200,19 @@ class Walker {
            fmt::format("header checksum {} is neither the unsigned ({}) nor the signed ({}) sum of the header",
                        stored.value, unsigned_sum, signed_sum));
     for (const Field f : kNumericFields)
-      if (parse_number(field(h, f)).status == Number::kInvalid)
+      if (parse_number(header_field(h, f)).status == Number::kInvalid)
         fail(rules::kBadNumber, pos + f.offset,
              fmt::format("header field at +{} is not an octal or base-256 number", f.offset));
-    const std::string_view magic = field(h, kMagic);
+    const std::string_view magic = header_field(h, kMagic);
     const bool gnu = magic == kGnuMagic;
     if (!gnu && magic != kUstarMagic)
       fail(rules::kBadMagic, pos + kMagic.offset,
-           fmt::format("header magic {} is neither ustar nor GNU (pre-POSIX archives are not read)", show(magic)));
+           fmt::format("header magic {} is neither ustar nor GNU (pre-POSIX archives are not read)",
+                       util::quoted(magic)));
     (gnu ? archive_.dialect.gnu : archive_.dialect.ustar) = true;
 
     const char type = h[kTypeflag.offset];
-    const Number size_field = parse_number(field(h, kSize));
+    const Number size_field = parse_number(header_field(h, kSize));
     if (size_field.status == Number::kNegative)
       fail(rules::kNegativeSize, pos + kSize.offset, "the size field is a negative base-256 number");
     const u64 data = pos + kBlock;
@@ -245,7 +231,7 @@ class Walker {
         fail(rules::kUnsupportedType, pos + kTypeflag.offset,
              fmt::format("member type {} is not a regular file, hard link or extension header "
                          "(symbolic links, directories, devices, sparse files and pax global headers are refused)",
-                         show(std::string_view(&h[kTypeflag.offset], 1))));
+                         util::quoted(std::string_view(&h[kTypeflag.offset], 1))));
     }
     return member(pos, h, data, gnu, type == kHardLink, size_field.value, visit);
   }
@@ -280,7 +266,7 @@ class Walker {
              fmt::format("pax extended header of {} bytes (at most {})", size, kMaxPaxSize));
       const u64 next = data_run(pos, data, size);
       pending_.pax = archive_.dialect.pax = true;
-      pax_records(data, text(file_.subspan(data, size)));
+      pax_records(data, as_text(file_.subspan(data, size)));
       return next;
     }
     bool& seen = link ? pending_.long_link : pending_.long_name;
@@ -290,7 +276,7 @@ class Walker {
       fail(rules::kBadLongName, pos + kSize.offset,
            fmt::format("GNU long name of {} bytes (at most {})", size, kMaxNameLength));
     const u64 next = data_run(pos, data, size);
-    const std::string_view s = text(file_.subspan(data, size));
+    const std::string_view s = as_text(file_.subspan(data, size));
     const std::string_view value = until_nul(s);
     if (s.find_first_not_of('\0', value.size()) != std::string_view::npos)
       fail(rules::kBadLongName, data + value.size(), "a GNU long name holds bytes after its terminating NUL");
@@ -319,7 +305,7 @@ class Walker {
         fail(rules::kBadPax, record_at, "a pax record is not 'length keyword=value\\n'");
       const std::string_view key = record.substr(key_at, eq - key_at);
       const std::string_view value = record.substr(eq + 1, record.size() - eq - 2);
-      if (seen[key]) fail(rules::kBadPax, record_at, fmt::format("pax keyword {} given twice", show(key)));
+      if (seen[key]) fail(rules::kBadPax, record_at, fmt::format("pax keyword {} given twice", util::quoted(key)));
       seen[key] = true;
       const u64 value_at = record_at + eq + 1;
       if (key == kPaxPath) {
@@ -332,13 +318,13 @@ class Walker {
         // tarfile reads int(value) and takes 0 when that fails: only plain digits agree.
         if (value.empty() || value.size() > 18 ||
             !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
-          fail(rules::kBadPax, value_at, fmt::format("pax size {} is not a decimal number", show(value)));
+          fail(rules::kBadPax, value_at, fmt::format("pax size {} is not a decimal number", util::quoted(value)));
         u64 v = 0;
         for (char c : value) v = v * 10 + static_cast<u64>(c - '0');
         pending_.size = v;
         pending_.size_at = value_at;
       } else if (std::find(std::begin(kPaxIgnored), std::end(kPaxIgnored), key) == std::end(kPaxIgnored)) {
-        fail(rules::kBadPax, record_at, fmt::format("pax keyword {} is not one tensorseal reads", show(key)));
+        fail(rules::kBadPax, record_at, fmt::format("pax keyword {} is not one tensorseal reads", util::quoted(key)));
       }
       at += length;
     }
@@ -356,14 +342,14 @@ class Walker {
     if (n.empty()) fail(rules::kUnsafeName, at, fmt::format("empty {}", what));
     if (n.size() > kMaxNameLength)
       fail(rules::kUnsafeName, at, fmt::format("{} of {} bytes (at most {})", what, n.size(), kMaxNameLength));
-    if (n.front() == '/') fail(rules::kUnsafeName, at, fmt::format("absolute {} {}", what, show(n)));
+    if (n.front() == '/') fail(rules::kUnsafeName, at, fmt::format("absolute {} {}", what, util::quoted(n)));
     for (std::size_t b = 0;;) {
       const std::size_t e = std::min(n.find('/', b), n.size());
       const std::string_view part = n.substr(b, e - b);
       if (part.empty() || part == "." || part == "..")
         fail(rules::kUnsafeName, at,
              fmt::format("{} {} has an empty, '.' or '..' component (only plain relative paths are read)", what,
-                         show(n)));
+                         util::quoted(n)));
       if (e == n.size()) break;
       b = e + 1;
     }
@@ -371,7 +357,7 @@ class Walker {
 
   u64 member(u64 pos, std::string_view h, u64 data, bool gnu, bool link, u64 header_size,
              const std::function<void(const Member&, Bytes)>& visit) {
-    const std::string_view prefix = until_nul(field(h, kPrefix));
+    const std::string_view prefix = until_nul(header_field(h, kPrefix));
     if (gnu && !prefix.empty())
       fail(rules::kAmbiguousPrefix, pos + kPrefix.offset,
            "a GNU header with a ustar prefix: tarfile prepends it to the name, GNU tar does not");
@@ -385,7 +371,7 @@ class Walker {
       m.name = *pending_.path;
       name_at = pending_.path_at;
     } else {
-      const std::string_view base = until_nul(field(h, kName));
+      const std::string_view base = until_nul(header_field(h, kName));
       m.name = prefix.empty() ? std::string(base) : std::string(prefix) + "/" + std::string(base);
       if (!prefix.empty()) name_at = pos + kPrefix.offset;
     }
@@ -401,12 +387,12 @@ class Walker {
     }
     if (by_name_.count(m.name))
       fail(rules::kDuplicateMember, m.header_offset,
-           fmt::format("member {} appears twice (tarfile reads the last, other tars the first)", show(m.name)));
+           fmt::format("member {} appears twice (tarfile reads the last, other tars the first)", util::quoted(m.name)));
     u64 next = data;
     if (link) {
       if (size != 0)
         fail(rules::kBadLink, pos + kSize.offset,
-             fmt::format("hard link {} declares {} bytes of data (tarfile skips none)", show(m.name), size));
+             fmt::format("hard link {} declares {} bytes of data (tarfile skips none)", util::quoted(m.name), size));
       u64 link_at = pos + kLinkname.offset;
       if (pending_.link) {
         m.link_name = *pending_.link;
@@ -415,13 +401,14 @@ class Walker {
         m.link_name = *pending_.linkpath;
         link_at = pending_.linkpath_at;
       } else {
-        m.link_name = std::string(until_nul(field(h, kLinkname)));
+        m.link_name = std::string(until_nul(header_field(h, kLinkname)));
       }
       check_name(m.link_name, link_at, "hard link target");
       const auto target = by_name_.find(m.link_name);
       if (target == by_name_.end())
         fail(rules::kBadLink, link_at,
-             fmt::format("hard link {} names {}, which is not an earlier member", show(m.name), show(m.link_name)));
+             fmt::format("hard link {} names {}, which is not an earlier member", util::quoted(m.name),
+                         util::quoted(m.link_name)));
       const Member& t = archive_.members[target->second];
       m.hard_link = true;
       m.target = t.hard_link ? t.target : target->second;
@@ -462,13 +449,13 @@ std::string Dialect::text() const {
 
 bool looks_like_tar(std::span<const std::byte> head) noexcept {
   if (head.size() < kBlock) return false;
-  const std::string_view h = text(head.first(kBlock));
+  const std::string_view h = as_text(head.first(kBlock));
   if (std::all_of(h.begin(), h.end(), [](char c) { return c == '\0'; })) return false;
   // tarfile raises (and torch.load falls back to reading a pickle) when the first
   // header's checksum or any number field does not parse.
   for (const Field f : kNumericFields)
-    if (!python_nti(field(h, f))) return false;
-  const auto stored = python_nti(field(h, kChecksum));
+    if (!python_nti(header_field(h, f))) return false;
+  const auto stored = python_nti(header_field(h, kChecksum));
   const auto [unsigned_sum, signed_sum] = checksums(h);
   return *stored == unsigned_sum || *stored == signed_sum;
 }

@@ -24,7 +24,7 @@ namespace {
 
 constexpr std::size_t kShortText = 64;  // longer str/bytes values are shown by digest
 
-std::string digest_of(std::string_view bytes) {
+std::string short_text_digest(std::string_view bytes) {
   return "sha256:" + sha256_hex({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()});
 }
 
@@ -59,19 +59,19 @@ class ValueCollector final : public detail::core::Visitor {
         const Storage& s = *v.as_storage();
         const auto b = s.bytes();
         out_.push_back({path, fmt::format("storage {} {} bytes {}", name(s.dtype), b.size(),
-                                          digest_of({reinterpret_cast<const char*>(b.data()), b.size()}))});
+                                          short_text_digest({reinterpret_cast<const char*>(b.data()), b.size()}))});
         return false;
       }
       case K::kStr:
         if (v.as_str().size() > kShortText) {
-          out_.push_back({path, fmt::format("str[{}] {}", v.as_str().size(), digest_of(v.as_str()))});
+          out_.push_back({path, fmt::format("str[{}] {}", v.as_str().size(), short_text_digest(v.as_str()))});
           return false;
         }
         break;
       case K::kBytes:
         if (v.as_bytes().size() > kShortText) {
           out_.push_back({path, fmt::format("{}[{}] {}", v.is_bytearray() ? "bytearray" : "bytes", v.as_bytes().size(),
-                                            digest_of(v.as_bytes()))});
+                                            short_text_digest(v.as_bytes()))});
           return false;
         }
         break;

@@ -292,7 +292,7 @@ Value call(Value callable, std::vector<Value> args) {
   return Value(std::move(o));
 }
 
-Value int_tuple(const std::vector<std::int64_t>& xs) {
+Value int_tuple_value(const std::vector<std::int64_t>& xs) {
   std::vector<Value> items(xs.begin(), xs.end());
   return Value::tuple(std::move(items));
 }
@@ -321,7 +321,7 @@ Value encode_sparse(const Composite& c) {
     data = {required(c, rows ? "crow_indices" : "ccol_indices"), required(c, rows ? "col_indices" : "row_indices"),
             required(c, "values")};
   }
-  data.push_back(call(Value::global("torch", "Size"), {int_tuple(c.shape)}));
+  data.push_back(call(Value::global("torch", "Size"), {int_tuple_value(c.shape)}));
   if (coo && c.coalesced) data.push_back(*c.coalesced);
   // The layout object as kept (one object a file may share among its sparse tensors), or a new one.
   if (!c.layout_arg.is_none() && layout_of(c.layout_arg) != c.layout) cannot_encode(c, "its layout argument differs");
@@ -369,12 +369,12 @@ Value encode_dtensor(const Composite& c) {
   if (!local || !local->is(Value::Kind::kTensor) || local->as_tensor() != c.part("local_tensor"))
     cannot_encode(c, "its state does not hold its local tensor");
   const Value type = Value::global(c.type.module, c.type.name);
-  return call(
-      Value::global("torch._tensor", "_rebuild_from_type_v2"),
-      {Value::global("torch._utils", "_rebuild_wrapper_subclass"), type,
-       Value::tuple({type, Value::global("torch", std::string(name(c.dtype))), int_tuple(c.shape), int_tuple(c.stride),
-                     Value(c.storage_offset), c.layout_arg, c.device, Value(c.requires_grad)}),
-       c.state});
+  return call(Value::global("torch._tensor", "_rebuild_from_type_v2"),
+              {Value::global("torch._utils", "_rebuild_wrapper_subclass"), type,
+               Value::tuple({type, Value::global("torch", std::string(name(c.dtype))), int_tuple_value(c.shape),
+                             int_tuple_value(c.stride), Value(c.storage_offset), c.layout_arg, c.device,
+                             Value(c.requires_grad)}),
+               c.state});
 }
 
 // Tensor.__reduce_ex__ of a tensor on the meta device: tuples, as torch writes them.
@@ -382,7 +382,7 @@ Value encode_meta(const Composite& c) {
   if (!c.parts.empty()) cannot_encode(c, "has parts (a meta tensor has no data)");
   if (c.stride.size() != c.shape.size()) cannot_encode(c, "its size and stride differ in length");
   return call(Value::global("torch._utils", "_rebuild_meta_tensor_no_storage"),
-              {Value::global("torch", std::string(name(c.dtype))), int_tuple(c.shape), int_tuple(c.stride),
+              {Value::global("torch", std::string(name(c.dtype))), int_tuple_value(c.shape), int_tuple_value(c.stride),
                Value(c.requires_grad)});
 }
 

@@ -1,5 +1,9 @@
 #include "util/text.h"
 
+#include <cstring>
+
+#include "util/hex.h"
+
 namespace tensorseal::detail::util {
 
 void append_utf8(std::string& out, std::uint32_t cp) {
@@ -79,6 +83,36 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
     s += parts[i];
   }
   return s;
+}
+
+bool is_ascii(std::string_view s) {
+  std::size_t i = 0;
+  std::uint64_t acc = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    acc |= w;
+  }
+  for (; i < s.size(); ++i) acc |= static_cast<unsigned char>(s[i]);
+  return (acc & 0x8080808080808080ull) == 0;
+}
+
+std::string quoted(std::string_view s) {
+  std::string out = "'";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (out.size() > 160) {
+      out += "...";
+      break;
+    }
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      append_hex(out, c);
+    }
+  }
+  return out + "'";
 }
 
 }  // namespace tensorseal::detail::util

@@ -24,6 +24,13 @@ std::optional<std::string> latin1_encode(std::string_view utf8);
 // bytes -> str with the latin-1 codec (Python's b.decode('latin1')): always valid UTF-8.
 std::string latin1_decode(std::string_view bytes);
 
+// True when every byte of `s` is below 0x80 (eight bytes at a time).
+bool is_ascii(std::string_view s);
+
+// `s` for an error message: in single quotes, printable ASCII as is, every other byte
+// (and \ and ') as \xNN, cut with "..." after 160 characters.
+std::string quoted(std::string_view s);
+
 // The parts with `sep` between them (Python's sep.join(parts)).
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 

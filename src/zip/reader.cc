@@ -30,6 +30,7 @@
 #include "util/endian.h"
 #include "util/hex.h"
 #include "util/parallel.h"
+#include "util/text.h"
 #include "zip/constants.h"
 
 namespace tensorseal::detail::zip {
@@ -42,24 +43,6 @@ using u64 = std::uint64_t;
 
 // A name as it appears in messages: quoted, control and non-ASCII bytes escaped,
 // bounded length.
-std::string show(std::string_view s) {
-  std::string out = "'";
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (out.size() > 160) {
-      out += "...";
-      break;
-    }
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
-      out += static_cast<char>(c);
-    } else {
-      out += "\\x";
-      util::append_hex(out, c);
-    }
-  }
-  return out + "'";
-}
-
 class Parser {
  public:
   Parser(std::span<const std::byte> file, const std::string& name, const Limits& limits)
@@ -289,7 +272,7 @@ void Parser::read_central(Archive& a, u64 count) {
            fmt::format("entry {}: name, extra field and comment ({} bytes) run past the central directory", which, var),
            pos);
     e.name = bytes(pos + zip::kCentralHeaderSize, name_len);
-    const std::string shown = show(e.name);
+    const std::string shown = util::quoted(e.name);
     if (name_len == 0) fail(rules::kBadName, "entry " + which + " has an empty name", pos + 28);
     if (name_len > zip::kMaxNameLength)
       fail(rules::kBadName, fmt::format("entry {}: name of {} bytes exceeds {}", which, name_len, zip::kMaxNameLength),
@@ -350,7 +333,7 @@ void Parser::read_central(Archive& a, u64 count) {
 }
 
 void Parser::read_local(Entry& e, std::size_t index) {
-  const std::string shown = show(e.name);
+  const std::string shown = util::quoted(e.name);
   const u64 lo = e.local_offset;
   if (!inside(lo, zip::kLocalHeaderSize))
     fail(rules::kLocalMissing,
@@ -368,7 +351,8 @@ void Parser::read_local(Entry& e, std::size_t index) {
   const std::string local_name = bytes(lo + zip::kLocalHeaderSize, name_len);
   if (local_name != e.name)
     fail(rules::kLocalMismatch,
-         fmt::format("entry #{}: central directory names it {}, local header {}", index, shown, show(local_name)),
+         fmt::format("entry #{}: central directory names it {}, local header {}", index, shown,
+                     util::quoted(local_name)),
          lo + zip::kLocalHeaderSize);
   if (method != e.method)
     fail(rules::kLocalMismatch,
@@ -474,16 +458,16 @@ void Parser::check_layout(Archive& a) {
     gaps += e.local_offset - cursor;  // local_offset >= cursor, checked below for i > 0
     if (i + 1 < order.size() && e.end_offset > order[i + 1]->local_offset)
       fail(rules::kOverlap,
-           fmt::format("entry {} [{}, {}) overlaps entry {} at {}", show(e.name), e.local_offset, e.end_offset,
-                       show(order[i + 1]->name), order[i + 1]->local_offset),
+           fmt::format("entry {} [{}, {}) overlaps entry {} at {}", util::quoted(e.name), e.local_offset, e.end_offset,
+                       util::quoted(order[i + 1]->name), order[i + 1]->local_offset),
            order[i + 1]->local_offset);
     cursor = e.end_offset;
   }
   if (order.empty()) a.prefix_size = a.central_offset;
   if (cursor > a.central_offset)
     fail(rules::kOverlap,
-         fmt::format("entry {} ends at {}, inside the central directory at {}", show(order.back()->name), cursor,
-                     a.central_offset),
+         fmt::format("entry {} ends at {}, inside the central directory at {}", util::quoted(order.back()->name),
+                     cursor, a.central_offset),
          a.central_offset);
   gaps += a.central_offset - cursor;
   a.unaccounted_bytes = gaps;
@@ -496,7 +480,7 @@ Archive Parser::run() {
   names.reserve(a.entries.size());
   for (const auto& e : a.entries)
     if (!names.insert(e.name).second)
-      fail(rules::kDuplicateName, fmt::format("entry {} appears twice in the central directory", show(e.name)),
+      fail(rules::kDuplicateName, fmt::format("entry {} appears twice in the central directory", util::quoted(e.name)),
            a.central_offset);
   for (std::size_t i = 0; i < a.entries.size(); ++i) read_local(a.entries[i], i);
   check_layout(a);
@@ -520,22 +504,22 @@ Archive read(std::span<const std::byte> file, const std::string& name, const Lim
 std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const Entry& e, std::vector<std::byte>& scratch,
                                        const std::string& name, const Limits& limits) {
   if (e.data_offset > file.size() || e.compressed_size > file.size() - e.data_offset)
-    throw Error(rules::kDataPastEnd, fmt::format("entry {}: data runs past the end of the file", show(e.name)), name,
-                e.data_offset);
+    throw Error(rules::kDataPastEnd, fmt::format("entry {}: data runs past the end of the file", util::quoted(e.name)),
+                name, e.data_offset);
   const auto raw = file.subspan(e.data_offset, e.compressed_size);
   if (e.method == zip::kMethodStored) {
     if (e.size != e.compressed_size)
-      throw Error(
-          rules::kStoredSize,
-          fmt::format("stored entry {} has compressed size {} but size {}", show(e.name), e.compressed_size, e.size),
-          name, e.data_offset);
+      throw Error(rules::kStoredSize,
+                  fmt::format("stored entry {} has compressed size {} but size {}", util::quoted(e.name),
+                              e.compressed_size, e.size),
+                  name, e.data_offset);
     return raw;
   }
   if (e.method != zip::kMethodDeflated) check_deflated(e, name);
   if (e.size > limits.max_alloc)
     throw Error(rules::kEntryTooLarge,
-                fmt::format("entry {} inflates to {} bytes, over the allocation limit of {}", show(e.name), e.size,
-                            limits.max_alloc),
+                fmt::format("entry {} inflates to {} bytes, over the allocation limit of {}", util::quoted(e.name),
+                            e.size, limits.max_alloc),
                 name, e.data_offset);
   check_deflated(e, name);
   std::unique_ptr<libdeflate_decompressor, DecompressorDeleter> d(libdeflate_alloc_decompressor());
@@ -546,37 +530,37 @@ std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const En
                                                   &in_used, &out_used);
   if (r == LIBDEFLATE_INSUFFICIENT_SPACE)
     throw Error(rules::kInflateFailed,
-                fmt::format("entry {} inflates to more than the declared {} bytes", show(e.name), e.size), name,
+                fmt::format("entry {} inflates to more than the declared {} bytes", util::quoted(e.name), e.size), name,
                 e.data_offset);
   if (r != LIBDEFLATE_SUCCESS)
-    throw Error(rules::kInflateFailed, fmt::format("entry {}: the deflate stream is invalid", show(e.name)), name,
-                e.data_offset);
+    throw Error(rules::kInflateFailed, fmt::format("entry {}: the deflate stream is invalid", util::quoted(e.name)),
+                name, e.data_offset);
   if (out_used != e.size)
-    throw Error(
-        rules::kInflateFailed,
-        fmt::format("entry {} inflates to {} bytes, the central directory says {}", show(e.name), out_used, e.size),
-        name, e.data_offset);
+    throw Error(rules::kInflateFailed,
+                fmt::format("entry {} inflates to {} bytes, the central directory says {}", util::quoted(e.name),
+                            out_used, e.size),
+                name, e.data_offset);
   if (in_used != e.compressed_size)
-    throw Error(
-        rules::kInflateFailed,
-        fmt::format("entry {}: the deflate stream ends after {} of {} bytes", show(e.name), in_used, e.compressed_size),
-        name, e.data_offset + in_used);
+    throw Error(rules::kInflateFailed,
+                fmt::format("entry {}: the deflate stream ends after {} of {} bytes", util::quoted(e.name), in_used,
+                            e.compressed_size),
+                name, e.data_offset + in_used);
   return {scratch.data(), scratch.size()};
 }
 
-std::string shown(std::string_view entry_name) { return show(entry_name); }
+std::string shown(std::string_view entry_name) { return util::quoted(entry_name); }
 
 void check_deflated(const Entry& e, const std::string& name) {
   if (e.method != zip::kMethodDeflated)
     throw Error(rules::kUnsupportedMethod,
                 fmt::format("entry {} uses compression method {} (tensorseal reads 0 stored and 8 deflate)",
-                            show(e.name), e.method),
+                            util::quoted(e.name), e.method),
                 name, e.local_offset + 8);
   const auto bound = util::mul(e.compressed_size, zip::kMaxDeflateRatio);
   if (bound && e.size > *bound)
     throw Error(rules::kDeflateRatio,
                 fmt::format("entry {} claims {} bytes from {} compressed bytes, more than deflate can expand (1032:1)",
-                            show(e.name), e.size, e.compressed_size),
+                            util::quoted(e.name), e.size, e.compressed_size),
                 name, e.data_offset);
 }
 
@@ -594,7 +578,7 @@ void check_inflate(const Archive& a, const std::string& name, const Limits& limi
     throw Error(rules::kInflateLimit,
                 fmt::format("entry {} brings the archive's deflated entries to {} inflated bytes from {} compressed "
                             "({}:1), over --max-inflate {} and --max-inflate-ratio {}",
-                            show(e.name), inflated, compressed, compressed ? inflated / compressed : inflated,
+                            util::quoted(e.name), inflated, compressed, compressed ? inflated / compressed : inflated,
                             limits.max_inflate, limits.max_inflate_ratio),
                 name, e.data_offset);
   }
@@ -623,17 +607,17 @@ void refuse_case_collision(const Archive& a, const std::string& name) {
   throw Error(rules::kCaseCollision,
               fmt::format("entries {} and {} differ only in case; "
                           "torch looks names up ignoring case, so either could be the record it loads",
-                          show(x.name), show(y.name)),
+                          util::quoted(x.name), util::quoted(y.name)),
               name, y.local_offset);
 }
 
 void check_crc(const Entry& e, std::uint32_t got, const std::string& name) {
   if (!e.crc_recorded) return;
   if (got != e.crc32)
-    throw Error(
-        rules::kCrcMismatch,
-        fmt::format("entry {}: CRC32 of the data is 0x{:x}, the archive says 0x{:x}", show(e.name), got, e.crc32), name,
-        e.data_offset);
+    throw Error(rules::kCrcMismatch,
+                fmt::format("entry {}: CRC32 of the data is 0x{:x}, the archive says 0x{:x}", util::quoted(e.name), got,
+                            e.crc32),
+                name, e.data_offset);
 }
 
 std::vector<std::uint32_t> verify_crcs(const std::vector<CrcCheck>& checks, const std::string& name, unsigned threads) {

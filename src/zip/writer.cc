@@ -15,6 +15,7 @@
 #include "tensorseal/error.h"
 #include "util/crc32.h"
 #include "util/endian.h"
+#include "util/text.h"
 #include "zip/constants.h"
 #include "zip/reader.h"
 
@@ -42,12 +43,6 @@ void put16(std::string& s, u16 v) { util::append_le<u16>(s, v); }
 void put32(std::string& s, u32 v) { util::append_le<u32>(s, v); }
 void put64(std::string& s, u64 v) { util::append_le<u64>(s, v); }
 u32 sat32(u64 v) { return v >= kMinizLimit ? zip::kSentinel32 : static_cast<u32>(v); }
-
-bool is_ascii(std::string_view s) {
-  for (char c : s)
-    if (static_cast<unsigned char>(c) >= 0x80) return false;
-  return true;
-}
 
 [[noreturn]] void misuse(std::string what) { throw Error(rules::kWriterMisuse, std::move(what)); }
 
@@ -110,7 +105,7 @@ void Writer::begin_record(std::string name, std::uint64_t size, std::optional<st
     h += name;
     h += extra;
   } else {
-    flags = is_ascii(name) ? 0 : zip::kFlagUtf8;
+    flags = util::is_ascii(name) ? 0 : zip::kFlagUtf8;
     put32(h, zip::kLocalHeaderSig);
     put16(h, kPythonVersion);
     put16(h, flags);
@@ -217,7 +212,7 @@ void Writer::record_deflated(std::string name, std::uint64_t size, std::uint32_t
   if (name.empty() || name.size() > zip::kMaxNameLength || name.find('\0') != std::string::npos || name[0] == '/')
     throw Error(rules::kWriterName, fmt::format("record name of {} bytes is not a valid zip name", name.size()));
   const u64 offset = sink_.position() - base_;
-  const u16 flags = is_ascii(name) ? 0 : zip::kFlagUtf8;
+  const u16 flags = util::is_ascii(name) ? 0 : zip::kFlagUtf8;
   std::string h;
   put32(h, zip::kLocalHeaderSig);
   put16(h, kPythonVersion);

@@ -50,3 +50,39 @@ def test_every_cpp_file_is_clang_formatted():
     unformatted = sorted({line.split(":")[0] for line in r.stderr.splitlines() if ": error:" in line})
     assert r.returncode == 0 and unformatted == [], "not clang-formatted (run make format):\n" + "\n".join(
         unformatted[:40]) + r.stderr[-2000:]
+
+
+# A function defined at column 0 (namespace scope: the tree does not indent namespaces),
+# with its name as the group.
+_DEFINITION = re.compile(r"^(?:template\s*<.*>\s*)?(?:static\s+|inline\s+|constexpr\s+|\[\[\w+\]\]\s+)*"
+                         r"(?!return\b|else\b|namespace\b|using\b|struct\b|class\b|enum\b)"
+                         r"[A-Za-z_][\w:<>,\s\*&]*?[\s\*&](\w+)\s*\(")
+
+
+def file_local_functions(path: pathlib.Path) -> set:
+    """Names of the functions `path` defines with internal linkage: in an anonymous
+    namespace or `static` at namespace scope."""
+    names, anonymous = set(), 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if re.match(r"^namespace\s*\{", line):
+            anonymous += 1
+        elif anonymous and re.match(r"^\}\s*//\s*namespace\s*$", line):
+            anonymous -= 1
+        elif (m := _DEFINITION.match(line)) and (anonymous or line.startswith("static ")):
+            names.add(m.group(1))
+    return names
+
+
+def test_no_file_local_function_name_is_in_two_library_files():
+    """The library compiles as a unity build (CMakeLists.txt, TENSORSEAL_UNITY): eight
+    files share one translation unit and one anonymous namespace. Two files' helpers of
+    one name with different parameters would be one overload set there, and a call could
+    bind to the other file's helper without a diagnostic. So no two library files define
+    file-local functions of the same name (the same signature twice would not compile)."""
+    where: dict = {}
+    for f in (p for p in cpp_files() if p.suffix == ".cc" and p.relative_to(ROOT).parts[0] == "src"):
+        for name in file_local_functions(f):
+            where.setdefault(name, []).append(str(f.relative_to(ROOT)))
+    assert sum(len(v) for v in where.values()) > 200  # the pattern still finds the helpers
+    twice = {name: files for name, files in where.items() if len(files) > 1}
+    assert twice == {}, twice
