@@ -74,7 +74,7 @@ def file_local_functions(path: pathlib.Path) -> set:
 
 
 def test_no_file_local_function_name_is_in_two_library_files():
-    """The library compiles as a unity build (CMakeLists.txt, TENSORSEAL_UNITY): eight
+    """The library compiles as a unity build (CMakeLists.txt, TENSORSEAL_UNITY): 16
     files share one translation unit and one anonymous namespace. Two files' helpers of
     one name with different parameters would be one overload set there, and a call could
     bind to the other file's helper without a diagnostic. So no two library files define
