@@ -84,9 +84,19 @@ stamp=.venv/.tensorseal-setup-$LEVEL
 want="$(printf '%s\n' "${PIP_PACKAGES[@]}" | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  # --no-compile: Python compiles a module when it is first imported (and keeps the .pyc);
-  # compiling all of torch's at install took a minute of the demo's set-up (1 min 43 s
-  # of pip install instead of 44 s on this 2-core VM).
+  # --no-compile: pip's byte-compiling of every module, one file at a time, was most of
+  # the demo's set-up (pip install 1 min 43 s, 44 s without, on a 2-core VM). The demo
+  # runs without .pyc files: Python compiles what each process imports (and keeps it
+  # unless PYTHONDONTWRITEBYTECODE is set).
   .venv/bin/python -m pip install -q --no-compile "${PIP_PACKAGES[@]}"
+  if [ "$LEVEL" != demo ]; then
+    # The test suite starts hundreds of Python processes (torchrun ranks, producers,
+    # killed writers); with PYTHONDONTWRITEBYTECODE set each would compile torch again
+    # (~7 s). So the full set-up compiles site-packages, on every core. Its status is
+    # ignored, as pip ignores it: some packages ship files that are not Python 3
+    # (templates, test data).
+    .venv/bin/python -m compileall -q -j 0 "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+      > /dev/null || true
+  fi
   echo "$want" > "$stamp"
 fi
