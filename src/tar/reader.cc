@@ -48,7 +48,6 @@ std::string_view header_field(std::string_view header, Field f) { return header.
 // tarfile's nts(): the bytes before the first NUL.
 std::string_view until_nul(std::string_view s) { return s.substr(0, std::min(s.find('\0'), s.size())); }
 
-// A name as it appears in messages: quoted, bounded, non-printable bytes escaped.
 bool python_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f'); }
 
 // What tarfile's nti() makes of a number field, or nullopt where it raises: base-256

@@ -15,6 +15,7 @@
 
 #include "tensorseal/error.h"
 #include "util/release.h"
+#include "util/text.h"
 #include "zip/constants.h"
 
 namespace tensorseal::detail::zip {
@@ -74,12 +75,13 @@ void inflate_entry(std::span<const std::byte> file, const Entry& e, const std::s
                    bool release, std::uint64_t window,
                    const std::function<bool(std::uint64_t at, std::span<const std::byte> bytes)>& sink) {
   if (e.data_offset > file.size() || e.compressed_size > file.size() - e.data_offset)
-    throw Error(rules::kDataPastEnd, fmt::format("entry {}: data runs past the end of the file", shown(e.name)), name,
-                e.data_offset);
+    throw Error(rules::kDataPastEnd, fmt::format("entry {}: data runs past the end of the file", util::quoted(e.name)),
+                name, e.data_offset);
   check_deflated(e, name);
   const auto raw = file.subspan(e.data_offset, e.compressed_size);
   auto fail = [&](std::string detail, std::uint64_t at) {
-    throw Error(rules::kInflateFailed, fmt::format("entry {}{}", shown(e.name), detail), name, e.data_offset + at);
+    throw Error(rules::kInflateFailed, fmt::format("entry {}{}", util::quoted(e.name), detail), name,
+                e.data_offset + at);
   };
   auto st = std::make_unique<inflate_state>();
   isal_inflate_init(st.get());
@@ -132,7 +134,7 @@ std::vector<std::byte> inflate_entry_whole(std::span<const std::byte> file, cons
   if (e.size > limits.max_alloc)
     throw Error(rules::kEntryTooLarge,
                 fmt::format("entry {} inflates to {} bytes, over the allocation limit of {} (--max-alloc)",
-                            shown(e.name), e.size, limits.max_alloc),
+                            util::quoted(e.name), e.size, limits.max_alloc),
                 name, e.data_offset);
   std::vector<std::byte> out(e.size);
   inflate_entry(file, e, name, verify_crc, false, kInflateWindow, [&](std::uint64_t at, std::span<const std::byte> b) {

@@ -28,7 +28,6 @@
 #include "util/checked.h"
 #include "util/crc32.h"
 #include "util/endian.h"
-#include "util/hex.h"
 #include "util/parallel.h"
 #include "util/text.h"
 #include "zip/constants.h"
@@ -41,8 +40,6 @@ using u16 = std::uint16_t;
 using u32 = std::uint32_t;
 using u64 = std::uint64_t;
 
-// A name as it appears in messages: quoted, control and non-ASCII bytes escaped,
-// bounded length.
 class Parser {
  public:
   Parser(std::span<const std::byte> file, const std::string& name, const Limits& limits)
@@ -547,8 +544,6 @@ std::span<const std::byte> entry_bytes(std::span<const std::byte> file, const En
                 name, e.data_offset + in_used);
   return {scratch.data(), scratch.size()};
 }
-
-std::string shown(std::string_view entry_name) { return util::quoted(entry_name); }
 
 void check_deflated(const Entry& e, const std::string& name) {
   if (e.method != zip::kMethodDeflated)

@@ -82,10 +82,6 @@ void check_inflate(const Archive& a, const std::string& name, const Limits& limi
 // deflate can expand its compressed bytes to, 1032:1 (zip/deflate-ratio).
 void check_deflated(const Entry& e, const std::string& name);
 
-// An entry name as messages show it: quoted, control and non-ASCII bytes escaped,
-// bounded length.
-[[nodiscard]] std::string shown(std::string_view entry_name);
-
 // Two entries whose names are equal ignoring ASCII case (indices in central directory
 // order), if any. torch's zip reader (miniz) looks names up ignoring case, so in a
 // torch archive either could be the record torch loads.
