@@ -406,10 +406,11 @@ class TorchFastPath {
   // (no bound-method object).
   // A plain torch.Tensor's dtype and shape, the first look of a streamed save (the
   // layout; the shape appended to `dims`); false for anything else, Parameters included.
+  // Nested tensors are plain torch.Tensors whose shape raises: they are ruled out first.
   bool layout(nb::handle h, DType& dtype, std::vector<std::int64_t>& dims) const {
     if (!tensor_.is_valid() || reinterpret_cast<PyObject*>(Py_TYPE(h.ptr())) != tensor_.ptr()) return false;
     const std::optional<DType> d = dtype_of(get(h, n_.dtype).ptr());
-    if (!d) return false;
+    if (!d || truth(get(h, n_.is_nested))) return false;
     dtype = *d;
     nb::object shape = get(h, n_.shape);
     const Py_ssize_t n = PyTuple_Size(shape.ptr());
@@ -418,7 +419,8 @@ class TorchFastPath {
     return true;
   }
 
-  // `known`: the dtype and shape layout() read from `h`, with no code run since.
+  // `known`: the dtype and shape layout() read from `h` (so it is not nested), with no
+  // code run since.
   struct Known {
     DType dtype;
     std::span<const std::int64_t> shape;
@@ -431,7 +433,7 @@ class TorchFastPath {
     if (nb::object d = nb::getattr(h, n_.dict, nb::none()); !d.is_none() && nb::len(d) != 0) return false;
     const std::optional<DType> dtype = known ? known->dtype : dtype_of(get(h, n_.dtype).ptr());
     if (!dtype) return false;
-    if (!truth(get(h, n_.is_cpu)) || !get(h, n_.layout).is(strided_) || truth(get(h, n_.is_nested)) ||
+    if (!truth(get(h, n_.is_cpu)) || !get(h, n_.layout).is(strided_) || (!known && truth(get(h, n_.is_nested))) ||
         truth(call(h, n_.is_neg)) || (info(*dtype).kind == DTypeKind::kComplex && truth(call(h, n_.is_conj))))
       return false;
     f.dtype = *dtype;
