@@ -620,8 +620,8 @@ def _describe_storage(s: Any) -> BufferDesc:
 
 def torch_fast_path() -> Optional[tuple]:
     """What the binding needs to read plain tensors without classify(): (torch.Tensor,
-    torch.nn.Parameter, torch.strided, {torch dtype: tensorseal name}); None without
-    torch. The binding takes that path only for objects of exactly those two types on
+    torch.nn.Parameter, torch.strided, {torch dtype: tensorseal name},
+    torch.UntypedStorage); None without torch. The binding takes that path only for objects of exactly those two types on
     the CPU, strided, not quantized, nested, conjugated or negated and without
     attributes: everything else comes here."""
     if torch is None:
@@ -631,7 +631,7 @@ def torch_fast_path() -> Optional[tuple]:
         dt = getattr(torch, name, None)
         if isinstance(dt, torch.dtype):
             dtypes[dt] = name
-    return torch.Tensor, torch.nn.Parameter, torch.strided, dtypes
+    return torch.Tensor, torch.nn.Parameter, torch.strided, dtypes, getattr(torch, "UntypedStorage", None)
 
 
 def classify(obj: Any) -> Any:

@@ -277,6 +277,21 @@ def test_invalid_argument_error(tmp_path):
         tensorseal.save_bytes({"w": torch.ones(1)}, "no-such-format")
 
 
+def test_a_str_that_is_not_utf8_is_refused_clearly(tmp_path):
+    # A lone surrogate (what surrogateescape decoding and pickle's surrogatepass give):
+    # tensorseal's text is UTF-8, so it is refused as a key, as a value and in a dict of
+    # 64+ tensors (the streamed save), with nothing written.
+    lone = "w\udc80"
+    cases = [{lone: torch.ones(1)}, {"w": lone}, {f"{lone}{i}": torch.ones(1) for i in range(70)}]
+    for obj in cases:
+        for ext in ("pt", "safetensors"):
+            with pytest.raises(tensorseal.InvalidArgumentError, match=r"holds a lone surrogate: tensorseal's text is"):
+                tensorseal.save(obj, tmp_path / f"x.{ext}")
+        with pytest.raises(tensorseal.InvalidArgumentError, match="lone surrogate"):
+            tensorseal.hash(obj)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_limit_error(tmp_path):
     # A pickle nesting lists 5000 deep: far past Limits::max_depth (1000).
     data = b"\x80\x02" + b"]" * 5000 + b"a" * 4999 + b"."
