@@ -100,6 +100,76 @@ class LayoutSink final : public detail::io::Sink {
   std::vector<Piece> pieces_{Piece{0, 0}};
 };
 
+// The pickle of a streamed .pt's stand-in tree, with the names, dtypes and shapes it
+// was made for. write_torch_zip's pickle is a function of those alone (no option,
+// address, time or content enters it), and a training loop saves one structure again
+// and again: the pickle of the last save is kept, and a save of the same structure
+// skips making the stand-in tree, its storage plan and its pickle (10,000 entries:
+// about four fifths of the thread's preparation). Matched by comparing every name,
+// dtype and dimension, never by a hash.
+struct StandInPickle {
+  std::vector<std::string> names;
+  std::vector<DType> dtypes;
+  std::vector<std::int64_t> dims;  // every shape, one after another
+  std::vector<std::size_t> ranks;
+  std::string pkl;
+
+  // Kept only up to this size of names and pickle: a dict of millions of entries
+  // would hold its copy for the life of the process.
+  static constexpr std::size_t kKeepAtMost = std::size_t{16} << 20;
+
+  explicit StandInPickle(std::span<const StreamedWrite::Entry> entries) {
+    names.reserve(entries.size());
+    dtypes.reserve(entries.size());
+    ranks.reserve(entries.size());
+    for (const auto& e : entries) {
+      names.emplace_back(e.name);
+      dtypes.push_back(e.dtype);
+      ranks.push_back(e.shape.size());
+      dims.insert(dims.end(), e.shape.begin(), e.shape.end());
+    }
+  }
+  bool matches(std::span<const StreamedWrite::Entry> entries) const {
+    if (entries.size() != names.size()) return false;
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const auto& e = entries[i];
+      if (e.name != names[i] || e.dtype != dtypes[i] || e.shape.size() != ranks[i] ||
+          !std::equal(e.shape.begin(), e.shape.end(), dims.begin() + static_cast<std::ptrdiff_t>(at)))
+        return false;
+      at += ranks[i];
+    }
+    return true;
+  }
+  std::size_t bytes() const {
+    std::size_t n = pkl.size() + dims.size() * sizeof(std::int64_t);
+    for (const auto& name : names) n += name.size();
+    return n;
+  }
+
+  // The last one made (any thread's), or null.
+  static std::shared_ptr<const StandInPickle> last() {
+    std::lock_guard lock(mutex());
+    return slot();
+  }
+  static void keep(std::shared_ptr<const StandInPickle> made) {
+    if (made->bytes() > kKeepAtMost) made.reset();
+    std::lock_guard lock(mutex());
+    slot() = std::move(made);
+  }
+
+ private:
+  // Never destroyed: a save may run on another thread while the process exits.
+  static std::mutex& mutex() {
+    static auto* m = new std::mutex;
+    return *m;
+  }
+  static std::shared_ptr<const StandInPickle>& slot() {
+    static auto* s = new std::shared_ptr<const StandInPickle>;
+    return *s;
+  }
+};
+
 }  // namespace
 
 struct StreamedWrite::Impl {
@@ -161,10 +231,12 @@ struct StreamedWrite::Impl {
     offset = std::move(l.data_offset);
   }
 
-  // The archive write_torch_zip writes for a dict of these names, each a tensor of its
-  // entry's dtype and shape over a storage of its own (never read: the gaps), up to
-  // its last storage record.
-  void prepare_pt() {
+  // The pickle write_torch_zip writes for a dict of these names, each a tensor of its
+  // entry's dtype and shape over a storage of its own: the last save's when it was of
+  // the same structure (StandInPickle), else made from the stand-in tree.
+  std::shared_ptr<const StandInPickle> stand_in_pickle() {
+    if (auto last = StandInPickle::last(); last && last->matches(entries)) return last;
+    auto made = std::make_shared<StandInPickle>(entries);
     scratch = std::make_unique<Scratch>();
     const Value& stand_in = scratch->root;
     auto& items = scratch->root.as_dict().items;
@@ -176,13 +248,22 @@ struct StreamedWrite::Impl {
       items.emplace_back(Value::str(std::string(e.name)), Value(std::shared_ptr<const Tensor>(std::move(t))));
     }
     const detail::torch::StoragePlan& plan = scratch->plan.emplace(stand_in);
-    const std::string pkl = scratch->pickler.emplace(detail::torch::make_hooks(*scratch->plan, false)).finish(stand_in);
+    made->pkl = scratch->pickler.emplace(detail::torch::make_hooks(*scratch->plan, false)).finish(stand_in);
     if (plan.used().size() != entries.size()) throw Error(rules::kInternal, "a stand-in tensor without a storage");
     // The plan keys storages by first use, which for a plain dict is dict order:
     // storage record k is entry k.
     for (std::size_t k = 0; k < entries.size(); ++k)
       if (plan.used()[k]->dense_source != items[k].second.as_tensor().get())
         throw Error(rules::kInternal, "a stand-in storage not planned in dict order");
+    StandInPickle::keep(made);
+    return made;
+  }
+
+  // The archive write_torch_zip writes for the stand-in dict (stand_in_pickle), up to
+  // its last storage record, each storage's data a gap (never read).
+  void prepare_pt() {
+    const std::shared_ptr<const StandInPickle> made = stand_in_pickle();
+    const std::string& pkl = made->pkl;
     gap_of.assign(entries.size(), SIZE_MAX);
     offset.assign(entries.size(), 0);
     crc.assign(entries.size(), 0);

@@ -169,6 +169,33 @@ TEST(StreamedWrite, ManyTensorsInAnyPutOrderGiveWriteFilesBytes) {
   }
 }
 
+// A .pt stream of the same names, dtypes and shapes as the last one reuses its pickle;
+// these differ from `base` in one name, dtype, shape, rank or order only (the same
+// number of entries and bytes), and each right after each must be its own file.
+TEST(StreamedWrite, APtOfAnotherStructureNeverReusesTheLastPickle) {
+  Scratch s;
+  const auto base = [](std::vector<std::pair<std::string, std::shared_ptr<const Tensor>>> head) {
+    if (head.empty()) head = {{"a", counting(DType::kFloat32, {2, 3}, 1)}, {"b", counting(DType::kFloat32, {4}, 2)}};
+    for (int i = 0; i < 8; ++i) head.emplace_back("p" + std::to_string(i), counting(DType::kFloat32, {2, 3}, 3));
+    return dict_of(std::move(head));
+  };
+  std::vector<Value> cases = {
+      base({}),
+      base({{"a", counting(DType::kFloat32, {2, 3}, 1)}, {"c", counting(DType::kFloat32, {4}, 2)}}),
+      base({{"a", counting(DType::kInt32, {2, 3}, 1)}, {"b", counting(DType::kFloat32, {4}, 2)}}),
+      base({{"a", counting(DType::kFloat32, {3, 2}, 1)}, {"b", counting(DType::kFloat32, {4}, 2)}}),
+      // dims in a row 2 3 | 4 | 2 3 ... read as 2 | 4 2 | 3 ...
+      base({{"a", counting(DType::kFloat32, {2}, 1)}, {"b", counting(DType::kFloat32, {4, 2}, 2)}}),
+      base({{"b", counting(DType::kFloat32, {4}, 2)}, {"a", counting(DType::kFloat32, {2, 3}, 1)}}),
+  };
+  for (const Value& first : cases)
+    for (const Value& then : cases) {
+      ASSERT_TRUE(stream(first, s.dir / "first", Format::kTorchZip));
+      ASSERT_TRUE(stream(then, s.dir / "then", Format::kTorchZip));
+      EXPECT_EQ(testing::read_all(s.dir / "then"), write_bytes(then, Format::kTorchZip));
+    }
+}
+
 TEST(StreamedWrite, EmptyDictsAndEmptyTensors) {
   Scratch s;
   for (Format f : kFormats) {

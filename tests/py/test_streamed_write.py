@@ -88,6 +88,58 @@ def test_many_tensors_stream_to_pt_as_the_ordinary_writer_writes_them(tmp_path):
     assert files(tmp_path) == ["a.pt"]
 
 
+def near_structures():
+    """Dicts of MANY tensors that differ from `base` in one name, dtype, shape or rank
+    only: the streamed .pt reuses the last save's pickle for the same names, dtypes and
+    shapes (stream.cc StandInPickle), and must not for any of these. Each has the same
+    number of entries and of bytes, so only the pickle tells them apart."""
+    def base(**change):
+        sd = {"a": random_tensor(torch.float32, (2, 3), 100), "b": random_tensor(torch.float32, (4,), 101)}
+        sd.update({f"p{i}": random_tensor(torch.float32, (2, 3), i) for i in range(MANY - 2)})
+        sd.update(change)
+        return sd
+    return {
+        "base": base(),
+        "a name": {("q0" if k == "p0" else k): v for k, v in base().items()},
+        "a dtype of the same size": base(a=random_tensor(torch.int32, (2, 3), 100)),
+        "a shape of the same size": base(a=random_tensor(torch.float32, (3, 2), 100)),
+        # dims in a row 2 3 | 4 | 2 3 ... read as 2 | 3 4 ... and as 2 | 4 2 | 3 ...
+        "a rank (the same dims in a row)": base(a=random_tensor(torch.float32, (2,), 100),
+                                                b=random_tensor(torch.float32, (3, 4), 101)),
+        "ranks that shift the next shape": base(a=random_tensor(torch.float32, (2,), 100),
+                                                b=random_tensor(torch.float32, (4, 2), 101)),
+        "an order": dict(reversed(list(base().items()))),
+    }
+
+
+def test_a_save_of_another_structure_never_reuses_the_last_pickle(tmp_path):
+    cases = near_structures()
+    # Each right after each (itself included, with other contents): the file is always
+    # what the ordinary writer writes for that dict.
+    for i, (first, then) in enumerate((a, b) for a in cases for b in cases):
+        assert save(cases[first], tmp_path / "first.pt"), first
+        sd = {k: v + i if v.dtype != torch.int32 else v * i for k, v in cases[then].items()}
+        p = tmp_path / "then.pt"
+        assert save(sd, p), then
+        assert p.read_bytes() == tensorseal.save_bytes(sd, "pt"), (first, then)
+        assert same_as_torch(p, sd), (first, then)
+
+
+def test_threads_saving_different_structures_write_their_own_bytes(tmp_path):
+    import concurrent.futures
+    cases = list(near_structures().values())
+    jobs = [(i, cases[i % len(cases)]) for i in range(24)]
+
+    def one(job):
+        i, sd = job
+        p = tmp_path / f"{i}.pt"
+        tensorseal.save(sd, p)
+        return p.read_bytes() == tensorseal.save_bytes(sd, "pt")
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(one, jobs))
+
+
 @pytest.mark.parametrize("ext", EXTS)
 def test_views_are_written_as_their_elements(tmp_path, ext):
     base = torch.arange(4000, dtype=torch.float32).reshape(40, 100)
