@@ -489,15 +489,14 @@ class TorchFastPath {
   // Resolves each attribute to the descriptor torch.Tensor's type holds for it, so that
   // a call skips the name lookup (the type's MRO, the instance dict), about 1,500 of
   // the ~11,000 instructions a streamed save spends on each tensor (callgrind). It is
-  // the object PyObject_GetAttr would
-  // call: read() takes only objects of exactly torch.Tensor or nn.Parameter with an
-  // empty __dict__ (nothing shadows a method), and data descriptors come before the
-  // instance dict. Bound only where both types resolve a name to the same descriptor
-  // of the expected kind (a getset for properties, a C method descriptor for methods);
-  // each name that is not stays a lookup by name. The storage's methods are bound
-  // likewise, and used only on objects of exactly torch.UntypedStorage. (The getset
-  // type's __get__ slot is read with PyType_GetSlot, which static types answer from
-  // 3.10, nanobind's minimum.)
+  // the object PyObject_GetAttr would call: read() takes only objects of exactly
+  // torch.Tensor or nn.Parameter with an empty __dict__ (nothing shadows a method), and
+  // data descriptors come before the instance dict. Bound only where both types resolve
+  // a name to the same descriptor of the expected kind (a getset for properties, a C
+  // method descriptor for methods); each name that is not stays a lookup by name. The
+  // storage's methods are bound likewise, and used only on objects of exactly
+  // torch.UntypedStorage. (The getset type's __get__ slot is read with PyType_GetSlot,
+  // which static types answer from 3.10, nanobind's minimum.)
   void bind_descriptors() {
     nb::handle getset_type = nb::handle(reinterpret_cast<PyObject*>(&PyLong_Type)).attr("real").type();
     nb::handle method_type = nb::handle(reinterpret_cast<PyObject*>(&PyUnicode_Type)).attr("join").type();
