@@ -289,6 +289,13 @@ def test_a_str_that_is_not_utf8_is_refused_clearly(tmp_path):
                 tensorseal.save(obj, tmp_path / f"x.{ext}")
         with pytest.raises(tensorseal.InvalidArgumentError, match="lone surrogate"):
             tensorseal.hash(obj)
+    for metadata in ({lone: "v"}, {"k": lone}):
+        with pytest.raises(tensorseal.InvalidArgumentError, match="holds a lone surrogate"):
+            tensorseal.save({"w": torch.ones(1)}, tmp_path / "m.safetensors", metadata=metadata)
+        with pytest.raises(tensorseal.InvalidArgumentError, match="holds a lone surrogate"):
+            tensorseal.save_bytes({"w": torch.ones(1)}, "safetensors", metadata=metadata)
+    with pytest.raises(tensorseal.InvalidArgumentError, match="metadata keys and values are str, not int"):
+        tensorseal.save({"w": torch.ones(1)}, tmp_path / "m.safetensors", metadata={"k": 1})
     assert list(tmp_path.iterdir()) == []
 
 
