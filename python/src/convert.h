@@ -468,20 +468,24 @@ class TorchFastPath {
     nb::object descr;
   };
   // o.name: through the getset descriptor when bound (o's type is one the descriptor
-  // was resolved on), else by name.
+  // was resolved on; bound implies descr_get_), else by name.
   nb::object get(nb::handle o, const Attr& a) const {
-    PyObject* r = a.descr.is_valid() && descr_get_ != nullptr
-                      ? descr_get_(a.descr.ptr(), o.ptr(), reinterpret_cast<PyObject*>(Py_TYPE(o.ptr())))
-                      : PyObject_GetAttr(o.ptr(), a.name.ptr());
+    PyObject* r = a.descr.is_valid() ? descr_get_(a.descr.ptr(), o.ptr(), reinterpret_cast<PyObject*>(Py_TYPE(o.ptr())))
+                                     : PyObject_GetAttr(o.ptr(), a.name.ptr());
     if (r == nullptr) throw nb::python_error();
     return nb::steal(r);
   }
   // o.name(): through the method descriptor when bound, else by name.
   static nb::object call(nb::handle o, const Attr& a) {
+    if (!a.descr.is_valid()) return call_by_name(o, a.name);
     PyObject* args[2] = {nullptr, o.ptr()};
-    PyObject* r = a.descr.is_valid()
-                      ? PyObject_Vectorcall(a.descr.ptr(), args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr)
-                      : PyObject_VectorcallMethod(a.name.ptr(), args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+    PyObject* r = PyObject_Vectorcall(a.descr.ptr(), args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+    if (r == nullptr) throw nb::python_error();
+    return nb::steal(r);
+  }
+  static nb::object call_by_name(nb::handle o, const nb::str& name) {
+    PyObject* args[2] = {nullptr, o.ptr()};
+    PyObject* r = PyObject_VectorcallMethod(name.ptr(), args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
     if (r == nullptr) throw nb::python_error();
     return nb::steal(r);
   }
@@ -545,11 +549,7 @@ class TorchFastPath {
   }
   // A storage method: bound only for exactly torch.UntypedStorage.
   nb::object storage_call(nb::handle s, const Attr& a) const {
-    if (reinterpret_cast<PyObject*>(Py_TYPE(s.ptr())) == storage_type_.ptr()) return call(s, a);
-    PyObject* args[2] = {nullptr, s.ptr()};
-    PyObject* r = PyObject_VectorcallMethod(a.name.ptr(), args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
-    if (r == nullptr) throw nb::python_error();
-    return nb::steal(r);
+    return reinterpret_cast<PyObject*>(Py_TYPE(s.ptr())) == storage_type_.ptr() ? call(s, a) : call_by_name(s, a.name);
   }
   static bool truth(nb::handle o) {
     if (o.ptr() == Py_True) return true;

@@ -243,7 +243,8 @@ def _metadata_pairs(metadata: Optional[Dict[str, str]]) -> List[Tuple[str, str]]
             try:
                 x.encode("utf-8")
             except UnicodeEncodeError:
-                raise invalid_argument(f"the str {x[:80]!r} holds a lone surrogate: tensorseal's text is UTF-8") from None
+                raise invalid_argument(
+                    f"the str {x[:80]!r} holds a lone surrogate: tensorseal's text is UTF-8") from None
     return sorted((metadata or {}).items())
 
 

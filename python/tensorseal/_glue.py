@@ -621,9 +621,9 @@ def _describe_storage(s: Any) -> BufferDesc:
 def torch_fast_path() -> Optional[tuple]:
     """What the binding needs to read plain tensors without classify(): (torch.Tensor,
     torch.nn.Parameter, torch.strided, {torch dtype: tensorseal name},
-    torch.UntypedStorage); None without torch. The binding takes that path only for objects of exactly those two types on
-    the CPU, strided, not quantized, nested, conjugated or negated and without
-    attributes: everything else comes here."""
+    torch.UntypedStorage); None without torch. The binding takes that path only for
+    objects of exactly those two types on the CPU, strided, not quantized, nested,
+    conjugated or negated and without attributes: everything else comes here."""
     if torch is None:
         return None
     dtypes = {}
