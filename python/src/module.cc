@@ -48,10 +48,21 @@ nb::dict checkpoint_to_py(const Checkpoint& c, const std::string& framework, boo
   return d;
 }
 
-WriteOptions write_options(const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads,
-                           bool empty_metadata = false) {
+// metadata=: (key, value) pairs of str (sorted by the caller), each refused with
+// InvalidArgumentError unless it is a str of UTF-8 text (FromPy::utf8).
+WriteOptions write_options(nb::handle metadata, unsigned threads, bool empty_metadata = false) {
   WriteOptions o;
-  o.metadata = metadata;
+  for (nb::handle pair : metadata) {
+    std::string kv[2];
+    for (int i = 0; i < 2; ++i) {
+      nb::object x = pair[i];
+      if (!PyUnicode_Check(x.ptr()))
+        throw Error(rules::kInvalidArgument,
+                    "metadata keys and values are str, not " + nb::cast<std::string>(x.type().attr("__name__")));
+      kv[i] = FromPy::utf8(x);
+    }
+    o.metadata.emplace_back(std::move(kv[0]), std::move(kv[1]));
+  }
   o.empty_metadata = empty_metadata;
   o.threads = threads;
   return o;
@@ -254,10 +265,9 @@ NB_MODULE(_tensorseal, m) {
 
   m.def(
       "write_file",
-      [](nb::handle obj, const std::string& path, const std::string& format,
-         const std::vector<std::pair<std::string, std::string>>& metadata, unsigned threads, bool split_storages,
-         bool empty_metadata, const std::vector<std::pair<std::string, std::string>>& options, bool fsync,
-         nb::handle progress) {
+      [](nb::handle obj, const std::string& path, const std::string& format, nb::handle metadata, unsigned threads,
+         bool split_storages, bool empty_metadata, const std::vector<std::pair<std::string, std::string>>& options,
+         bool fsync, nb::handle progress) {
         FromPy conv;
         conv.split_storages = split_storages;
         Format f = parse_format(format);
@@ -283,8 +293,7 @@ NB_MODULE(_tensorseal, m) {
         conv.dispose(std::move(root));
         if (streamed) ++streamed_writes;
       },
-      nb::arg("obj"), nb::arg("path"), nb::arg("format"),
-      nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{}, nb::arg("threads") = 0,
+      nb::arg("obj"), nb::arg("path"), nb::arg("format"), nb::arg("metadata") = nb::tuple(), nb::arg("threads") = 0,
       nb::arg("split_storages") = false, nb::arg("empty_metadata") = false,
       nb::arg("options") = std::vector<std::pair<std::string, std::string>>{}, nb::arg("fsync") = true,
       nb::arg("progress") = nb::none());
@@ -295,8 +304,9 @@ NB_MODULE(_tensorseal, m) {
 
   m.def(
       "write_bytes",
-      [](nb::handle obj, const std::string& format, const std::vector<std::pair<std::string, std::string>>& metadata,
-         unsigned threads, bool split_storages, bool empty_metadata) {
+      [](nb::handle obj, const std::string& format, nb::handle metadata, unsigned threads, bool split_storages,
+         bool empty_metadata) {
+        const WriteOptions o = write_options(metadata, threads, empty_metadata);  // reads Python objects: GIL held
         FromPy conv;
         conv.split_storages = split_storages;
         Value root = conv.convert(obj);
@@ -304,13 +314,13 @@ NB_MODULE(_tensorseal, m) {
         std::string out;
         {
           nb::gil_scoped_release nogil;
-          out = write_bytes(root, f, write_options(metadata, threads, empty_metadata));
+          out = write_bytes(root, f, o);
         }
         conv.dispose(std::move(root));
         return nb::bytes(out.data(), out.size());
       },
-      nb::arg("obj"), nb::arg("format"), nb::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
-      nb::arg("threads") = 0, nb::arg("split_storages") = false, nb::arg("empty_metadata") = false);
+      nb::arg("obj"), nb::arg("format"), nb::arg("metadata") = nb::tuple(), nb::arg("threads") = 0,
+      nb::arg("split_storages") = false, nb::arg("empty_metadata") = false);
 
   m.def(
       "hash_file",

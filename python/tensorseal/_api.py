@@ -225,27 +225,13 @@ def save(obj: Any, path: PathLike, format: Optional[str] = None, *,
     """
     format, pairs = _format_options(path, format, options)
     with _progress(progress, f"writing {os.fspath(path)}") as cb:
-        _core.write_file(obj, os.fspath(path), _format_for(path, format), _metadata_pairs(metadata), threads,
+        _core.write_file(obj, os.fspath(path), _format_for(path, format), sorted((metadata or {}).items()), threads,
                          options=pairs, fsync=bool(durable), progress=cb)
 
 
 def save_bytes(obj: Any, format: str, *, metadata: Optional[Dict[str, str]] = None, threads: int = 0) -> bytes:
     """The canonical bytes save() would write in ``format``."""
-    return _core.write_bytes(obj, _format_for("", format), _metadata_pairs(metadata), threads)
-
-
-def _metadata_pairs(metadata: Optional[Dict[str, str]]) -> List[Tuple[str, str]]:
-    """``metadata`` as the core takes it: (key, value) pairs of UTF-8 text, sorted."""
-    for k, v in (metadata or {}).items():
-        for x in (k, v):
-            if not isinstance(x, str):
-                raise invalid_argument(f"metadata keys and values are str, not {type(x).__name__}")
-            try:
-                x.encode("utf-8")
-            except UnicodeEncodeError:
-                raise invalid_argument(
-                    f"the str {x[:80]!r} holds a lone surrogate: tensorseal's text is UTF-8") from None
-    return sorted((metadata or {}).items())
+    return _core.write_bytes(obj, _format_for("", format), sorted((metadata or {}).items()), threads)
 
 
 def hash(path_or_obj: Any, *, fast: bool = False, threads: int = 0, limits: LimitsArg = None,

@@ -294,6 +294,8 @@ def test_a_str_that_is_not_utf8_is_refused_clearly(tmp_path):
             tensorseal.save({"w": torch.ones(1)}, tmp_path / "m.safetensors", metadata=metadata)
         with pytest.raises(tensorseal.InvalidArgumentError, match="holds a lone surrogate"):
             tensorseal.save_bytes({"w": torch.ones(1)}, "safetensors", metadata=metadata)
+        with pytest.raises(tensorseal.InvalidArgumentError, match="holds a lone surrogate"):
+            tensorseal.safetensors.save({"w": torch.ones(1)}, metadata=metadata)  # the drop-in too
     with pytest.raises(tensorseal.InvalidArgumentError, match="metadata keys and values are str, not int"):
         tensorseal.save({"w": torch.ones(1)}, tmp_path / "m.safetensors", metadata={"k": 1})
     assert list(tmp_path.iterdir()) == []
